@@ -1,0 +1,24 @@
+// Command trellis creates and manages virtual networks. See README.md.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/trellisnet/trellis/internal/cli"
+	"github.com/trellisnet/trellis/internal/node"
+)
+
+func main() {
+	// trellis re-executes itself as a node's init process and to run commands in nodes.
+	switch {
+	case os.Args[0] == node.InitArg0:
+		node.InitMain()
+	case len(os.Args) > 2 && os.Args[1] == node.ExecArg && os.Args[2] == "--":
+		node.ExecMain(os.Args[3:])
+	}
+	if err := cli.NewRoot().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "trellis:", err)
+		os.Exit(1)
+	}
+}

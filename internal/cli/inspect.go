@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/substrate"
+)
+
+func inspectCmd(store storeFunc) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "inspect NETWORK",
+		Short: "Show a network's nodes, interfaces and links, read live from the kernel",
+		Long: `Show a network's nodes (with their init pid), each node's interfaces with addresses, MAC
+and MTU, and each link with its connector, rate and the packets and bytes each endpoint sent (tx)
+and received (rx), and the frames its shaper dropped.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := store()
+			if err != nil {
+				return err
+			}
+			info, err := substrate.Inspect(st, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(info)
+			}
+			return printInfo(cmd.OutOrStdout(), info)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printInfo(out io.Writer, info *substrate.NetworkInfo) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "network %s (id %s, %s) from %s\n\nNODE\tPID\tINTERFACE\tMAC\tMTU\tSTATE\tADDRESSES\n", info.Name, info.NetID, info.Status, info.File)
+	for _, n := range info.Nodes {
+		if !n.Running {
+			fmt.Fprintf(w, "%s\t-\t(not running)\n", n.Name)
+		}
+		for _, i := range n.Interfaces {
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d\t%s\t%s\n", n.Name, n.PID, i.Name, i.MAC, i.MTU, i.State, strings.Join(i.Addresses, " "))
+		}
+	}
+	fmt.Fprintf(w, "\nLINK\tCONNECTOR\tRATE\tMTU\tENDPOINT\tPORT\tTX PKTS\tTX BYTES\tRX PKTS\tRX BYTES\tDROPS\n")
+	for _, l := range info.Links {
+		rate := l.Rate
+		if rate == "" {
+			rate = "-"
+		}
+		for _, e := range l.Endpoints {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s:%s\t%s\t%d\t%d\t%d\t%d\t%d\n", l.Name, l.Connector, rate, l.MTU,
+				e.Node, e.Interface, e.Port, e.TxPackets, e.TxBytes, e.RxPackets, e.RxBytes, e.Drops)
+		}
+	}
+	return w.Flush()
+}

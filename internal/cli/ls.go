@@ -1,0 +1,32 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+func lsCmd(store storeFunc) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "List the virtual networks on this machine",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := store()
+			if err != nil {
+				return err
+			}
+			recs, err := st.List()
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NETWORK\tSTATUS\tNODES\tLINKS\tFILE")
+			for _, r := range recs {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.Name, r.Status, len(r.Plan.Nodes), len(r.Plan.Links), r.File)
+			}
+			return w.Flush()
+		},
+	}
+}

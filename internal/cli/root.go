@@ -1,0 +1,28 @@
+// Package cli is the `trellis` command line: it reads the user's words and calls the spec,
+// plan and substrate layers. It holds no network logic of its own.
+package cli
+
+import (
+	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/state"
+)
+
+// NewRoot returns the trellis command with all its sub-commands.
+func NewRoot() *cobra.Command {
+	var stateDir string
+	root := &cobra.Command{
+		Use:   "trellis",
+		Short: "Run many fast, isolated virtual networks on one Linux machine",
+		Long: `Trellis runs virtual networks: nodes (containers built from Linux namespaces, each with
+its own interfaces, routes and forwarding tables) joined by Ethernet links, declared in one
+topology file. Many networks run side by side and may reuse names and addresses.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&stateDir, "state-dir", state.DefaultDir, "directory where trellis records what it creates")
+	store := func() (*state.Store, error) { return state.Open(stateDir) }
+	root.AddCommand(upCmd(store), downCmd(store), lsCmd(store), inspectCmd(store), execCmd(store))
+	return root
+}
+
+type storeFunc func() (*state.Store, error)

@@ -1,0 +1,195 @@
+// Package dataplane owns the eBPF programs of the substrate: the small
+// kernel programs that move frames between the ports (the host-side veth ends
+// of node interfaces) of Trellis's virtual networks, and the Go code that
+// loads them and attaches them to those ports.
+//
+// Programs are attached as classic tc filters (cls_bpf in direct-action mode
+// under a clsact qdisc), not as tcx links and not pinned on bpffs: a tc filter
+// lives exactly as long as its device, so deleting a port removes its
+// programs too, and nothing outlives the port or needs separate cleanup.
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Identity of the shortbridge filter on a port's tc ingress. The handle and
+// priority are fixed so that attaching again replaces the filter in place
+// (netlink.FilterReplace matches on parent, priority, protocol and handle)
+// instead of stacking a second one; the name lets anyone recognise it
+// (`tc filter show dev PORT ingress` prints it).
+const (
+	shortbridgeFilterName     = "trellis_sb"
+	shortbridgeFilterHandle   = 0x5b
+	shortbridgeFilterPriority = 1
+)
+
+var (
+	shortbridgeOnce    sync.Once
+	shortbridgeSpec    *ebpf.CollectionSpec
+	shortbridgeSpecErr error
+	// shortbridgeSpecMu guards the copying of shortbridgeSpec. Copy only
+	// reads, but holding a lock for it costs nothing next to the load and
+	// spares us relying on the library's internals being race-free.
+	shortbridgeSpecMu sync.Mutex
+)
+
+// loadShortbridgeSpec parses the embedded ELF once per process.
+func loadShortbridgeSpec() (*ebpf.CollectionSpec, error) {
+	shortbridgeOnce.Do(func() {
+		// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; on
+		// newer ones (memcg accounting) this is a no-op.
+		if err := rlimit.RemoveMemlock(); err != nil {
+			shortbridgeSpecErr = fmt.Errorf("dataplane: lifting memlock rlimit: %w", err)
+			return
+		}
+		shortbridgeSpec, shortbridgeSpecErr = loadShortbridge()
+	})
+	return shortbridgeSpec, shortbridgeSpecErr
+}
+
+// newShortbridgeProgram loads a shortbridge program specialised for one port.
+// The caller owns (and must close) the returned program.
+func newShortbridgeProgram(peerIfindex int, deliverPeer bool) (*ebpf.Program, error) {
+	base, err := loadShortbridgeSpec()
+	if err != nil {
+		return nil, err
+	}
+
+	shortbridgeSpecMu.Lock()
+	spec := base.Copy()
+	shortbridgeSpecMu.Unlock()
+
+	var specs shortbridgeSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, fmt.Errorf("assigning shortbridge spec: %w", err)
+	}
+	if err := specs.PeerIfindex.Set(uint32(peerIfindex)); err != nil {
+		return nil, fmt.Errorf("setting peer_ifindex: %w", err)
+	}
+	var dp uint8
+	if deliverPeer {
+		dp = 1
+	}
+	if err := specs.DeliverPeer.Set(dp); err != nil {
+		return nil, fmt.Errorf("setting deliver_peer: %w", err)
+	}
+
+	var objs shortbridgeObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return nil, fmt.Errorf("loading shortbridge program: %+v", verr)
+		}
+		return nil, fmt.Errorf("loading shortbridge program: %w", err)
+	}
+	// Only the program is handed out: the .rodata map holding the constants
+	// is referenced by the program itself and lives as long as it does.
+	return objs.Shortbridge, nil
+}
+
+// AttachShortbridge loads a shortbridge program whose target is peerIfindex and attaches it
+// to the tc ingress of the port with index portIfindex (adding a clsact qdisc if there is none),
+// replacing any shortbridge program already there. deliverPeer selects bpf_redirect_peer.
+//
+// With deliverPeer false every frame is sent out of the peer port's egress
+// (bpf_redirect), where a qdisc such as a rate shaper applies; with it true
+// frames go straight into the peer port's veth partner inside the node's
+// namespace (bpf_redirect_peer), skipping the peer port's egress entirely.
+//
+// It is safe to call concurrently, for different ports or for the same one
+// (the last call wins).
+func AttachShortbridge(portIfindex, peerIfindex int, deliverPeer bool) error {
+	if portIfindex <= 0 {
+		return fmt.Errorf("dataplane: attach shortbridge: invalid port ifindex %d", portIfindex)
+	}
+	if peerIfindex <= 0 || peerIfindex > int(^uint32(0)>>1) {
+		return fmt.Errorf("dataplane: attach shortbridge on port %d: invalid peer ifindex %d", portIfindex, peerIfindex)
+	}
+	if err := attachShortbridge(portIfindex, peerIfindex, deliverPeer); err != nil {
+		return fmt.Errorf("dataplane: attach shortbridge on port %d (peer %d): %w", portIfindex, peerIfindex, err)
+	}
+	return nil
+}
+
+func attachShortbridge(portIfindex, peerIfindex int, deliverPeer bool) error {
+	if err := ensureClsact(portIfindex); err != nil {
+		return err
+	}
+
+	prog, err := newShortbridgeProgram(peerIfindex, deliverPeer)
+	if err != nil {
+		return err
+	}
+	// The filter takes its own reference on the program; our fd is no
+	// longer needed once the kernel has accepted the filter (or refused it).
+	defer prog.Close()
+
+	filter := &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: portIfindex,
+			Parent:    netlink.HANDLE_MIN_INGRESS,
+			Handle:    shortbridgeFilterHandle,
+			Priority:  shortbridgeFilterPriority,
+			// Every ethertype: ARP, IPv6 and non-IP frames must cross too.
+			Protocol: unix.ETH_P_ALL,
+		},
+		Fd:           prog.FD(),
+		Name:         shortbridgeFilterName,
+		DirectAction: true,
+	}
+	if err := netlink.FilterReplace(filter); err != nil {
+		return fmt.Errorf("replacing tc ingress filter: %w", err)
+	}
+	return nil
+}
+
+// ensureClsact adds a clsact qdisc to the port unless it already has one.
+func ensureClsact(portIfindex int) error {
+	qdisc := &netlink.Clsact{
+		QdiscAttrs: netlink.QdiscAttrs{
+			LinkIndex: portIfindex,
+			Handle:    netlink.MakeHandle(0xffff, 0),
+			Parent:    netlink.HANDLE_CLSACT,
+		},
+	}
+	// QdiscAdd sends NLM_F_EXCL: EEXIST means a clsact (the only qdisc that
+	// can sit at HANDLE_CLSACT with this handle besides "ingress") is
+	// already there, possibly added by a concurrent call; that is fine.
+	if err := netlink.QdiscAdd(qdisc); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("adding clsact qdisc: %w", err)
+	}
+	return nil
+}
+
+// ShortbridgeAttached reports whether a shortbridge filter (recognised by its
+// name) is on the tc ingress of the port with index portIfindex.
+func ShortbridgeAttached(portIfindex int) (bool, error) {
+	link, err := netlink.LinkByIndex(portIfindex)
+	if err != nil {
+		return false, fmt.Errorf("dataplane: shortbridge attached on port %d: %w", portIfindex, err)
+	}
+	var filters []netlink.Filter
+	for range 3 {
+		filters, err = netlink.FilterList(link, netlink.HANDLE_MIN_INGRESS)
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("dataplane: shortbridge attached on port %d: listing ingress filters: %w", portIfindex, err)
+	}
+	for _, f := range filters {
+		if bf, ok := f.(*netlink.BpfFilter); ok && bf.Name == shortbridgeFilterName {
+			return true, nil
+		}
+	}
+	return false, nil
+}

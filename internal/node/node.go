@@ -1,0 +1,66 @@
+// Package node builds the containers that virtual nodes run in, from Linux namespaces alone
+// (network, mount, UTS, IPC, PID; DESIGN.md decision 1), and runs commands inside them.
+//
+// A node is held by one init process: trellis re-executes itself as "trellis-node" in fresh
+// namespaces. The init process makes the node's private file system, reports that it is
+// ready, then stays as PID 1 of the node, reaping orphans. Killing it ends the node: the kernel
+// kills every process of the PID namespace and frees the network namespace with its interfaces.
+package node
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// InitArg0 is the name the init process runs under; with the arguments after it, it marks the
+// process as a node of one network of one state directory, so that it can be found again.
+const InitArg0 = "trellis-node"
+
+// ExecArg is the hidden sub-command that drops capabilities and runs a command in a node.
+const ExecArg = "__node-exec"
+
+// Config is what the init process needs to set a node up; it travels as JSON on its stdin.
+type Config struct {
+	Hostname string
+	Files    []File
+}
+
+// File is one file written into the node's private file system.
+type File struct {
+	Path    string
+	Content string
+}
+
+// Marker returns the command-line arguments that identify a node's init process.
+func Marker(stateID, netID, node string) []string {
+	return []string{InitArg0, stateID, netID, node}
+}
+
+// Find returns the pids of the init processes of network netID of state directory stateID, by
+// node name. It reads /proc, so it finds nodes that no record mentions, such as those of an
+// `up` that was killed before it could write their pids.
+func Find(stateID, netID string) (map[string]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	want := strings.Join([]string{InitArg0, stateID, netID, ""}, "\x00")
+	out := map[string]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.HasPrefix(string(cmdline), want) {
+			continue
+		}
+		args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
+		if len(args) == 4 {
+			out[args[3]] = pid
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,146 @@
+package substrate
+
+import (
+	"fmt"
+
+	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/state"
+	"github.com/vishvananda/netlink"
+)
+
+// NetworkInfo is what `trellis inspect` shows of a network, read live from the kernel.
+type NetworkInfo struct {
+	Name   string     `json:"name"`
+	NetID  string     `json:"netid"`
+	Status string     `json:"status"`
+	File   string     `json:"file"`
+	Nodes  []NodeInfo `json:"nodes"`
+	Links  []LinkInfo `json:"links"`
+}
+
+// NodeInfo describes one node.
+type NodeInfo struct {
+	Name       string          `json:"name"`
+	PID        int             `json:"pid"`
+	Running    bool            `json:"running"`
+	Interfaces []InterfaceInfo `json:"interfaces"`
+}
+
+// InterfaceInfo describes a virtual interface as the node sees it.
+type InterfaceInfo struct {
+	Name      string   `json:"name"`
+	MAC       string   `json:"mac"`
+	MTU       int      `json:"mtu"`
+	State     string   `json:"state"`
+	Addresses []string `json:"addresses"`
+}
+
+// LinkInfo describes a virtual link and its traffic.
+type LinkInfo struct {
+	Name      string         `json:"name"`
+	Connector string         `json:"connector"`
+	Rate      string         `json:"rate"` // "" when uncapped
+	MTU       int            `json:"mtu"`
+	Bridge    string         `json:"bridge,omitempty"`
+	Endpoints []EndpointInfo `json:"endpoints"`
+}
+
+// EndpointInfo counts what a node sent into and received from a link.
+type EndpointInfo struct {
+	Node      string `json:"node"`
+	Interface string `json:"interface"`
+	Port      string `json:"port"`
+	TxPackets uint64 `json:"tx_packets"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	RxPackets uint64 `json:"rx_packets"`
+	RxBytes   uint64 `json:"rx_bytes"`
+	Drops     uint64 `json:"drops"` // dropped by the port's shaper
+}
+
+// Inspect reads network name's nodes, interfaces and links from the kernel.
+func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
+	rec, err := st.Load(name)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("no network named %s in %s", name, st.Dir)
+	}
+	running, err := node.Find(st.ID, rec.NetID)
+	if err != nil {
+		return nil, err
+	}
+	info := &NetworkInfo{Name: rec.Name, NetID: rec.NetID, Status: rec.Status, File: rec.File}
+	seen := map[string]*netlink.LinkAttrs{} // node interfaces by node:ifname
+	for _, n := range rec.Plan.Nodes {
+		ni := NodeInfo{Name: n.Name, PID: running[n.Name], Running: running[n.Name] != 0}
+		if ni.Running {
+			ni.Interfaces = interfaces(ni.PID, n.Name, seen)
+		}
+		info.Nodes = append(info.Nodes, ni)
+	}
+	for _, l := range rec.Plan.Links {
+		li := LinkInfo{Name: l.Name, Connector: l.Connector, MTU: l.MTU, Bridge: l.Bridge}
+		if l.Rate > 0 {
+			li.Rate = spec.FormatRate(l.Rate)
+		}
+		for _, p := range l.Ports {
+			ei := EndpointInfo{Node: p.Node, Interface: p.Ifname, Port: p.Name}
+			if a := seen[p.Node+":"+p.Ifname]; a != nil {
+				li.MTU = a.MTU
+				if s := a.Statistics; s != nil {
+					ei.TxPackets, ei.TxBytes, ei.RxPackets, ei.RxBytes = s.TxPackets, s.TxBytes, s.RxPackets, s.RxBytes
+				}
+			}
+			ei.Drops = shaperDrops(p.Name)
+			li.Endpoints = append(li.Endpoints, ei)
+		}
+		info.Links = append(info.Links, li)
+	}
+	return info, nil
+}
+
+// interfaces lists a node's interfaces, and keeps their attributes in seen.
+func interfaces(pid int, nodeName string, seen map[string]*netlink.LinkAttrs) []InterfaceInfo {
+	ns, err := openNodeNS(pid)
+	if err != nil {
+		return nil
+	}
+	defer ns.Close()
+	links, err := ns.nl.LinkList()
+	if err != nil {
+		return nil
+	}
+	var out []InterfaceInfo
+	for _, l := range links {
+		a := l.Attrs()
+		ii := InterfaceInfo{Name: a.Name, MAC: a.HardwareAddr.String(), MTU: a.MTU, State: a.OperState.String()}
+		if addrs, err := ns.nl.AddrList(l, netlink.FAMILY_ALL); err == nil {
+			for _, ad := range addrs {
+				ii.Addresses = append(ii.Addresses, ad.IPNet.String())
+			}
+		}
+		seen[nodeName+":"+a.Name] = a
+		out = append(out, ii)
+	}
+	return out
+}
+
+// shaperDrops reads how many frames a port's shaper dropped.
+func shaperDrops(port string) uint64 {
+	link, err := netlink.LinkByName(port)
+	if err != nil {
+		return 0
+	}
+	qdiscs, err := netlink.QdiscList(link)
+	if err != nil {
+		return 0
+	}
+	for _, q := range qdiscs {
+		if tbf, ok := q.(*netlink.Tbf); ok && tbf.Statistics != nil {
+			return uint64(tbf.Statistics.Queue.Drops)
+		}
+	}
+	return 0
+}

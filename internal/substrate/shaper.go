@@ -1,0 +1,63 @@
+package substrate
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// setShapers caps the egress of each port (the direction towards its node) at rate bits per
+// second, or removes the cap when rate is 0. The shaper is a token bucket (TBF) in the
+// substrate, out of reach of a node's root user (DESIGN.md decision 3).
+func setShapers(ports []netlink.Link, rate uint64) error {
+	for _, p := range ports {
+		if err := setShaper(p, rate); err != nil {
+			return fmt.Errorf("shaper on %s: %w", p.Attrs().Name, err)
+		}
+	}
+	return nil
+}
+
+func setShaper(port netlink.Link, rate uint64) error {
+	attrs := netlink.QdiscAttrs{LinkIndex: port.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT}
+	if rate == 0 {
+		err := netlink.QdiscDel(&netlink.Tbf{QdiscAttrs: attrs})
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
+			return nil // there was no shaper
+		}
+		return err
+	}
+	bytesPerSec := rate / 8
+	mtu := uint64(port.Attrs().MTU) + 14
+	// The bucket holds 4 ms of traffic (at least two frames): enough to run at the full rate
+	// at the kernel's timer granularity. The queue holds 100 ms more (at least 2 buckets) so
+	// that TCP keeps the link busy.
+	burst := max(bytesPerSec/250, 2*mtu)
+	limit := max(bytesPerSec/10, 2*burst)
+	return netlink.QdiscReplace(&netlink.Tbf{QdiscAttrs: attrs, Rate: bytesPerSec, Buffer: uint32(burst), Limit: uint32(limit)})
+}
+
+// setLinkRate changes the rate of a link that is up, in place. A shortbridge also changes its
+// path: capped frames must pass the other port's shaper, uncapped ones may skip it.
+func setLinkRate(l *plan.Link) error {
+	ports := make([]netlink.Link, len(l.Ports))
+	for i, p := range l.Ports {
+		link, err := netlink.LinkByName(p.Name)
+		if err != nil {
+			return fmt.Errorf("port %s: %w", p.Name, err)
+		}
+		ports[i] = link
+	}
+	if l.Connector == spec.Shortbridge {
+		// Shape first when adding a cap, so that no frame takes the capped path unshaped.
+		if err := setShapers(ports, l.Rate); err != nil {
+			return err
+		}
+		return joinShortbridge(ports[0], ports[1], l.Rate)
+	}
+	return setShapers(ports, l.Rate)
+}
