@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
@@ -12,7 +13,8 @@ import (
 )
 
 func upCmd(store storeFunc) *cobra.Command {
-	return &cobra.Command{
+	var verbose bool
+	cmd := &cobra.Command{
 		Use:   "up FILE",
 		Short: "Create the virtual network declared in FILE, or bring it up to date",
 		Long: `Create the virtual network declared in the topology file FILE.
@@ -32,7 +34,11 @@ removed again.`,
 				return err
 			}
 			file, _ := filepath.Abs(args[0])
-			res, err := substrate.Up(st, plan.Make(n, st.ID), file, cmd.ErrOrStderr())
+			progress := io.Discard
+			if verbose {
+				progress = cmd.ErrOrStderr()
+			}
+			res, err := substrate.Up(st, plan.Make(n, st.ID), file, progress)
 			if err != nil {
 				return err
 			}
@@ -48,4 +54,6 @@ removed again.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print how long each step of creating took")
+	return cmd
 }

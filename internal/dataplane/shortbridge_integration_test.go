@@ -299,13 +299,15 @@ func setupTestLink(t *testing.T) *testLink {
 			if ours[name] || oursIdx[idx] {
 				t.Errorf("root namespace: link %d %q left behind", idx, name)
 			} else {
-				// Other tests on this machine may create links meanwhile.
+				// Other tests on this machine may create and delete
+				// links meanwhile: only our own leftovers are errors.
 				t.Logf("root namespace: link %d %q appeared (not created by this test)", idx, name)
 			}
 		}
 		for idx, name := range before {
 			if after[idx] != name {
-				t.Errorf("root namespace: link %d %q was present before the test and is gone", idx, name)
+				// This test deletes links by its own names only.
+				t.Logf("root namespace: link %d %q went away (not deleted by this test)", idx, name)
 			}
 		}
 		if alive := progsGone(l.progIDs); len(alive) > 0 {

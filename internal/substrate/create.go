@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"sync"
 
 	"github.com/trellisnet/trellis/internal/node"
@@ -28,17 +29,20 @@ func create(st *state.Store, rec *state.Record, log io.Writer) error {
 	defer b.close()
 	p := rec.Plan
 	steps := []struct {
-		n int
-		f func(i int) error
+		what string
+		n    int
+		f    func(i int) error
 	}{
-		{len(p.Nodes), func(i int) error { return b.startNode(p.Nodes[i]) }},
-		{len(p.Links), func(i int) error { return b.makeLink(p.Links[i]) }},
-		{len(p.Nodes), func(i int) error { return b.configureNode(p.Nodes[i]) }},
+		{"nodes started", len(p.Nodes), func(i int) error { return b.startNode(p.Nodes[i]) }},
+		{"links made", len(p.Links), func(i int) error { return b.makeLink(p.Links[i]) }},
+		{"nodes configured", len(p.Nodes), func(i int) error { return b.configureNode(p.Nodes[i]) }},
 	}
 	for _, s := range steps {
+		t0 := time.Now()
 		if err := parallel(s.n, s.f); err != nil {
 			return err
 		}
+		fmt.Fprintf(log, "%d %s in %.3fs\n", s.n, s.what, time.Since(t0).Seconds())
 	}
 	// Record the pids before running user commands, which may take long.
 	if err := st.Save(rec); err != nil {

@@ -38,7 +38,9 @@ func setShaper(port netlink.Link, rate uint64) error {
 	// that TCP keeps the link busy.
 	burst := max(bytesPerSec/250, 2*mtu)
 	limit := max(bytesPerSec/10, 2*burst)
-	return netlink.QdiscReplace(&netlink.Tbf{QdiscAttrs: attrs, Rate: bytesPerSec, Buffer: uint32(burst), Limit: uint32(limit)})
+	// The kernel takes the bucket size as the time to send it at the rate, in ticks.
+	buffer := netlink.Xmittime(bytesPerSec, uint32(burst))
+	return netlink.QdiscReplace(&netlink.Tbf{QdiscAttrs: attrs, Rate: bytesPerSec, Buffer: buffer, Limit: uint32(limit)})
 }
 
 // setLinkRate changes the rate of a link that is up, in place. A shortbridge also changes its

@@ -21,7 +21,8 @@ type Result struct {
 	Took         time.Duration
 }
 
-// Up converges the machine to plan p, which came from the topology file file. A network that
+// Up converges the machine to plan p, which came from the topology file file, writing progress
+// to log. A network that
 // is already up is left as it is, except for link rates, which are changed in place. If creating
 // fails half-way, everything created so far is removed before Up returns.
 func Up(st *state.Store, p *plan.Plan, file string, log io.Writer) (*Result, error) {

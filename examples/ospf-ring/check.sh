@@ -1,0 +1,74 @@
+#!/bin/sh
+# Check the ospf-ring example: wait for OSPF to converge, then ping every router's loopback
+# from every other router.
+#
+# Usage: check.sh [TRELLIS [STATE_DIR]]
+#   TRELLIS    the trellis binary (default: trellis, from PATH)
+#   STATE_DIR  the state directory the network was brought up with (default: /var/lib/trellis)
+#
+# Exit status: 0 if every ping succeeded, 1 if any failed, 2 if the network is not up.
+
+TRELLIS=${1:-trellis}
+STATE_DIR=${2:-/var/lib/trellis}
+NET=ospf-ring
+ROUTERS="1 2 3 4"
+TIMEOUT=60
+
+tr_exec() { # tr_exec NODE CMD...
+    node=$1
+    shift
+    "$TRELLIS" --state-dir "$STATE_DIR" exec "$NET" "$node" -- "$@"
+}
+
+if ! "$TRELLIS" --state-dir "$STATE_DIR" inspect "$NET" >/dev/null; then
+    echo "FAIL: network $NET is not up in $STATE_DIR (run: $TRELLIS --state-dir $STATE_DIR up ring.yaml)" >&2
+    exit 2
+fi
+
+# converged: every router has two OSPF neighbours in state Full and a kernel route to every
+# other router's loopback.
+converged() {
+    for x in $ROUTERS; do
+        full=$(tr_exec "r$x" birdc -s /run/bird/bird.ctl show ospf neighbors 2>/dev/null | grep -c 'Full')
+        [ "$full" -eq 2 ] || return 1
+        for y in $ROUTERS; do
+            [ "$x" = "$y" ] && continue
+            [ -n "$(tr_exec "r$x" ip -4 route show "10.255.0.$y/32" 2>/dev/null)" ] || return 1
+        done
+    done
+    return 0
+}
+
+echo "waiting up to ${TIMEOUT}s for OSPF to converge..."
+start=$(date +%s)
+while ! converged; do
+    if [ $(($(date +%s) - start)) -ge "$TIMEOUT" ]; then
+        echo "WARNING: not converged after ${TIMEOUT}s; OSPF neighbours:"
+        for x in $ROUTERS; do
+            echo "--- r$x"
+            tr_exec "r$x" birdc -s /run/bird/bird.ctl show ospf neighbors
+        done
+        break
+    fi
+    sleep 1
+done
+converged && echo "converged after $(($(date +%s) - start))s"
+
+failed=0
+for x in $ROUTERS; do
+    for y in $ROUTERS; do
+        [ "$x" = "$y" ] && continue
+        if tr_exec "r$x" ping -c1 -W1 -q "10.255.0.$y" >/dev/null 2>&1; then
+            echo "ok    r$x -> r$y (10.255.0.$y)"
+        else
+            echo "FAIL  r$x -> r$y (10.255.0.$y)"
+            failed=$((failed + 1))
+        fi
+    done
+done
+
+if [ "$failed" -ne 0 ]; then
+    echo "$failed of 12 pings failed"
+    exit 1
+fi
+echo "all 12 pings succeeded"
