@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 	"sync"
+	"time"
 
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/spec"
