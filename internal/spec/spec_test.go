@@ -328,42 +328,42 @@ nodes:
     files:
       - path: /usr/local/etc/x.conf
         content: hi
-`, `topo.yaml:5: nodes.r1.files[0].path: "/usr/local/etc/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run or /tmp`},
+`, `topo.yaml:5: nodes.r1.files[0].path: "/usr/local/etc/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log`},
 	{"file path climbing out with ..", `name: t
 nodes:
   r1:
     files:
       - path: /etc/../usr/x.conf
         content: hi
-`, `topo.yaml:5: nodes.r1.files[0].path: "/etc/../usr/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run or /tmp`},
+`, `topo.yaml:5: nodes.r1.files[0].path: "/etc/../usr/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log`},
 	{"file path ending in ..", `name: t
 nodes:
   r1:
     files:
       - content: hi
         path: /tmp/..
-`, `topo.yaml:6: nodes.r1.files[0].path: "/tmp/.." is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run or /tmp`},
+`, `topo.yaml:6: nodes.r1.files[0].path: "/tmp/.." is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log`},
 	{"file path that is a directory", `name: t
 nodes:
   r1:
     files:
       - path: /run/
         content: hi
-`, `topo.yaml:5: nodes.r1.files[0].path: "/run/" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run or /tmp`},
+`, `topo.yaml:5: nodes.r1.files[0].path: "/run/" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log`},
 	{"relative file path", `name: t
 nodes:
   r1:
     files:
       - path: etc/x.conf
         content: hi
-`, `topo.yaml:5: nodes.r1.files[0].path: "etc/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run or /tmp`},
+`, `topo.yaml:5: nodes.r1.files[0].path: "etc/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log`},
 	{"file path in a look-alike directory", `name: t
 nodes:
   r1:
     files:
       - path: /etcetera/x.conf
         content: hi
-`, `topo.yaml:5: nodes.r1.files[0].path: "/etcetera/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run or /tmp`},
+`, `topo.yaml:5: nodes.r1.files[0].path: "/etcetera/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log`},
 	{"file with content and source", `name: t
 nodes:
   r1:

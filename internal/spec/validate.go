@@ -23,7 +23,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 
 // writableDirs are the node's private writable directories; files may only go there, since the
 // rest of the host's file system is read-only inside a node.
-var writableDirs = []string{"/etc/", "/run/", "/var/run/", "/tmp/"}
+var writableDirs = []string{"/etc/", "/run/", "/var/run/", "/tmp/", "/var/tmp/", "/var/log/"}
 
 func checkName(p *parser, at *yaml.Node, field, name string, max int) error {
 	if !nameRE.MatchString(name) || len(name) > max {
@@ -44,7 +44,7 @@ func checkFilePath(p *parser, at *yaml.Node, field, file string) error {
 		}
 	}
 	return p.errf(at, field, fmt.Sprintf("%q is not in a node's writable directories", file),
-		"give an absolute file path under /etc, /run, /var/run or /tmp")
+		"give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log")
 }
 
 func checkAddresses(p *parser, at *yaml.Node, field string, addrs []string) error {

@@ -27,6 +27,7 @@ func Down(st *state.Store, name string) error {
 		return err
 	}
 	if rec == nil {
+		st.Delete(name) // the lock file just made
 		return fmt.Errorf("no network named %s in %s", name, st.Dir)
 	}
 	return remove(st, rec)

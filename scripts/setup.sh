@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what trellis, its examples and its tests need on Debian 12, then builds trellis into
+# bin/trellis. Run as root. Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GO_WANT=1.26   # the go directive of go.mod
+GO_FALLBACK=go1.26.8
+
+packages=(iproute2 util-linux iputils-ping bird2 iperf3 python3 nftables tcpdump ca-certificates)
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "setup: installing ${missing[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Go: use the machine's if it is new enough; otherwise Debian's go, which fetches a newer Go
+# toolchain through the Go module proxy.
+export PATH=$PATH:/usr/local/go/bin:/root/go/bin
+go_ok() {
+	command -v go >/dev/null 2>&1 || return 1
+	local v; v=$(go env GOVERSION 2>/dev/null | sed 's/^go//')
+	[ "$(printf '%s\n%s\n' "$GO_WANT" "$v" | sort -V | head -1)" = "$GO_WANT" ]
+}
+if ! go_ok; then
+	echo "setup: Go >= $GO_WANT not found; fetching $GO_FALLBACK through the Go module proxy"
+	command -v go >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
+	mod="golang.org/toolchain@v0.0.1-$GO_FALLBACK.linux-$(dpkg --print-architecture)"
+	dir=$(cd /tmp && GOFLAGS=-modcacherw GO111MODULE=on go mod download -json "$mod" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+	export PATH="$dir/bin:$PATH"
+	go_ok || { echo "setup: could not get Go $GO_WANT" >&2; exit 1; }
+fi
+
+mkdir -p bin
+CGO_ENABLED=0 go build -o bin/trellis ./cmd/trellis
+echo "setup: built bin/trellis with $(go env GOVERSION)"
