@@ -25,12 +25,14 @@ if ! "$TRELLIS" --state-dir "$STATE_DIR" inspect "$NET" >/dev/null; then
     exit 2
 fi
 
-# converged: every router has two OSPF neighbours in state Full and a kernel route to every
-# other router's loopback.
+# converged: every router has OSPF neighbours, all of them in state Full (two in the intact
+# ring; one, if a link was cut), and a kernel route to every other router's loopback.
 converged() {
     for x in $ROUTERS; do
-        full=$(tr_exec "r$x" birdc -s /run/bird/bird.ctl show ospf neighbors 2>/dev/null | grep -c 'Full')
-        [ "$full" -eq 2 ] || return 1
+        nbrs=$(tr_exec "r$x" birdc -s /run/bird/bird.ctl show ospf neighbors 2>/dev/null |
+            grep -E '^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+[[:space:]]')
+        [ -n "$nbrs" ] || return 1
+        echo "$nbrs" | grep -qv 'Full' && return 1
         for y in $ROUTERS; do
             [ "$x" = "$y" ] && continue
             [ -n "$(tr_exec "r$x" ip -4 route show "10.255.0.$y/32" 2>/dev/null)" ] || return 1

@@ -13,7 +13,10 @@ import (
 )
 
 func upCmd(store storeFunc) *cobra.Command {
-	var verbose bool
+	var (
+		verbose bool
+		host    string
+	)
 	cmd := &cobra.Command{
 		Use:   "up FILE",
 		Short: "Create the virtual network declared in FILE, or bring it up to date",
@@ -38,14 +41,23 @@ removed again.`,
 			if verbose {
 				progress = cmd.ErrOrStderr()
 			}
-			res, err := substrate.Up(st, plan.Make(n, st.ID), file, progress)
+			if len(n.Hosts) > 0 && host == "" {
+				if host, err = substrate.LocalHost(n); err != nil {
+					return err
+				}
+			}
+			p, err := plan.Make(n, st.ID, host)
+			if err != nil {
+				return err
+			}
+			res, err := substrate.Up(st, p, file, progress)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			switch {
 			case res.Created:
-				fmt.Fprintf(out, "network %s is up: %d nodes, %d links (%.2fs)\n", n.Name, len(n.Nodes), len(n.Links), res.Took.Seconds())
+				fmt.Fprintf(out, "network %s is up%s: %d nodes, %d links (%.2fs)\n", n.Name, onHost(host), len(p.Nodes), len(p.Links), res.Took.Seconds())
 			case len(res.RatesChanged) > 0:
 				fmt.Fprintf(out, "network %s: rate changed on %s\n", n.Name, strings.Join(res.RatesChanged, ", "))
 			default:
@@ -55,5 +67,13 @@ removed again.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print how long each step of creating took")
+	cmd.Flags().StringVar(&host, "host", "", "which of the file's hosts this machine is (default: the one whose address is configured here)")
 	return cmd
+}
+
+func onHost(host string) string {
+	if host == "" {
+		return ""
+	}
+	return " on host " + host
 }

@@ -92,11 +92,14 @@ func (p *parser) network(root *yaml.Node) (*Network, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, p.errf(root, "(file)", "expected a mapping with the keys name, nodes and links", "see the topology file reference in README.md")
 	}
-	f, err := p.fields(root, "", "name", "nodes", "links")
+	f, err := p.fields(root, "", "name", "hosts", "tunnel", "nodes", "links")
 	if err != nil {
 		return nil, err
 	}
 	n := &Network{File: p.file}
+	if err := p.machines(n, f["hosts"], f["tunnel"]); err != nil {
+		return nil, err
+	}
 	if f["name"] == nil {
 		return nil, p.errf(root, "name", "missing", "give the network a name, e.g. `name: lab1`")
 	}
@@ -148,9 +151,15 @@ func (p *parser) node(key, val *yaml.Node) (*Node, error) {
 	if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
 		return nd, nil // `r1:` with nothing under it
 	}
-	f, err := p.fields(val, field, "addresses", "exec", "files", "sysctl")
+	f, err := p.fields(val, field, "host", "addresses", "exec", "files", "sysctl")
 	if err != nil {
 		return nil, err
+	}
+	if h := f["host"]; h != nil {
+		if nd.Host, err = p.str(h, field+".host"); err != nil {
+			return nil, err
+		}
+		nd.hostLine = h.Line
 	}
 	if a := f["addresses"]; a != nil {
 		if a.Kind != yaml.MappingNode {
@@ -294,7 +303,7 @@ func (p *parser) link(n *yaml.Node, field string) (*Link, error) {
 		if err != nil || mtu < minMTU || mtu > maxMTU {
 			return nil, p.errf(v, field+".mtu", fmt.Sprintf("%q is not an MTU", v.Value), fmt.Sprintf("give a whole number from %d to %d", minMTU, maxMTU))
 		}
-		l.MTU = mtu
+		l.MTU, l.MTULine = mtu, v.Line
 	}
 	if v := f["connector"]; v != nil {
 		if l.Connector, err = p.str(v, field+".connector"); err != nil {

@@ -3,7 +3,10 @@
 // nothing of the kernel; the plan and substrate layers take a validated Network from here.
 package spec
 
-import "fmt"
+import (
+	"fmt"
+	"net/netip"
+)
 
 // Connector kinds: what joins the ports of a virtual link in the substrate.
 const (
@@ -11,17 +14,34 @@ const (
 	Bridge      = "bridge"      // Linux bridge, for LANs
 )
 
+// Tunnel kinds: how a virtual link crosses between physical machines.
+const (
+	EGRE  = "egre"  // Ethernet in keyed GRE, in eBPF (DESIGN.md decision 5)
+	VXLAN = "vxlan" // the kernel's VXLAN device
+)
+
 // Network is one user's virtual network as declared in a topology file.
 type Network struct {
-	Name  string
-	File  string // path of the topology file, for messages
-	Nodes []*Node
-	Links []*Link
+	Name   string
+	File   string  // path of the topology file, for messages
+	Hosts  []*Host // the physical machines it spans; none for a single machine
+	Tunnel string  // EGRE or VXLAN; set when there are hosts
+	Nodes  []*Node
+	Links  []*Link
+}
+
+// Host is a physical machine that holds part of a network.
+type Host struct {
+	Name    string
+	Address netip.Addr // underlay IPv4 address: tunnels run between these
+	MTU     int        // underlay MTU; links that cross machines get this minus the tunnel's overhead
+	Line    int
 }
 
 // Node is a virtual host: a container with its own network stack.
 type Node struct {
 	Name string
+	Host string // the machine it must run on; "" lets the plan place it
 	// Addresses maps an interface name (a link endpoint's, or "lo") to its CIDR addresses.
 	Addresses map[string][]string
 	Exec      []string          // shell commands run in order at start, inside the node
@@ -30,6 +50,7 @@ type Node struct {
 	Line      int
 
 	addrLine map[string]int // line of each Addresses key, for messages
+	hostLine int
 }
 
 // File is one file written into a node.
@@ -47,6 +68,8 @@ type Link struct {
 	MTU       int    // 0 means the kernel default
 	Connector string // Shortbridge or Bridge
 	Line      int
+
+	MTULine int // line of the mtu, for messages of later layers
 
 	nameLine, endpointsLine, connectorLine int // lines of those keys' values, for messages
 }

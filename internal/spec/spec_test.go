@@ -19,12 +19,12 @@ var parseErrorCases = []struct {
 	{"unknown top-level key", `name: t
 nodse:
   r1:
-`, `topo.yaml:2: nodse: unknown key; the keys allowed here are [name nodes links]`},
+`, `topo.yaml:2: nodse: unknown key; the keys allowed here are [name hosts tunnel nodes links]`},
 	{"unknown node key", `name: t
 nodes:
   r1:
     adresses: {}
-`, `topo.yaml:4: nodes.r1.adresses: unknown key; the keys allowed here are [addresses exec files sysctl]`},
+`, `topo.yaml:4: nodes.r1.adresses: unknown key; the keys allowed here are [host addresses exec files sysctl]`},
 	{"unknown link key", `name: t
 nodes:
   r1:

@@ -75,6 +75,9 @@ func parseEndpoint(s string) (Endpoint, error) {
 // validate checks what spans several parts of the file: endpoints against nodes, interfaces
 // used twice, link names and connectors.
 func validate(n *Network) error {
+	if err := validateHosts(n); err != nil {
+		return err
+	}
 	used := map[Endpoint]int{} // endpoint (Line zero) -> index of the link that uses it
 	names := map[string]bool{}
 	for i, l := range n.Links {

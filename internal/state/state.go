@@ -153,6 +153,20 @@ func (s *Store) Lock(name string) (func(), error) {
 	return func() { f.Close() }, nil
 }
 
+// LockMachine takes the lock of what the networks of this state directory share on the
+// machine (the EGRE decapsulation program), waiting for it if need be.
+func (s *Store) LockMachine() (func(), error) {
+	f, err := os.OpenFile(filepath.Join(s.Dir, "machine.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
 func writeAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {

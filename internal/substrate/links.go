@@ -12,8 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// makeLink creates a virtual link: a veth per endpoint (the port in the substrate, the virtual
-// interface in the node), joined by the link's connector, with its shaper.
+// makeLink creates a virtual link: a veth per local endpoint (the port in the substrate, the
+// virtual interface in the node) and a tunnel device per other machine, joined by the link's
+// connector, with their shapers.
 func (b *build) makeLink(l *plan.Link) error {
 	ports := make([]netlink.Link, len(l.Ports))
 	for i, p := range l.Ports {
@@ -23,20 +24,46 @@ func (b *build) makeLink(l *plan.Link) error {
 		}
 		ports[i] = port
 	}
-	var err error
+	tunnels, err := b.makeTunnels(l, ports)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", l.Name, err)
+	}
+	members := append(ports, tunnels...)
 	switch l.Connector {
 	case spec.Shortbridge:
-		err = joinShortbridge(ports[0], ports[1], l.Rate)
+		err = joinShortbridge(members[0], members[1], l.Rate)
 	case spec.Bridge:
-		err = joinBridge(l.Bridge, ports)
+		err = joinBridge(l.Bridge, ports, tunnels)
 	}
 	if err == nil {
-		err = setShapers(ports, l.Rate)
+		err = setShapers(members, l.Rate)
 	}
 	if err != nil {
 		return fmt.Errorf("link %s: %w", l.Name, err)
 	}
 	return nil
+}
+
+// members finds the devices of a link that is up: its ports and tunnel devices.
+func members(l *plan.Link) ([]netlink.Link, error) {
+	var names []string
+	for _, p := range l.Ports {
+		names = append(names, p.Name)
+	}
+	for i, t := range l.Tunnels {
+		if i == 0 || t.Device != l.Tunnels[0].Device {
+			names = append(names, t.Device)
+		}
+	}
+	out := make([]netlink.Link, len(names))
+	for i, name := range names {
+		dev, err := netlink.LinkByName(name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out[i] = dev
+	}
+	return out, nil
 }
 
 // makePort creates the veth pair of one endpoint, its peer directly inside the node, and
@@ -51,49 +78,64 @@ func (b *build) makePort(p plan.Port, mtu int) (netlink.Link, error) {
 	if err := netlink.LinkAdd(veth); err != nil {
 		return nil, fmt.Errorf("port %s for %s:%s: %w", p.Name, p.Node, p.Ifname, err)
 	}
-	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+p.Name+"/disable_ipv6", []byte("1"), 0o644); err != nil {
-		return nil, fmt.Errorf("port %s: %w", p.Name, err)
-	}
-	port, err := netlink.LinkByName(p.Name)
-	if err == nil {
-		err = netlink.LinkSetUp(port)
-	}
+	port, err := upQuiet(p.Name)
 	if err != nil {
-		return nil, fmt.Errorf("port %s: %w", p.Name, err)
+		return nil, fmt.Errorf("port %w", err)
 	}
 	return port, nil
 }
 
-// joinShortbridge hands every frame of each port straight to the other. Without a rate cap the
-// frame goes directly into the other node (redirect to the peer), skipping the other port;
-// with one it goes out of the other port, through that port's shaper.
+// joinShortbridge hands every frame of each end straight to the other. a is a node's port; b
+// is another node's port or a tunnel device. A frame bound for a node on an uncapped link goes
+// directly into that node (redirect to the veth peer), skipping the port; otherwise it goes out
+// of the other end, through its shaper or into its tunnel.
 func joinShortbridge(a, b netlink.Link, rate uint64) error {
-	direct := rate == 0
-	if err := dataplane.AttachShortbridge(a.Attrs().Index, b.Attrs().Index, direct); err != nil {
+	direct := func(to netlink.Link) bool { return rate == 0 && plan.DeviceKind(to.Attrs().Name) == 'p' }
+	if err := dataplane.AttachShortbridge(a.Attrs().Index, b.Attrs().Index, direct(b)); err != nil {
 		return err
 	}
-	return dataplane.AttachShortbridge(b.Attrs().Index, a.Attrs().Index, direct)
+	return dataplane.AttachShortbridge(b.Attrs().Index, a.Attrs().Index, direct(a))
 }
 
-// joinBridge makes the LAN's bridge and enslaves its ports. The bridge has no address and no
-// IPv6, so the substrate never takes part in the LAN's traffic.
-func joinBridge(name string, ports []netlink.Link) error {
+// joinBridge makes the LAN's bridge and enslaves its ports and tunnel devices. The bridge has
+// no address and no IPv6, so the substrate never takes part in the LAN's traffic. Tunnel
+// devices are isolated from each other: what came from one machine is not sent on to another,
+// which has its own tunnel from the sender (split horizon; no loops in a full mesh).
+func joinBridge(name string, ports, tunnels []netlink.Link) error {
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}
 	if err := netlink.LinkAdd(br); err != nil {
 		return fmt.Errorf("bridge %s: %w", name, err)
 	}
-	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0o644); err != nil {
-		return fmt.Errorf("bridge %s: %w", name, err)
+	if _, err := upQuiet(name); err != nil {
+		return fmt.Errorf("bridge %w", err)
 	}
-	for _, p := range ports {
+	for _, p := range append(ports, tunnels...) {
 		if err := netlink.LinkSetMaster(p, br); err != nil {
 			return fmt.Errorf("bridge %s: adding %s: %w", name, p.Attrs().Name, err)
 		}
 	}
-	if err := netlink.LinkSetUp(br); err != nil {
-		return fmt.Errorf("bridge %s: %w", name, err)
+	for _, t := range tunnels {
+		if err := netlink.LinkSetIsolated(t, true); err != nil {
+			return fmt.Errorf("bridge %s: isolating %s: %w", name, t.Attrs().Name, err)
+		}
 	}
 	return nil
+}
+
+// upQuiet brings a substrate device up with IPv6 disabled, so that the substrate never speaks
+// on a virtual link.
+func upQuiet(name string) (netlink.Link, error) {
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0o644); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	dev, err := netlink.LinkByName(name)
+	if err == nil {
+		err = netlink.LinkSetUp(dev)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return dev, nil
 }
 
 // configureInterface brings a node's virtual interface up with its addresses.

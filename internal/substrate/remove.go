@@ -49,8 +49,11 @@ func remove(st *state.Store, rec *state.Record) error {
 	for _, pid := range nodes {
 		waitGone(pid)
 	}
+	if err := removeDecap(st, rec.Plan); err != nil {
+		return err
+	}
 	// Ports vanish with their nodes' network namespaces, which the kernel frees in batches;
-	// what remains (bridges, ports of half-made links) is deleted here.
+	// what remains (bridges, tunnel devices) is deleted here.
 	if err := deleteDevices(rec.NetID); err != nil {
 		return err
 	}
@@ -70,8 +73,8 @@ func waitGone(pid int) {
 	}
 }
 
-// deleteDevices deletes the substrate devices of network netID, waiting a while first for
-// those the kernel is about to delete itself.
+// deleteDevices deletes the substrate devices of network netID, waiting a while first for the
+// ports, which the kernel is about to delete itself.
 func deleteDevices(netID string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -81,7 +84,7 @@ func deleteDevices(netID string) error {
 		}
 		late := time.Now().After(deadline)
 		for _, d := range devs {
-			if _, isBridge := d.(*netlink.Bridge); isBridge || late {
+			if plan.DeviceKind(d.Attrs().Name) != 'p' || late {
 				if err := netlink.LinkDel(d); err != nil && !isGone(err) {
 					return fmt.Errorf("deleting %s: %w", d.Attrs().Name, err)
 				}

@@ -44,22 +44,18 @@ func setShaper(port netlink.Link, rate uint64) error {
 }
 
 // setLinkRate changes the rate of a link that is up, in place. A shortbridge also changes its
-// path: capped frames must pass the other port's shaper, uncapped ones may skip it.
+// path: capped frames must pass the other end's shaper, uncapped ones may skip it.
 func setLinkRate(l *plan.Link) error {
-	ports := make([]netlink.Link, len(l.Ports))
-	for i, p := range l.Ports {
-		link, err := netlink.LinkByName(p.Name)
-		if err != nil {
-			return fmt.Errorf("port %s: %w", p.Name, err)
-		}
-		ports[i] = link
+	devs, err := members(l)
+	if err != nil {
+		return err
+	}
+	// Shape first when adding a cap, so that no frame takes the capped path unshaped.
+	if err := setShapers(devs, l.Rate); err != nil {
+		return err
 	}
 	if l.Connector == spec.Shortbridge {
-		// Shape first when adding a cap, so that no frame takes the capped path unshaped.
-		if err := setShapers(ports, l.Rate); err != nil {
-			return err
-		}
-		return joinShortbridge(ports[0], ports[1], l.Rate)
+		return joinShortbridge(devs[0], devs[1], l.Rate)
 	}
-	return setShapers(ports, l.Rate)
+	return nil
 }

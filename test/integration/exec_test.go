@@ -1,0 +1,121 @@
+//go:build integration
+
+package integration
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Capability numbers (linux/capability.h).
+const (
+	capNetAdmin  = 12
+	capSysModule = 16
+	capSysAdmin  = 21
+)
+
+func TestExec(t *testing.T) {
+	e := start(t)
+	path := writeTopo(t, `name: exectest
+nodes:
+  a:
+    addresses:
+      eth1: [10.0.0.1/24]
+  b:
+    addresses:
+      eth1: [10.0.0.2/24]
+links:
+  - endpoints: [a:eth1, b:eth1]
+`)
+	mustTrellis(t, e.state, "up", path)
+
+	t.Run("hostname", func(t *testing.T) {
+		for _, n := range []string{"a", "b"} {
+			if got := mustExec(t, e.state, "exectest", n, "hostname"); got != n+"\n" {
+				t.Errorf("hostname in node %s printed %q", n, got)
+			}
+		}
+	})
+
+	t.Run("exit code", func(t *testing.T) {
+		_, _, err := execIn(t, e.state, "exectest", "a", "sh", "-c", "exit 3")
+		if c := exitCode(err); c != 3 {
+			t.Errorf("exec sh -c 'exit 3': exit code %d (%v), want 3", c, err)
+		}
+	})
+
+	t.Run("read-only host file system", func(t *testing.T) {
+		probe := "/usr/trellis-it-" + nonce()
+		t.Cleanup(func() { os.Remove(probe) })
+		out, errOut, err := execIn(t, e.state, "exectest", "a", "sh", "-c", "echo x > "+probe)
+		if err == nil {
+			t.Errorf("writing %s inside a node succeeded: %s", probe, out)
+		} else if !strings.Contains(errOut, "Read-only file system") {
+			t.Errorf("writing %s inside a node failed with %v: %q, want a read-only file system error", probe, err, errOut)
+		}
+		if _, err := os.Stat(probe); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s exists on the host after a node wrote it (stat: %v)", probe, err)
+		}
+	})
+
+	t.Run("private /etc", func(t *testing.T) {
+		file := "/etc/trellis-it-" + nonce()
+		t.Cleanup(func() { os.Remove(file) })
+		if got := mustExec(t, e.state, "exectest", "a", "sh", "-c", "echo hello from a > "+file+" && cat "+file); got != "hello from a\n" {
+			t.Errorf("writing and reading %s in node a gave %q", file, got)
+		}
+		if got := mustExec(t, e.state, "exectest", "a", "cat", file); got != "hello from a\n" {
+			t.Errorf("%s in node a holds %q in a later exec", file, got)
+		}
+		if _, err := os.Stat(file); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s written in node a is visible on the host (stat: %v)", file, err)
+		}
+		if out, _, err := execIn(t, e.state, "exectest", "b", "cat", file); err == nil {
+			t.Errorf("%s written in node a is visible in node b: %q", file, out)
+		}
+	})
+
+	t.Run("capabilities", func(t *testing.T) {
+		status := mustExec(t, e.state, "exectest", "a", "cat", "/proc/self/status")
+		for _, set := range []string{"CapBnd", "CapEff", "CapPrm"} {
+			caps, ok := capSet(status, set)
+			if !ok {
+				t.Fatalf("no %s in /proc/self/status:\n%s", set, status)
+			}
+			for _, c := range []struct {
+				bit  uint
+				name string
+				want bool
+			}{{capSysAdmin, "CAP_SYS_ADMIN", false}, {capSysModule, "CAP_SYS_MODULE", false}, {capNetAdmin, "CAP_NET_ADMIN", true}} {
+				if has := caps&(1<<c.bit) != 0; has != c.want {
+					t.Errorf("%s %016x: has %s = %v, want %v", set, caps, c.name, has, c.want)
+				}
+			}
+		}
+	})
+
+	t.Run("unknown node", func(t *testing.T) {
+		_, errOut, err := execIn(t, e.state, "exectest", "zz", "true")
+		if err == nil || !strings.Contains(errOut, "zz") {
+			t.Errorf("exec in a node that does not exist: %v, stderr %q; want an error naming it", err, errOut)
+		}
+	})
+
+	mustTrellis(t, e.state, "down", "exectest")
+	e.assertClean()
+}
+
+// capSet reads a capability set (e.g. CapBnd) from /proc/PID/status.
+func capSet(status, name string) (uint64, bool) {
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}

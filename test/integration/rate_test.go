@@ -1,0 +1,215 @@
+//go:build integration
+
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+)
+
+// rateTopo is two nodes on a point-to-point link; rateLine is the link's rate line, or "".
+func rateTopo(name, rateLine string) string {
+	return fmt.Sprintf(`name: %s
+nodes:
+  a:
+    addresses:
+      eth1: [10.0.0.1/24]
+  b:
+    addresses:
+      eth1: [10.0.0.2/24]
+links:
+  - endpoints: [a:eth1, b:eth1]
+%s`, name, rateLine)
+}
+
+// tbfOf returns the tbf qdisc of a port, or nil, and what `tc qdisc show dev PORT` prints.
+func tbfOf(t *testing.T, port string) (*netlink.Tbf, string) {
+	t.Helper()
+	link, err := netlink.LinkByName(port)
+	if err != nil {
+		t.Fatalf("port %s: %v", port, err)
+	}
+	qdiscs, err := netlink.QdiscList(link)
+	if err != nil {
+		t.Fatalf("qdiscs of %s: %v", port, err)
+	}
+	out, err := exec.Command("tc", "qdisc", "show", "dev", port).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tc qdisc show dev %s: %v\n%s", port, err, out)
+	}
+	var tbf *netlink.Tbf
+	for _, q := range qdiscs {
+		if q, ok := q.(*netlink.Tbf); ok {
+			if tbf != nil {
+				t.Errorf("port %s has two tbf qdiscs", port)
+			}
+			tbf = q
+		}
+	}
+	return tbf, string(out)
+}
+
+// checkShaper checks that both ports of a link are shaped at bps (0: not shaped).
+func checkShaper(t *testing.T, info *netInfo, bps uint64, tcRate string) {
+	t.Helper()
+	for _, ep := range info.link(t, "link1").Endpoints {
+		tbf, tc := tbfOf(t, ep.Port)
+		switch {
+		case bps == 0 && tbf != nil:
+			t.Errorf("port %s still has a tbf qdisc (rate %d bit/s):\n%s", ep.Port, tbf.Rate*8, tc)
+		case bps == 0 && strings.Contains(tc, "tbf"):
+			t.Errorf("tc shows a tbf on %s:\n%s", ep.Port, tc)
+		case bps == 0:
+		case tbf == nil:
+			t.Errorf("port %s has no tbf qdisc:\n%s", ep.Port, tc)
+		case tbf.Rate*8 != bps:
+			t.Errorf("port %s: tbf rate %d bit/s, want %d", ep.Port, tbf.Rate*8, bps)
+		case !strings.Contains(tc, "tbf") || !strings.Contains(tc, "rate "+tcRate+" "):
+			t.Errorf("tc qdisc show dev %s does not show a tbf with rate %s:\n%s", ep.Port, tcRate, tc)
+		}
+	}
+}
+
+func TestRateChangeLive(t *testing.T) {
+	e := start(t)
+	path := writeTopo(t, rateTopo("ratelive", "    rate: 10mbit\n"))
+	mustTrellis(t, e.state, "up", path)
+	info := inspect(t, e.state, "ratelive")
+	pids := info.pids()
+	if r := info.link(t, "link1").Rate; r != "10mbit" {
+		t.Errorf("inspect shows rate %q, want 10mbit", r)
+	}
+	checkShaper(t, info, 10_000_000, "10Mbit")
+	ping(t, e.state, "ratelive", "a", "10.0.0.2")
+
+	rewriteTopo(t, path, rateTopo("ratelive", "    rate: 50mbit\n"))
+	if out := mustTrellis(t, e.state, "up", path); !strings.Contains(out, "rate changed on link1") {
+		t.Errorf("up with a new rate said %q, want it to say the rate of link1 changed", out)
+	}
+	info = inspect(t, e.state, "ratelive")
+	if r := info.link(t, "link1").Rate; r != "50mbit" {
+		t.Errorf("inspect shows rate %q, want 50mbit", r)
+	}
+	checkShaper(t, info, 50_000_000, "50Mbit")
+	if got := info.pids(); !mapsEqual(got, pids) {
+		t.Errorf("node pids changed with the rate: before %v, after %v", pids, got)
+	}
+	ping(t, e.state, "ratelive", "b", "10.0.0.1")
+
+	rewriteTopo(t, path, rateTopo("ratelive", ""))
+	if out := mustTrellis(t, e.state, "up", path); !strings.Contains(out, "rate changed on link1") {
+		t.Errorf("up without the rate said %q, want it to say the rate of link1 changed", out)
+	}
+	info = inspect(t, e.state, "ratelive")
+	if r := info.link(t, "link1").Rate; r != "" {
+		t.Errorf("inspect shows rate %q, want none", r)
+	}
+	checkShaper(t, info, 0, "")
+	if got := info.pids(); !mapsEqual(got, pids) {
+		t.Errorf("node pids changed with the rate: before %v, after %v", pids, got)
+	}
+	ping(t, e.state, "ratelive", "a", "10.0.0.2")
+	ping(t, e.state, "ratelive", "b", "10.0.0.1")
+
+	mustTrellis(t, e.state, "down", "ratelive")
+	e.assertClean()
+}
+
+// iperfResult is the part of `iperf3 -J` output this test reads.
+type iperfResult struct {
+	End struct {
+		SumSent struct {
+			Seconds       float64 `json:"seconds"`
+			Bytes         uint64  `json:"bytes"`
+			BitsPerSecond float64 `json:"bits_per_second"`
+			Retransmits   int     `json:"retransmits"`
+		} `json:"sum_sent"`
+		SumReceived struct {
+			Seconds       float64 `json:"seconds"`
+			Bytes         uint64  `json:"bytes"`
+			BitsPerSecond float64 `json:"bits_per_second"`
+		} `json:"sum_received"`
+	} `json:"end"`
+	Error string `json:"error"`
+}
+
+func TestRateAccuracy(t *testing.T) {
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Skipf("iperf3 is not installed (%v): cannot measure link rates", err)
+	}
+	cases := []struct {
+		rate     string
+		bps      float64
+		duration int
+	}{
+		{"1mbit", 1e6, 10},
+		{"10mbit", 10e6, 4},
+		{"100mbit", 100e6, 4},
+		{"1gbit", 1e9, 4},
+	}
+	var summary []string
+	for _, c := range cases {
+		t.Run(c.rate, func(t *testing.T) {
+			e := start(t)
+			name := "rate" + c.rate
+			mustTrellis(t, e.state, "up", writeTopo(t, rateTopo(name, "    rate: "+c.rate+"\n")))
+			res := runIperf(t, e.state, name, c.duration)
+			got := res.End.SumReceived.BitsPerSecond
+			ratio := got / c.bps
+			drops := uint64(0)
+			for _, ep := range inspect(t, e.state, name).link(t, "link1").Endpoints {
+				drops += ep.Drops
+			}
+			line := fmt.Sprintf("rate %-7s cap %10.0f bit/s  measured %12.0f bit/s (receiver, %.1f s, %d bytes)  ratio %.4f  [sender %.0f bit/s, %d retransmits, %d shaper drops]",
+				c.rate, c.bps, got, res.End.SumReceived.Seconds, res.End.SumReceived.Bytes, ratio,
+				res.End.SumSent.BitsPerSecond, res.End.SumSent.Retransmits, drops)
+			t.Log(line)
+			summary = append(summary, line)
+			if ratio < 0.95 || ratio > 1.05 {
+				t.Errorf("measured %.0f bit/s on a %s link: %.1f%% of the cap, want within ±5%%", got, c.rate, 100*ratio)
+			}
+			mustTrellis(t, e.state, "down", name)
+			e.assertClean()
+		})
+	}
+	t.Logf("rate accuracy (TCP payload received by iperf3 vs. the link cap):\n%s", strings.Join(summary, "\n"))
+}
+
+// runIperf runs an iperf3 server in node b and a client in node a for duration seconds, and
+// returns the client's JSON report.
+func runIperf(t *testing.T, state, network string, duration int) *iperfResult {
+	t.Helper()
+	server := startIn(t, state, network, "b", "iperf3", "-s", "-1", "-B", "10.0.0.2")
+	var (
+		res     iperfResult
+		out     string
+		lastErr error
+	)
+	// The server listens shortly after it starts: retry while the connection is refused.
+	for attempt := 0; attempt < 50; attempt++ {
+		var errOut string
+		out, errOut, lastErr = execIn(t, state, network, "a", "iperf3", "-c", "10.0.0.2", "-t", fmt.Sprint(duration), "-J")
+		res = iperfResult{}
+		jerr := json.Unmarshal([]byte(out), &res)
+		if lastErr == nil && jerr == nil && res.Error == "" {
+			break
+		}
+		if !strings.Contains(res.Error+errOut, "refused") {
+			t.Fatalf("iperf3 client: %v (%s)\n%s\n%s", lastErr, res.Error, out, errOut)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if lastErr != nil || res.Error != "" {
+		t.Fatalf("iperf3 client never connected: %v %s", lastErr, res.Error)
+	}
+	if err := server.wait(30 * time.Second); err != nil {
+		t.Errorf("iperf3 server: %v\n%s%s", err, server.stdout, server.stderr)
+	}
+	return &res
+}

@@ -1,0 +1,43 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHundredNetworks(t *testing.T) {
+	const n = 100
+	e := start(t)
+	names := make([]string, n)
+	t0 := time.Now()
+	for i := range names {
+		names[i] = fmt.Sprintf("h%03d", i)
+		// Every network has the same nodes and addresses: only the name differs.
+		mustTrellis(t, e.state, "up", writeTopo(t, fmt.Sprintf(isoTopo, names[i])))
+	}
+	took := time.Since(t0)
+	t.Logf("%d networks (2 nodes, 1 link each) up one after another in %v (%v per network)", n, took.Round(time.Millisecond), (took / n).Round(time.Microsecond))
+
+	if got := listNetworks(t, e.state); len(got) != n {
+		t.Errorf("ls lists %d networks, want %d", len(got), n)
+	}
+	for _, i := range []int{0, 1, 37, 64, 99} {
+		ping(t, e.state, names[i], "a", "10.0.0.2")
+		ping(t, e.state, names[i], "b", "fd00::1")
+	}
+
+	t0 = time.Now()
+	out := mustTrellis(t, e.state, "down", "--all")
+	t.Logf("down --all took %v", time.Since(t0).Round(time.Millisecond))
+	if c := strings.Count(out, " is down\n"); c != n {
+		t.Errorf("down --all reported %d networks down, want %d:\n%s", c, n, out)
+	}
+	e.assertClean()
+	if got := listNetworks(t, e.state); len(got) != 0 {
+		t.Errorf("ls lists %d networks after down --all, want none", len(got))
+	}
+}
