@@ -105,7 +105,7 @@ func TestMakeVXLANSharesOneDevice(t *testing.T) {
 func TestMakeErrors(t *testing.T) {
 	n := parse(t, strings.Replace(spread, "mtu: 1400", "mtu: 1480", 1))
 	cases := []struct{ host, want string }{
-		{"m1", "topo.yaml:16: links[1].mtu: the link crosses machines, and 1480 does not fit in the underlay with the egre tunnel; use at most 1458, or raise the hosts' mtu"},
+		{"m1", "topo.yaml:15: links[1].mtu: the link crosses machines, and 1480 does not fit in the underlay with the egre tunnel; use at most 1458, or raise the hosts' mtu"},
 		{"m9", `topo.yaml: no host named "m9" under hosts`},
 		{"", "topo.yaml spreads the network over several hosts: say which one this machine is"},
 	}
