@@ -26,7 +26,8 @@ if ! "$TRELLIS" --state-dir "$STATE_DIR" inspect "$NET" >/dev/null; then
 fi
 
 # converged: every router has OSPF neighbours, all of them in state Full (two in the intact
-# ring; one, if a link was cut), and a kernel route to every other router's loopback.
+# ring; one, if a link was cut), and a kernel route to every other router's loopback, and
+# every loopback answers a ping (routes can be stale for a dead interval after a link is cut).
 converged() {
     for x in $ROUTERS; do
         nbrs=$(tr_exec "r$x" birdc -s /run/bird/bird.ctl show ospf neighbors 2>/dev/null |
@@ -38,23 +39,30 @@ converged() {
             [ -n "$(tr_exec "r$x" ip -4 route show "10.255.0.$y/32" 2>/dev/null)" ] || return 1
         done
     done
+    for x in $ROUTERS; do
+        for y in $ROUTERS; do
+            [ "$x" = "$y" ] && continue
+            tr_exec "r$x" ping -c1 -W1 -q "10.255.0.$y" >/dev/null 2>&1 || return 1
+        done
+    done
     return 0
 }
 
 echo "waiting up to ${TIMEOUT}s for OSPF to converge..."
 start=$(date +%s)
-while ! converged; do
+until converged; do
     if [ $(($(date +%s) - start)) -ge "$TIMEOUT" ]; then
         echo "WARNING: not converged after ${TIMEOUT}s; OSPF neighbours:"
         for x in $ROUTERS; do
             echo "--- r$x"
             tr_exec "r$x" birdc -s /run/bird/bird.ctl show ospf neighbors
         done
+        start=
         break
     fi
     sleep 1
 done
-converged && echo "converged after $(($(date +%s) - start))s"
+[ -n "$start" ] && echo "converged after $(($(date +%s) - start))s"
 
 failed=0
 for x in $ROUTERS; do

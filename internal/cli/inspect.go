@@ -43,7 +43,11 @@ and received (rx), and the frames its shaper dropped.`,
 
 func printInfo(out io.Writer, info *substrate.NetworkInfo) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "network %s (id %s, %s) from %s\n\nNODE\tPID\tINTERFACE\tMAC\tMTU\tSTATE\tADDRESSES\n", info.Name, info.NetID, info.Status, info.File)
+	fmt.Fprintf(w, "network %s (id %s, %s) from %s\n", info.Name, info.NetID, info.Status, info.File)
+	if info.Host != "" {
+		fmt.Fprintf(w, "this machine is host %s; links to other hosts use %s tunnels\n", info.Host, info.Tunnel)
+	}
+	fmt.Fprintf(w, "\nNODE\tPID\tINTERFACE\tMAC\tMTU\tSTATE\tADDRESSES\n")
 	for _, n := range info.Nodes {
 		if !n.Running {
 			fmt.Fprintf(w, "%s\t-\t(not running)\n", n.Name)
@@ -63,5 +67,19 @@ func printInfo(out io.Writer, info *substrate.NetworkInfo) error {
 				e.Node, e.Interface, e.Port, e.TxPackets, e.TxBytes, e.RxPackets, e.RxBytes, e.Drops)
 		}
 	}
+	printTunnels(w, info)
 	return w.Flush()
+}
+
+func printTunnels(w io.Writer, info *substrate.NetworkInfo) {
+	header := false
+	for _, l := range info.Links {
+		for _, t := range l.Tunnels {
+			if !header {
+				fmt.Fprintf(w, "\nLINK\tTO HOST\tREMOTE\tKEY\tDEVICE\n")
+				header = true
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%#08x\t%s\n", l.Name, t.Host, t.Remote, t.Key, t.Device)
+		}
+	}
 }

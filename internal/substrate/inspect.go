@@ -13,6 +13,8 @@ import (
 type NetworkInfo struct {
 	Name   string     `json:"name"`
 	NetID  string     `json:"netid"`
+	Host   string     `json:"host,omitempty"`   // this machine, for a network over several
+	Tunnel string     `json:"tunnel,omitempty"` // egre or vxlan, for a network over several
 	Status string     `json:"status"`
 	File   string     `json:"file"`
 	Nodes  []NodeInfo `json:"nodes"`
@@ -44,6 +46,15 @@ type LinkInfo struct {
 	MTU       int            `json:"mtu"`
 	Bridge    string         `json:"bridge,omitempty"`
 	Endpoints []EndpointInfo `json:"endpoints"`
+	Tunnels   []TunnelInfo   `json:"tunnels,omitempty"`
+}
+
+// TunnelInfo describes how a link reaches one other machine.
+type TunnelInfo struct {
+	Host   string `json:"host"`
+	Remote string `json:"remote"`
+	Key    uint32 `json:"key"` // GRE key; VXLAN VNI is its low 24 bits
+	Device string `json:"device"`
 }
 
 // EndpointInfo counts what a node sent into and received from a link.
@@ -71,7 +82,7 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	info := &NetworkInfo{Name: rec.Name, NetID: rec.NetID, Status: rec.Status, File: rec.File}
+	info := &NetworkInfo{Name: rec.Name, NetID: rec.NetID, Host: rec.Plan.Host, Tunnel: rec.Plan.Tunnel, Status: rec.Status, File: rec.File}
 	seen := map[string]*netlink.LinkAttrs{} // node interfaces by node:ifname
 	for _, n := range rec.Plan.Nodes {
 		ni := NodeInfo{Name: n.Name, PID: running[n.Name], Running: running[n.Name] != 0}
@@ -95,6 +106,9 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 			}
 			ei.Drops = shaperDrops(p.Name)
 			li.Endpoints = append(li.Endpoints, ei)
+		}
+		for _, t := range l.Tunnels {
+			li.Tunnels = append(li.Tunnels, TunnelInfo{Host: t.Host, Remote: t.Remote.String(), Key: t.Key, Device: t.Device})
 		}
 		info.Links = append(info.Links, li)
 	}
