@@ -87,20 +87,29 @@ func (b *build) startNode(n *spec.Node) error {
 }
 
 // configureNode sets a node's sysctls, then brings its interfaces up with their addresses.
-// Sysctls come first so that per-interface settings apply before traffic flows.
+// Sysctls come first so that per-interface settings apply before traffic flows. Duplicate
+// address detection is off on link interfaces unless the file says otherwise: addresses come
+// from the topology, and detection would hold a router's IPv6 forwarding back for seconds.
 func (b *build) configureNode(n *spec.Node) error {
 	ns := b.nodeNS(n.Name)
-	if err := ns.sysctl(n.Sysctl); err != nil {
-		return fmt.Errorf("node %s: %w", n.Name, err)
-	}
+	var ifaces []string
+	noDAD := map[string]string{}
 	for _, l := range b.rec.Plan.Links {
 		for _, port := range l.Ports {
-			if port.Node != n.Name {
-				continue
+			if port.Node == n.Name {
+				ifaces = append(ifaces, port.Ifname)
+				noDAD["net/ipv6/conf/"+port.Ifname+"/accept_dad"] = "0" // slashes: names may hold dots
 			}
-			if err := ns.configureInterface(port.Ifname, n.Addresses[port.Ifname]); err != nil {
-				return fmt.Errorf("node %s: %w", n.Name, err)
-			}
+		}
+	}
+	for _, values := range []map[string]string{noDAD, n.Sysctl} { // the file's last
+		if err := ns.sysctl(values); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	for _, ifname := range ifaces {
+		if err := ns.configureInterface(ifname, n.Addresses[ifname]); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
 	if err := ns.addAddresses("lo", n.Addresses["lo"]); err != nil {

@@ -68,8 +68,12 @@ func writeSysctls(values map[string]string) error {
 	return nil
 }
 
+// writeSysctl writes one sysctl, named as sysctl(8) names it: with dots, or with slashes.
 func writeSysctl(key, value string) error {
-	path := filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
+	if !strings.Contains(key, "/") {
+		key = strings.ReplaceAll(key, ".", "/")
+	}
+	path := filepath.Join("/proc/sys", key)
 	if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
 		return fmt.Errorf("sysctl %s=%s: %w", key, value, err)
 	}

@@ -96,6 +96,11 @@ func deleteDevices(netID string) error {
 
 func devicesOf(netID string) ([]netlink.Link, error) {
 	links, err := netlink.LinkList()
+	// The kernel interrupts a listing when devices change during it, as they do while
+	// namespaces are freed or other networks come and go: list again.
+	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 50; try++ {
+		links, err = netlink.LinkList()
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -211,7 +211,7 @@ func chainAddr(i, h int) string {
 }
 
 func TestKillDuringUp(t *testing.T) {
-	for _, delay := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 400 * time.Millisecond, time.Second} {
+	for _, delay := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 400 * time.Millisecond, time.Second, 2 * time.Second} {
 		t.Run(delay.String(), func(t *testing.T) {
 			e := start(t)
 			path := writeTopo(t, chainTopo("chain", 200))
@@ -230,9 +230,7 @@ func TestKillDuringUp(t *testing.T) {
 			} else {
 				t.Logf("up killed after %v (kill: %v, wait: %v); stdout %q stderr %q", delay, killErr, werr, out.String(), errOut.String())
 			}
-			if got := listNetworks(t, e.state); !slices.Equal(got, []string{"chain"}) {
-				t.Logf("ls after the kill lists %v", got)
-			}
+			t.Logf("left by the killed up: %v (of 200 nodes, 398 ports); ls lists %v", snapshot(t).oursCount(), listNetworks(t, e.state))
 
 			down, downErr, err := trellis(t, e.state, "down", "chain")
 			if err != nil {

@@ -74,7 +74,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "building trellis in %s: %v\n%s", root, err, out)
 		return 1
 	}
-	links, err := netlink.LinkList()
+	links, err := retryDump(netlink.LinkList)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "listing links:", err)
 		return 1
@@ -620,11 +620,12 @@ func retryDump[T any](dump func() ([]T, error)) ([]T, error) {
 		out []T
 		err error
 	)
-	for range 10 {
+	for i := range 100 {
 		out, err = dump()
 		if !errors.Is(err, netlink.ErrDumpInterrupted) {
 			break
 		}
+		time.Sleep(time.Duration(i) * time.Millisecond)
 	}
 	return out, err
 }
@@ -780,7 +781,7 @@ func (s *hostSnapshot) findProgHolders() {
 			parent uint32
 			name   string
 		}{{netlink.HANDLE_MIN_INGRESS, "ingress"}, {netlink.HANDLE_MIN_EGRESS, "egress"}} {
-			filters, err := netlink.FilterList(l, dir.parent)
+			filters, err := retryDump(func() ([]netlink.Filter, error) { return netlink.FilterList(l, dir.parent) })
 			if err != nil {
 				continue
 			}
@@ -958,8 +959,12 @@ func assertClean(t testing.TB, before *hostSnapshot) {
 	for {
 		after, err := takeSnapshot()
 		if err != nil {
-			t.Errorf("host snapshot: %v", err)
-			return
+			if time.Now().After(deadline) {
+				t.Errorf("host snapshot: %v", err)
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+			continue
 		}
 		fail, excused := diffSnapshots(before, after)
 		if len(fail) == 0 {

@@ -35,7 +35,7 @@ func tbfOf(t *testing.T, port string) (*netlink.Tbf, string) {
 	if err != nil {
 		t.Fatalf("port %s: %v", port, err)
 	}
-	qdiscs, err := netlink.QdiscList(link)
+	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return netlink.QdiscList(link) })
 	if err != nil {
 		t.Fatalf("qdiscs of %s: %v", port, err)
 	}
