@@ -34,8 +34,8 @@ func setShaper(port netlink.Link, rate uint64) error {
 	bytesPerSec := rate / 8
 	mtu := uint64(port.Attrs().MTU) + 14
 	// The bucket holds 4 ms of traffic (at least two frames): enough to run at the full rate
-	// at the kernel's timer granularity. The queue holds 100 ms more (at least 2 buckets) so
-	// that TCP keeps the link busy.
+	// at the kernel's timer granularity. The queue holds 100 ms more (at least 2 buckets):
+	// a shorter one makes TCP lose packets, and throughput, on slow links.
 	burst := max(bytesPerSec/250, 2*mtu)
 	limit := max(bytesPerSec/10, 2*burst)
 	// The kernel takes the bucket size as the time to send it at the rate, in ticks.

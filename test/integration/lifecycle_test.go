@@ -211,7 +211,7 @@ func chainAddr(i, h int) string {
 }
 
 func TestKillDuringUp(t *testing.T) {
-	for _, delay := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 400 * time.Millisecond, time.Second, 2 * time.Second} {
+	for _, delay := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 400 * time.Millisecond, time.Second, 1500 * time.Millisecond} {
 		t.Run(delay.String(), func(t *testing.T) {
 			e := start(t)
 			path := writeTopo(t, chainTopo("chain", 200))

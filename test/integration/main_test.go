@@ -215,11 +215,7 @@ func startIn(t testing.TB, stateDir, network, node string, argv ...string) *bgCm
 		close(b.lines)
 		b.done <- cmd.Wait()
 	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-		}
-	})
+	t.Cleanup(func() { cmd.Process.Kill() }) // harmless once it has exited and been waited for
 	return b
 }
 
