@@ -1,0 +1,34 @@
+//go:build integration
+
+package integration
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOSPFRingConverges brings up the OSPF ring example (four BIRD routers) and checks, with the
+// example's own check script, that OSPF converges and every router reaches every loopback.
+func TestOSPFRingConverges(t *testing.T) {
+	if _, err := exec.LookPath("bird"); err != nil {
+		t.Skipf("BIRD is not installed (%v): scripts/setup.sh installs bird2", err)
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := start(t)
+	began := time.Now()
+	mustTrellis(t, e.state, "up", filepath.Join(root, "examples/ospf-ring/ring.yaml"))
+	check := exec.Command(filepath.Join(root, "examples/ospf-ring/check.sh"), trellisBin, e.state)
+	out, err := check.CombinedOutput()
+	if err != nil {
+		t.Fatalf("check.sh: %v\n%s", err, out)
+	}
+	t.Logf("converged %.1fs after up began:\n%s", time.Since(began).Seconds(), strings.TrimSpace(string(out)))
+	mustTrellis(t, e.state, "down", "ospf-ring")
+	e.assertClean()
+}
