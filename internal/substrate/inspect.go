@@ -3,6 +3,7 @@ package substrate
 import (
 	"fmt"
 
+	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
@@ -19,6 +20,8 @@ type NetworkInfo struct {
 	File   string     `json:"file"`
 	Nodes  []NodeInfo `json:"nodes"`
 	Links  []LinkInfo `json:"links"`
+	// EGRE counts what the machine's decapsulation program did, for all its networks.
+	EGRE *dataplane.EGRECounters `json:"egre,omitempty"`
 }
 
 // NodeInfo describes one node.
@@ -112,6 +115,7 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 		}
 		info.Links = append(info.Links, li)
 	}
+	info.EGRE = egreCounters(rec.Plan)
 	return info, nil
 }
 

@@ -1,5 +1,3 @@
-//go:build egre
-
 package substrate
 
 import (
@@ -145,13 +143,17 @@ func removeDecap(st *state.Store, p *plan.Plan) error {
 	}
 	defer unlock()
 	d, err := dataplane.OpenDecap(underlay.Attrs().Index, p.Local, false)
-	if err != nil || d == nil {
+	if errors.Is(err, dataplane.ErrNoDecap) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	defer d.Close()
 	for _, l := range p.Links {
 		for _, t := range l.Tunnels {
-			if err := d.Delete(t.Key, t.Remote); err != nil {
+			// An interrupted `up` may not have registered every tunnel.
+			if err := d.Delete(t.Key, t.Remote); err != nil && !errors.Is(err, dataplane.ErrNoTunnel) {
 				return err
 			}
 		}
@@ -160,4 +162,25 @@ func removeDecap(st *state.Store, p *plan.Plan) error {
 		return err
 	}
 	return d.Detach()
+}
+
+// egreCounters reads the machine's EGRE decapsulation counters, or nil if p has no EGRE tunnels.
+func egreCounters(p *plan.Plan) *dataplane.EGRECounters {
+	if p.Tunnel != spec.EGRE {
+		return nil
+	}
+	underlay, err := underlayDevice(p.Local)
+	if err != nil {
+		return nil
+	}
+	d, err := dataplane.OpenDecap(underlay.Attrs().Index, p.Local, false)
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	c, err := d.Counters()
+	if err != nil {
+		return nil
+	}
+	return &c
 }
