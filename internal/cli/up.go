@@ -25,7 +25,11 @@ func upCmd(store storeFunc) *cobra.Command {
 If the network is already up, nothing changes unless a link's rate changed in the file: the new
 rate is applied in place, without touching anything else. Other changes need ` + "`trellis down`" + ` first.
 The file is checked before anything is created; if creating fails half-way, what was created is
-removed again.`,
+removed again.
+
+A file with a hosts: section spreads the network over several machines: run up with the same
+file on each of them. This machine is the host whose underlay address is configured here, or
+the one --host names; it gets its nodes and its ends of the links that cross to other machines.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := spec.Load(args[0])
