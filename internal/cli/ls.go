@@ -22,9 +22,13 @@ func lsCmd(store storeFunc) *cobra.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NETWORK\tSTATUS\tNODES\tLINKS\tFILE")
+			fmt.Fprintln(w, "NETWORK\tSTATUS\tHOST\tNODES\tLINKS\tFILE")
 			for _, r := range recs {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.Name, r.Status, len(r.Plan.Nodes), len(r.Plan.Links), r.File)
+				host := r.Plan.Host
+				if host == "" {
+					host = "-"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", r.Name, r.Status, host, len(r.Plan.Nodes), len(r.Plan.Links), r.File)
 			}
 			return w.Flush()
 		},
