@@ -1,0 +1,170 @@
+//go:build integration
+
+package bench
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQuickBench runs `trellis bench --quick` as a user would and checks that every figure is
+// sane: measured, positive, finite, output no more than input. It does not check that anything
+// is fast: the machine may be busy with other work.
+func TestQuickBench(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the bench needs root")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "trellis")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/trellis")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building trellis: %v\n%s", err, out)
+	}
+	tmp := filepath.Join(dir, "tmp") // the bench's work directory goes here, and must go again
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command(bin, "bench", "--quick", "--out", out, "--markdown", filepath.Join(out, "benchmarks.md"))
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	t0 := time.Now()
+	output, err := cmd.CombinedOutput()
+	took := time.Since(t0)
+	t.Logf("trellis bench --quick took %v:\n%s", took.Round(time.Second), output)
+	if err != nil {
+		t.Fatalf("trellis bench --quick: %v", err)
+	}
+	if took > 2*time.Minute {
+		t.Logf("warning: --quick took longer than two minutes (%v); the machine may be busy", took.Round(time.Second))
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("the bench left its work directory behind: %v", left)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "bench.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("bench.json: %v", err)
+	}
+	checkReport(t, &rep)
+	for _, f := range append(plotsOf(&rep), "benchmarks.md") {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s not written (%v)", f, err)
+		}
+	}
+}
+
+// slack is the noise allowed between the input and output counters of one trial: frames still
+// in flight when the input is read, at most a receive queue's worth, over the shortest trial.
+const slack = 1.02
+
+func checkReport(t *testing.T, rep *Report) {
+	t.Helper()
+	positive := func(what string, v float64) {
+		t.Helper()
+		if !(v > 0) || math.IsInf(v, 0) {
+			t.Errorf("%s = %v, want a positive finite figure", what, v)
+		}
+	}
+	stat := func(what string, s Stat) {
+		t.Helper()
+		positive(what+" median", s.Median)
+		if s.Min > s.Median || s.Median > s.Max {
+			t.Errorf("%s: min %v, median %v, max %v out of order", what, s.Min, s.Median, s.Max)
+		}
+	}
+	if rep.Machine.Cores < 1 || rep.Machine.Kernel == "" || rep.Machine.CPUModel == "" {
+		t.Errorf("machine not described: %+v", rep.Machine)
+	}
+	if rep.Generator == nil {
+		t.Fatal("no generator ceiling")
+	}
+	stat("generator offered", rep.Generator.Offered)
+	stat("generator delivered", rep.Generator.Delivered)
+	want := map[string]bool{"native": true, "shortbridge": true, "bridge": true, "userspace": true}
+	for _, s := range rep.Setups {
+		delete(want, s.Name)
+		stat(s.Name+" peak", s.Peak)
+		stat(s.Name+" zero-loss", s.ZeroLoss)
+		if s.PeakRatio == nil || s.ZeroLossRatio == nil {
+			t.Errorf("%s: no ratio to native", s.Name)
+		} else {
+			stat(s.Name+" peak ratio", *s.PeakRatio)
+			if s.Name == "native" && s.PeakRatio.Median != 1 {
+				t.Errorf("native's ratio to itself is %v", s.PeakRatio.Median)
+			}
+		}
+		if len(s.Sweeps) != rep.Config.Repeat {
+			t.Errorf("%s: %d sweeps, want %d", s.Name, len(s.Sweeps), rep.Config.Repeat)
+		}
+		for _, sw := range s.Sweeps {
+			for _, tr := range sw {
+				positive(s.Name+" trial input", tr.In)
+				if tr.Out < 0 || tr.Out > tr.In*slack+1000 {
+					t.Errorf("%s: output %.0f pps for input %.0f pps", s.Name, tr.Out, tr.In)
+				}
+			}
+		}
+	}
+	for name := range want {
+		t.Errorf("setup %s not measured", name)
+	}
+	if len(rep.CPU) == 0 && rep.Config.ForwardingCPU >= 0 {
+		t.Error("no CPU cost")
+	}
+	for _, c := range rep.CPU {
+		// Busy time less the forwarding CPU's load just before: other work on the machine can
+		// make it zero, never negative or infinite.
+		if len(c.Raw.Values) == 0 || c.Raw.Min < 0 || math.IsInf(c.Raw.Max, 0) || math.IsNaN(c.Net.Median) || c.Net.Median > c.Raw.Max {
+			t.Errorf("%s: CPU ns per frame %v (raw %+v)", c.Setup, c.Net.Median, c.Raw)
+		}
+		positive(c.Setup+" CPU rate", c.RatePPS)
+	}
+	if len(rep.Sizes) == 0 {
+		t.Error("no frame sizes")
+	}
+	for _, s := range rep.Sizes {
+		stat(s.Setup+" peak at size", s.Peak)
+	}
+	if len(rep.Scaling) == 0 {
+		t.Error("no scaling")
+	}
+	for _, s := range rep.Scaling {
+		stat("scaling aggregate", s.Aggregate)
+		if s.Ratio == nil {
+			t.Error("scaling: no ratio")
+		} else {
+			stat("scaling ratio", *s.Ratio)
+		}
+	}
+	if _, err := exec.LookPath("iperf3"); err == nil && len(rep.Isolation) == 0 {
+		t.Error("no isolation rows")
+	}
+	for _, r := range rep.Isolation {
+		if r.Flow2Loss.Median < 0 || r.Flow2Loss.Median > 100 || r.Flow2Jitter.Median < 0 || r.CPUPercent < 0 || r.CPUPercent > 101 {
+			t.Errorf("isolation row out of range: %+v", r)
+		}
+	}
+	var tools []string
+	for _, d := range rep.Deploy {
+		stat(d.Tool+" up", d.Up)
+		stat(d.Tool+" down", d.Down)
+		tools = append(tools, d.Tool)
+	}
+	if !strings.Contains(strings.Join(tools, ","), "trellis") {
+		t.Error("no deploy figures for trellis")
+	}
+}

@@ -1,0 +1,225 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// flow2Rate is the fixed rate of the isolation part's flow 2 (iperf3 UDP), in bits per second,
+// with datagrams of flow2Len bytes: about 1.2 kpps.
+const (
+	flow2Rate = "1M"
+	flow2Len  = "64"
+)
+
+// isolation measures how much one network's load disturbs another's traffic (paper, table 4):
+// networks A and B (shortbridge) forward through the same host; flow 1 (the generator, network A)
+// runs at no load, at half of A's peak and at twice it; flow 2 (iperf3 UDP at a low fixed rate,
+// network B) reports its loss and jitter. Each with no other load, with a CPU-bound process and
+// with a disk-bound process running on the forwarding CPU.
+func (r *runner) isolation() (err error) {
+	iperf, lerr := exec.LookPath("iperf3")
+	if lerr != nil {
+		r.note("iperf3 is not installed (apt-get install iperf3): isolation not measured")
+		return nil
+	}
+	g := &rig{name: spec.Shortbridge}
+	defer func() { err = errors.Join(err, g.Close()) }()
+	if err := r.trellisNet(g, "bench-iso-a", spec.Shortbridge, false); err != nil {
+		return err
+	}
+	g.nets = 1
+	if err := g.setFrames(r, r.opt.Size, r.opt.Flows); err != nil {
+		return err
+	}
+	b, err := r.upBenchNet(g, "bench-iso-b", spec.Shortbridge)
+	if err != nil {
+		return err
+	}
+	// Network B carries a real two-way flow: routes through its node under test.
+	if err := addRoute(b.ns["src"], "10.2.0.0/24", nutInIP); err != nil {
+		return err
+	}
+	if err := addRoute(b.ns["sink"], "10.1.0.0/24", nutOut); err != nil {
+		return err
+	}
+	if _, err := g.trial(0, warmup); err != nil {
+		return err
+	}
+	peak := 0.0
+	for _, f := range []float64{0.3, 0.5, 0.7, 0.9} {
+		t, err := g.trial(f*r.rep.generatorGuess(), r.opt.Trial)
+		if err != nil {
+			return err
+		}
+		peak = max(peak, t.Out)
+	}
+	dur := max(r.opt.Trial*4, time.Second)
+	for _, load := range []string{"none", "cpu", "disk"} {
+		stop, err := r.startLoad(load)
+		if err != nil {
+			return err
+		}
+		for _, f := range []float64{0, 0.5, 2} {
+			var loss, jitter []float64
+			var out, busy float64
+			for rep := 0; rep < r.opt.Repeat; rep++ {
+				res, err := r.isoCell(g, b, iperf, f*peak, dur)
+				if err != nil {
+					stop()
+					return err
+				}
+				loss, jitter = append(loss, res.loss), append(jitter, res.jitter)
+				out += res.out / float64(r.opt.Repeat)
+				busy += res.busy / float64(r.opt.Repeat)
+			}
+			row := &IsoResult{Load: load, Flow1PPS: f * peak, Flow1Out: out, CPUPercent: busy * 100, Flow2Loss: statOf(loss), Flow2Jitter: statOf(jitter)}
+			r.rep.Isolation = append(r.rep.Isolation, row)
+			r.logf("   load %-4s flow 1 %s: CPU %.0f%%, flow 2 loss %.2f%% jitter %.3f ms\n", load, kpps(row.Flow1PPS), row.CPUPercent, row.Flow2Loss.Median, row.Flow2Jitter.Median)
+		}
+		stop()
+	}
+	return nil
+}
+
+// generatorGuess is the generator's full rate if the run measured it, else a modest rate.
+func (rep *Report) generatorGuess() float64 {
+	if rep.Generator != nil && rep.Generator.Offered.Median > 0 {
+		return rep.Generator.Offered.Median
+	}
+	return 500e3
+}
+
+type isoMeasure struct {
+	loss, jitter, out, busy float64
+}
+
+// isoCell runs flow 2 for dur while the generator offers rate on network A.
+func (r *runner) isoCell(g *rig, b *benchNet, iperf string, rate float64, dur time.Duration) (isoMeasure, error) {
+	var m isoMeasure
+	srv, err := node.Command(b.pids["sink"], iperf, "-s", "-1", "-p", "5201")
+	if err != nil {
+		return m, err
+	}
+	if err := srv.Start(); err != nil {
+		return m, err
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	time.Sleep(200 * time.Millisecond) // the server listens
+	secs := strconv.FormatFloat(dur.Seconds(), 'f', 1, 64)
+	cli, err := node.Command(b.pids["src"], iperf, "-c", sinkIP.String(), "-p", "5201", "-u", "-b", flow2Rate, "-l", flow2Len, "-t", secs, "--json")
+	if err != nil {
+		return m, err
+	}
+	var out bytes.Buffer
+	cli.Stdout = &out
+	if err := cli.Start(); err != nil {
+		return m, err
+	}
+	time.Sleep(100 * time.Millisecond) // iperf3's control connection
+	meter, err := startBusy(max(r.fwdCPU, 0))
+	if err != nil {
+		return m, err
+	}
+	if rate > 0 {
+		t, err := g.trial(rate, dur)
+		if err != nil {
+			cli.Process.Kill()
+			cli.Wait()
+			return m, err
+		}
+		m.out = t.Out
+	} else {
+		time.Sleep(dur)
+	}
+	busy, el, _ := meter.stop()
+	m.busy = float64(busy) / float64(el)
+	done := make(chan error, 1)
+	go func() { done <- cli.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(dur + 10*time.Second):
+		cli.Process.Kill()
+		<-done
+		return m, errors.New("iperf3 did not finish")
+	}
+	var res struct {
+		End struct {
+			Sum struct {
+				Jitter float64 `json:"jitter_ms"`
+				Lost   float64 `json:"lost_percent"`
+			} `json:"sum"`
+		} `json:"end"`
+		Error string `json:"error"`
+	}
+	if jerr := json.Unmarshal(out.Bytes(), &res); jerr != nil || res.Error != "" {
+		return m, fmt.Errorf("iperf3 (%v): %s %v", err, res.Error, jerr)
+	}
+	m.loss, m.jitter = res.End.Sum.Lost, res.End.Sum.Jitter
+	if math.IsNaN(m.loss) {
+		m.loss = 0
+	}
+	return m, nil
+}
+
+// startLoad starts the other load of an isolation row on the forwarding CPU: a busy loop, or a
+// loop of direct (uncached) 1 MiB writes and fsyncs to a file in the run's work directory.
+// The returned function ends it.
+func (r *runner) startLoad(kind string) (func(), error) {
+	var cmd *exec.Cmd
+	switch kind {
+	case "none":
+		return func() {}, nil
+	case "cpu":
+		cmd = exec.Command("/bin/sh", "-c", "while :; do :; done")
+	case "disk":
+		file := filepath.Join(r.work, "disk-load")
+		cmd = exec.Command("/bin/sh", "-c", "while :; do dd if=/dev/zero of="+file+" bs=1M count=64 oflag=direct conv=fsync status=none; done")
+	}
+	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true} // its dd children end with it
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if r.fwdCPU >= 0 {
+		var set unix.CPUSet
+		set.Set(r.fwdCPU)
+		unix.SchedSetaffinity(cmd.Process.Pid, &set) // inherited by dd
+	}
+	return func() {
+		unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+		cmd.Wait()
+		os.Remove(filepath.Join(r.work, "disk-load"))
+	}, nil
+}
+
+// addRoute adds an IPv4 route in a namespace.
+func addRoute(ns netns.NsHandle, dst string, via net.IP) error {
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	_, d, err := net.ParseCIDR(dst)
+	if err != nil {
+		return err
+	}
+	if err := h.RouteAdd(&netlink.Route{Dst: d, Gw: via}); err != nil {
+		return fmt.Errorf("route to %s: %w", dst, err)
+	}
+	return nil
+}

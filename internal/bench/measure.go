@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Trial is one run of the generator at one offered rate.
+type Trial struct {
+	Offered float64 `json:"offered_pps"` // what the generator was asked for; 0: as fast as it can
+	In      float64 `json:"in_pps"`      // what the source interface sent (or had refused by the next hop)
+	Out     float64 `json:"out_pps"`     // what the sink counted
+	Loss    float64 `json:"loss"`        // 1 - out/in
+}
+
+// drain is how long frames in flight get to reach the sink after the generator stops.
+const drain = 30 * time.Millisecond
+
+// trial offers rate frames per second (0: as many as the generator can) for dur.
+func (g *rig) trial(rate float64, dur time.Duration) (Trial, error) {
+	if interrupted.Load() {
+		return Trial{}, errors.New("interrupted")
+	}
+	in0, err := g.txFrames()
+	if err != nil {
+		return Trial{}, err
+	}
+	out0, _, err := g.sink.read()
+	if err != nil {
+		return Trial{}, err
+	}
+	t0 := time.Now()
+	if _, err := g.gen.run(rate, dur); err != nil {
+		return Trial{}, err
+	}
+	el := time.Since(t0).Seconds()
+	time.Sleep(drain)
+	in1, err := g.txFrames()
+	if err != nil {
+		return Trial{}, err
+	}
+	out1, _, err := g.sink.read()
+	if err != nil {
+		return Trial{}, err
+	}
+	t := Trial{Offered: rate, In: float64(in1-in0) / el, Out: float64(out1-out0) / el}
+	if t.In > 0 {
+		t.Loss = max(0, 1-t.Out/t.In)
+	}
+	return t, nil
+}
+
+func (g *rig) txFrames() (uint64, error) {
+	var sum uint64
+	for _, s := range g.sources {
+		n, err := s.link.txFrames()
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+// peakOf is the highest output rate among trials.
+func peakOf(ts []Trial) float64 {
+	p := 0.0
+	for _, t := range ts {
+		p = max(p, t.Out)
+	}
+	return p
+}
+
+// idleTime returns how long cpu has been idle (idle and iowait of /proc/stat). With a tickless
+// kernel (NO_HZ, the default) this is measured at every entry to and exit from idle, not
+// sampled at ticks, so it is exact to the 10 ms unit of /proc/stat; the busy fields (user,
+// system, softirq) are sampled at ticks unless the kernel has IRQ_TIME_ACCOUNTING, so busy time
+// is taken as elapsed time less idle time.
+func idleTime(cpu int) (time.Duration, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	want := "cpu" + strconv.Itoa(cpu) + " "
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, want) {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			break
+		}
+		idle, _ := strconv.ParseUint(f[4], 10, 64)
+		iowait, _ := strconv.ParseUint(f[5], 10, 64)
+		return time.Duration(idle+iowait) * time.Second / userHZ, nil
+	}
+	return 0, fmt.Errorf("/proc/stat has no cpu%d", cpu)
+}
+
+// userHZ is the unit of /proc/stat: 100 on every Linux architecture that trellis runs on.
+const userHZ = 100
+
+// busyMeter measures how long one CPU was busy over an interval.
+type busyMeter struct {
+	cpu  int
+	t0   time.Time
+	idle time.Duration
+}
+
+func startBusy(cpu int) (*busyMeter, error) {
+	idle, err := idleTime(cpu)
+	return &busyMeter{cpu: cpu, t0: time.Now(), idle: idle}, err
+}
+
+// stop returns the busy time and the elapsed time since start.
+func (m *busyMeter) stop() (busy, elapsed time.Duration, err error) {
+	idle, err := idleTime(m.cpu)
+	elapsed = time.Since(m.t0)
+	return max(0, elapsed-(idle-m.idle)), elapsed, err
+}
+
+// cpuCost measures the nanoseconds of CPU the forwarding CPU spends per frame the sink counts,
+// with the generator offering rate: the forwarding CPU's busy time during the trial, less what
+// it was busy with just before the trial (other processes, timers) over as long, divided by the
+// frames delivered. The generator runs on another CPU and is not counted.
+func (g *rig) cpuCost(cpu int, rate float64, dur time.Duration) (float64, Trial, error) {
+	m, err := startBusy(cpu)
+	if err != nil {
+		return 0, Trial{}, err
+	}
+	time.Sleep(dur / 2)
+	b0, e0, err := m.stop()
+	if err != nil {
+		return 0, Trial{}, err
+	}
+	base := float64(b0) / float64(e0)
+	out0, _, err := g.sink.read()
+	if err != nil {
+		return 0, Trial{}, err
+	}
+	if m, err = startBusy(cpu); err != nil {
+		return 0, Trial{}, err
+	}
+	t, err := g.trial(rate, dur)
+	if err != nil {
+		return 0, Trial{}, err
+	}
+	b1, e1, err := m.stop()
+	if err != nil {
+		return 0, Trial{}, err
+	}
+	out1, _, err := g.sink.read()
+	if err != nil {
+		return 0, Trial{}, err
+	}
+	busy := float64(b1) - base*float64(e1)
+	frames := float64(out1 - out0)
+	if frames == 0 {
+		return math.NaN(), t, nil
+	}
+	return max(0, busy) / frames, t, nil
+}
+
+// Stat is a figure repeated: its median, minimum and maximum, and every value.
+type Stat struct {
+	Median float64   `json:"median"`
+	Min    float64   `json:"min"`
+	Max    float64   `json:"max"`
+	Values []float64 `json:"values"`
+}
+
+func statOf(vs []float64) Stat {
+	var ok []float64
+	for _, v := range vs {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			ok = append(ok, v)
+		}
+	}
+	s := Stat{Values: ok} // JSON has no NaN: a value that could not be measured is left out
+	if len(ok) == 0 {
+		return s
+	}
+	ok = append([]float64(nil), ok...)
+	sort.Float64s(ok)
+	s.Min, s.Max = ok[0], ok[len(ok)-1]
+	if n := len(ok); n%2 == 1 {
+		s.Median = ok[n/2]
+	} else {
+		s.Median = (ok[n/2-1] + ok[n/2]) / 2
+	}
+	return s
+}

@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/spec"
+)
+
+// scaling measures the aggregate peak rate of 1, 8, ... shortbridge networks forwarding at once
+// (paper, figures 8 and 10): each a trellis network of its own with a source, a node under test
+// and a sink, the generator spreading frames evenly over all sources. Networks are added to the
+// same rig from one count to the next, so building 1024 costs the time of 1024, not of 1+8+...
+func (r *runner) scaling() (err error) {
+	counts := append([]int(nil), r.opt.Networks...)
+	sort.Ints(counts)
+	if len(counts) == 0 {
+		return nil
+	}
+	g := &rig{name: spec.Shortbridge}
+	defer func() { err = errors.Join(err, g.Close()) }()
+	var one []float64
+	for _, n := range counts {
+		t0, before := time.Now(), g.nets
+		for i := g.nets; i < n; i++ {
+			if err := r.trellisNet(g, fmt.Sprintf("bench-scale-%d", i), spec.Shortbridge, false); err != nil {
+				return fmt.Errorf("network %d of %d: %w", i+1, n, err)
+			}
+			g.nets = i + 1
+		}
+		build := time.Since(t0).Seconds()
+		if g.gen != nil { // new sources: open their sockets too
+			g.gen.Close()
+			g.gen = nil
+		}
+		if err := g.setFrames(r, r.opt.Size, r.opt.Flows); err != nil {
+			return err
+		}
+		if _, err := g.trial(0, warmup); err != nil {
+			return err
+		}
+		var agg []float64
+		for rep := 0; rep < r.opt.Repeat; rep++ {
+			full, err := g.trial(0, r.opt.Trial)
+			if err != nil {
+				return err
+			}
+			best := full.Out
+			for _, f := range []float64{0.3, 0.45, 0.6, 0.8} {
+				t, err := g.trial(f*full.In, r.opt.Trial)
+				if err != nil {
+					return err
+				}
+				best = max(best, t.Out)
+			}
+			agg = append(agg, best)
+		}
+		if n == counts[0] {
+			one = agg
+		}
+		res := &ScaleResult{Setup: g.name, Networks: n, Aggregate: statOf(agg), Ratio: ratioStat(agg, one), BuildSecs: build}
+		r.rep.Scaling = append(r.rep.Scaling, res)
+		r.logf("   %5d networks: %s aggregate (%.2f of %d) — %d more built in %.1fs\n", n, kpps(res.Aggregate.Median), res.Ratio.Median, counts[0], n-before, build)
+	}
+	if counts[0] != 1 {
+		r.note("scaling ratios are to %d networks, the smallest count of the run", counts[0])
+	}
+	return nil
+}

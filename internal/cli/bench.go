@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/bench"
+)
+
+func benchCmd(_ storeFunc) *cobra.Command {
+	var (
+		quick    bool
+		out      string
+		markdown string
+		parts    string
+		setups   string
+		repeat   int
+		trial    time.Duration
+		size     int
+		flows    int
+		sizes    string
+		networks string
+		chains   string
+		mininet  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure forwarding, scaling, isolation and deploy speed on this machine",
+		Long: `Measure how fast this machine forwards through virtual networks, as the Trellis paper did:
+a generator in a source namespace sends UDP frames through one node under test to a sink that
+counts and drops them, for each setup in turn (native kernel forwarding with no trellis; trellis
+nodes joined by shortbridge or bridge connectors; a user-space relay in a trellis node).
+Ratios to native are taken within the same run. The bench builds its own networks in a state
+directory of its own and removes everything it made before it exits; it leaves --state-dir alone.
+
+Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and with
+--markdown a page with the tables and plots (scripts/bench.sh makes docs/benchmarks.md so).
+--quick runs every part, shorter and fewer times, in under two minutes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opt := bench.DefaultOptions()
+			if quick {
+				opt = bench.QuickOptions()
+			}
+			f := cmd.Flags()
+			var err error
+			if f.Changed("parts") {
+				opt.Parts = splitList(parts)
+			}
+			if f.Changed("setups") {
+				opt.Setups = splitList(setups)
+			}
+			if f.Changed("repeat") {
+				opt.Repeat = repeat
+			}
+			if f.Changed("trial") {
+				opt.Trial = trial
+			}
+			if f.Changed("size") {
+				opt.Size = size
+			}
+			if f.Changed("flows") {
+				opt.Flows = flows
+			}
+			if f.Changed("mininet") {
+				opt.Mininet = mininet
+			}
+			for _, l := range []struct {
+				flag string
+				text string
+				dst  *[]int
+			}{{"sizes", sizes, &opt.Sizes}, {"networks", networks, &opt.Networks}, {"chains", chains, &opt.Chains}} {
+				if f.Changed(l.flag) {
+					if *l.dst, err = intList(l.text); err != nil {
+						return fmt.Errorf("--%s: %w", l.flag, err)
+					}
+				}
+			}
+			opt.Log = cmd.ErrOrStderr()
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return err
+			}
+			rep, runErr := bench.Run(opt)
+			if rep == nil {
+				return runErr
+			}
+			data, err := json.MarshalIndent(rep, "", "  ")
+			if err != nil {
+				return err
+			}
+			jsonPath := filepath.Join(out, "bench.json")
+			if err := os.WriteFile(jsonPath, append(data, '\n'), 0o644); err != nil {
+				return err
+			}
+			if runErr != nil {
+				return fmt.Errorf("%w (figures so far in %s)", runErr, jsonPath)
+			}
+			if err := bench.Plot(rep, out); err != nil {
+				return fmt.Errorf("plots: %w", err)
+			}
+			if markdown != "" {
+				if err := bench.WriteMarkdown(rep, markdown, out); err != nil {
+					return err
+				}
+			}
+			bench.Summary(cmd.OutOrStdout(), rep)
+			fmt.Fprintf(cmd.OutOrStdout(), "figures: %s\n", jsonPath)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&quick, "quick", false, "every part, fewer and shorter trials: under two minutes")
+	f.StringVar(&out, "out", "bench-results", "directory for bench.json and the plots")
+	f.StringVar(&markdown, "markdown", "", "also write the tables and plots as a Markdown page to this file")
+	f.StringVar(&parts, "parts", strings.Join(bench.AllParts, ","), "parts to run")
+	f.StringVar(&setups, "setups", "native,shortbridge,bridge,userspace", "forwarding setups (besides direct, the generator's ceiling)")
+	f.IntVar(&repeat, "repeat", 5, "how many times each figure is measured (2 with --quick)")
+	f.DurationVar(&trial, "trial", time.Second, "length of one generator run (250ms with --quick)")
+	f.IntVar(&size, "size", 64, "Ethernet frame size in bytes, without FCS")
+	f.IntVar(&flows, "flows", 1, "UDP flows (source ports) per virtual network")
+	f.StringVar(&sizes, "sizes", "64,128,256,512,1024,1500", "frame sizes of the sizes part (64,1500 with --quick)")
+	f.StringVar(&networks, "networks", "1,8,64,256,512,1024", "parallel virtual networks of the scaling part (1,8 with --quick)")
+	f.StringVar(&chains, "chains", "10,100,1000", "chain lengths (nodes) of the deploy part (10 with --quick)")
+	f.BoolVar(&mininet, "mininet", true, "time Mininet on the same chains when it is installed")
+	cmd.AddCommand(relayCmd(), reportCmd())
+	return cmd
+}
+
+// relayCmd is the user-space forwarder that the userspace setup runs inside its node.
+func relayCmd() *cobra.Command {
+	var listen, to string
+	var cpu int
+	cmd := &cobra.Command{
+		Use:    bench.RelayCmd,
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return bench.Relay(listen, to, cpu)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "", "UDP address to receive on")
+	cmd.Flags().StringVar(&to, "to", "", "UDP address to send to")
+	cmd.Flags().IntVar(&cpu, "cpu", -1, "CPU to run on")
+	return cmd
+}
+
+// reportCmd remakes the plots and the Markdown page from a bench.json.
+func reportCmd() *cobra.Command {
+	var markdown, out string
+	cmd := &cobra.Command{
+		Use:   "report BENCH.json",
+		Short: "Remake the plots and the Markdown page of a bench run from its JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			var rep bench.Report
+			if err := json.Unmarshal(data, &rep); err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			if out == "" {
+				out = filepath.Dir(args[0])
+			}
+			if err := bench.Plot(&rep, out); err != nil {
+				return err
+			}
+			if markdown != "" {
+				if err := bench.WriteMarkdown(&rep, markdown, out); err != nil {
+					return err
+				}
+			}
+			bench.Summary(cmd.OutOrStdout(), &rep)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&markdown, "markdown", "", "write the Markdown page to this file")
+	cmd.Flags().StringVar(&out, "out", "", "directory for the plots (default: beside the JSON)")
+	return cmd
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, p := range splitList(s) {
+		v, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
