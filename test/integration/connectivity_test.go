@@ -46,7 +46,14 @@ src = s.getsockname()[4]
 frame = dst + src + b"\x88\xb5" + payload
 frame += b"\0" * max(0, 60 - len(frame))
 for i in range(count):
-    s.send(frame)
+    for attempt in range(20):  # a busy machine's full input queue refuses a frame: retry
+        try:
+            s.send(frame)
+            break
+        except OSError as e:
+            if e.errno != 105:  # ENOBUFS
+                raise
+            time.sleep(0.01)
     time.sleep(0.05)
 print(src.hex())
 `

@@ -302,6 +302,10 @@ type env struct {
 func start(t testing.TB) *env {
 	t.Helper()
 	e := &env{t: t, before: snapshot(t)}
+	// Make the test's temporary directory first: cleanups run last-registered first, and the
+	// state directory in it must outlive assertClean, which reads its id to tell our leftovers
+	// from other people's.
+	t.TempDir()
 	t.Cleanup(func() { // runs after newStateDir's `down --all`
 		if !e.checked {
 			assertClean(t, e.before)
