@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -159,7 +160,7 @@ func TestRateAccuracy(t *testing.T) {
 			e := start(t)
 			name := "rate" + c.rate
 			mustTrellis(t, e.state, "up", writeTopo(t, rateTopo(name, "    rate: "+c.rate+"\n")))
-			res := runIperf(t, e.state, name, c.duration)
+			res := medianRun(rateRuns, func() *iperfResult { return runIperf(t, e.state, name, c.duration) })
 			got := res.End.SumReceived.BitsPerSecond
 			ratio := got / c.bps
 			drops := uint64(0)
@@ -178,7 +179,25 @@ func TestRateAccuracy(t *testing.T) {
 			e.assertClean()
 		})
 	}
-	t.Logf("rate accuracy (TCP payload received by iperf3 vs. the link cap):\n%s", strings.Join(summary, "\n"))
+	t.Logf("rate accuracy (TCP payload received by iperf3 vs. the link cap, median of %d runs):", rateRuns)
+	t.Logf("\n%s", strings.Join(summary, "\n"))
+}
+
+// rateRuns is how many times a capped rate is measured; the median counts. One iperf3 run can
+// be thrown off by anything else the 2-core machine does in those seconds; the shaper's
+// accuracy is what the median shows.
+const rateRuns = 3
+
+// medianRun runs an iperf3 measurement n times and returns the run with the median received rate.
+func medianRun(n int, run func() *iperfResult) *iperfResult {
+	results := make([]*iperfResult, n)
+	for i := range results {
+		results[i] = run()
+	}
+	sort.Slice(results, func(i, j int) bool {
+		return results[i].End.SumReceived.BitsPerSecond < results[j].End.SumReceived.BitsPerSecond
+	})
+	return results[n/2]
 }
 
 // runIperf runs an iperf3 server in node b and a client in node a for duration seconds, and
