@@ -8,8 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 
-# Beyond setup.sh: iperf3 (isolation part) and Mininet (deploy part, compared in the same run).
-packages=(iperf3 mininet util-linux)
+# Beyond setup.sh: iperf3 (isolation part), Mininet (deploy part, compared in the same run),
+# perf (profile part: where the forwarding CPU's time goes) and iproute2 (the tunnel setups run
+# trellis in simulated machines with `ip netns exec`).
+packages=(iperf3 mininet util-linux linux-perf iproute2)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

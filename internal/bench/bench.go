@@ -1,9 +1,11 @@
 // Package bench measures how fast virtual networks forward, the way the Trellis paper measured
 // it (section 5): a traffic generator in a source namespace, one node under test, and a sink that
 // counts, for each way of forwarding (native kernel, trellis with shortbridge or bridge, a
-// user-space relay), all in one run so that every ratio to native is taken on the same machine
-// under the same conditions. It also times deployment, scaling to many networks and isolation
-// between networks, and writes the figures as JSON, PNG plots and a Markdown page.
+// user-space relay, and trellis over two simulated machines with EGRE or VXLAN tunnels), all in
+// one run so that every ratio to native is taken on the same machine under the same conditions.
+// It measures the CPU cost per frame with eBPF on the softirq tracepoints and profiles where the
+// time goes with perf; it also times deployment, scaling to many networks and isolation between
+// networks, and writes the figures as JSON, PNG plots and a Markdown page.
 package bench
 
 import (
@@ -32,10 +34,11 @@ const (
 	PartScaling   = "scaling"   // many virtual networks at once
 	PartIsolation = "isolation" // a flow's loss and jitter under another network's load
 	PartDeploy    = "deploy"    // up and down of node chains, and Mininet
+	PartProfile   = "profile"   // where the forwarding CPU's time goes (perf), per setup
 )
 
 // AllParts are the parts a full run makes.
-var AllParts = []string{PartForward, PartCPU, PartSizes, PartScaling, PartIsolation, PartDeploy}
+var AllParts = []string{PartForward, PartCPU, PartProfile, PartSizes, PartScaling, PartIsolation, PartDeploy}
 
 // Options say what a run measures and how long it takes.
 type Options struct {
@@ -53,13 +56,14 @@ type Options struct {
 	LossTolerance float64       // the "zero-loss" search accepts this fraction of frames lost
 	ZeroLossSteps int           // binary search steps
 	Log           io.Writer     // progress
+	Trellis       string        // the trellis binary that the tunnel setups run; "": this program
 }
 
 // DefaultOptions is a full run.
 func DefaultOptions() Options {
 	return Options{
 		Parts:         AllParts,
-		Setups:        []string{"native", "shortbridge", "bridge", "userspace"},
+		Setups:        []string{"native", "shortbridge", "bridge", "userspace", "egre-shortbridge", "egre-bridge", "vxlan"},
 		Repeat:        5,
 		Trial:         time.Second,
 		Size:          64,
@@ -83,7 +87,7 @@ func QuickOptions() Options {
 	o.Sizes = []int{64, 1500}
 	o.Networks = []int{1, 8}
 	o.Chains = []int{10}
-	o.ZeroLossSteps = 4
+	o.ZeroLossSteps = 3
 	return o
 }
 
@@ -98,7 +102,11 @@ type runner struct {
 	work           string // temporary directory of this run
 	st             *state.Store
 	rep            *Report
+	machines       int // pairs of simulated machines made so far
 }
+
+// ncpu is the number of CPUs the bench may use.
+func (r *runner) ncpu() int { return runtime.NumCPU() }
 
 // Run runs a benchmark and returns its report. Everything it creates (namespaces, veths,
 // trellis networks in a state directory of its own, processes) is removed before it returns,
@@ -174,6 +182,8 @@ func Run(opt Options) (rep *Report, err error) {
 			perr = r.forward(setups)
 		case PartCPU:
 			perr = r.cpu(setups)
+		case PartProfile:
+			perr = r.profile(setups)
 		case PartSizes:
 			perr = r.sizes(setups)
 		case PartScaling:

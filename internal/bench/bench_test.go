@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 
@@ -101,8 +102,82 @@ func TestSetupsKnown(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"egre-shortbridge", "egre-bridge", "vxlan"} {
-		if k := findSetup(s); k == nil || k.Pending == "" {
-			t.Errorf("setup %s should be listed as pending", s)
+		if !slices.Contains(DefaultOptions().Setups, s) {
+			t.Errorf("setup %s is not in a default run", s)
+		}
+	}
+}
+
+// The tunnel setups' topology: source and sink on machine A, the node under test on B, both
+// links crossing in the named tunnel, with MTU 1500 inside an underlay of 1600.
+func TestSpreadTopology(t *testing.T) {
+	for _, c := range []struct{ tunnel, connector string }{{spec.EGRE, spec.Shortbridge}, {spec.EGRE, spec.Bridge}, {spec.VXLAN, spec.Shortbridge}} {
+		n, err := spec.Parse("s.yaml", spreadTopology("bench-x", c.tunnel, c.connector, "198.18.101.1", "198.18.101.2"))
+		if err != nil {
+			t.Fatalf("%s/%s: %v", c.tunnel, c.connector, err)
+		}
+		wantNodes := map[string][]string{"ma": {"src", "sink"}, "mb": {"nut"}}
+		for host, nodes := range wantNodes {
+			p, err := plan.Make(n, "abcd1234", host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, nd := range p.Nodes {
+				got = append(got, nd.Name)
+			}
+			if !slices.Equal(got, nodes) {
+				t.Errorf("%s: nodes on %s are %v, want %v", c.tunnel, host, got, nodes)
+			}
+			if p.Tunnel != c.tunnel || len(p.Links) != 2 {
+				t.Fatalf("%s on %s: tunnel %q, %d links", c.tunnel, host, p.Tunnel, len(p.Links))
+			}
+			for _, l := range p.Links {
+				if len(l.Ports) != 1 || len(l.Tunnels) != 1 || l.MTU != 1500 || l.Connector != c.connector {
+					t.Errorf("%s on %s: link %s has %d ports, %d tunnels, MTU %d, connector %s", c.tunnel, host, l.Name, len(l.Ports), len(l.Tunnels), l.MTU, l.Connector)
+				}
+			}
+		}
+	}
+}
+
+func TestParsePerfReport(t *testing.T) {
+	text := []byte(`# Samples: 2K of event 'cpu-clock:pppH'
+#
+# Overhead       Samples  Symbol
+# ........  ............  ......................
+#
+    40.00%           400  [k] br_handle_frame
+    20.00%           200  [k] pv_native_safe_halt
+    20.00%           200  [k] bpf_prog_3b185187f1855c4c_shortbridge
+    10.00%           100  [k] __netif_receive_skb_core.constprop.0
+    10.00%           100  [.] 0x00000000000cc26e
+`)
+	syms := parsePerfReport(text)
+	if len(syms) != 5 || syms[0].name != "br_handle_frame" || !syms[0].kernel || syms[0].samples != 400 || syms[4].kernel {
+		t.Fatalf("parsePerfReport = %+v", syms)
+	}
+	top, groups, busy := profileRows(syms, 1000, 1000)
+	if busy != 800 {
+		t.Errorf("busy samples %d, want 800 (idle left out)", busy)
+	}
+	if top[0].Name != "br_handle_frame" || top[0].Percent != 50 || top[0].NSPerFrame != 400e3 {
+		t.Errorf("top row %+v", top[0])
+	}
+	want := map[string]float64{"Linux bridge": 50, "eBPF programs, tc, redirect": 25, "receive core (backlog, RPS, softirq)": 12.5, "user space": 12.5}
+	for _, g := range groups {
+		if want[g.Name] != g.Percent {
+			t.Errorf("group %s: %v%%, want %v%%", g.Name, g.Percent, want[g.Name])
+		}
+		delete(want, g.Name)
+	}
+	if len(want) > 0 {
+		t.Errorf("groups missing: %v", want)
+	}
+	for sym, group := range map[string]string{"br_nf_pre_routing": "bridge netfilter (br_nf_*)", "fdb_find_rcu": "Linux bridge", "ip_forward": "IPv4 and routing",
+		"veth_xmit": "veth and namespace crossing", "kmem_cache_free": "skb memory", "tc_run": "eBPF programs, tc, redirect", "something_new": "other kernel"} {
+		if got := profileGroup(perfSym{name: sym, kernel: true}); got != group {
+			t.Errorf("%s is in group %q, want %q", sym, got, group)
 		}
 	}
 }

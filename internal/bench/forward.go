@@ -46,10 +46,12 @@ func (r *runner) forward(setups []string) (err error) {
 			if err != nil {
 				return err
 			}
-			zl, err := r.zeroLossFrom(g, sweep)
+			zl, more, err := r.zeroLossFrom(g, sweep)
 			if err != nil {
 				return err
 			}
+			sweep = append(sweep, more...)
+			sort.Slice(sweep, func(i, j int) bool { return sweep[i].In < sweep[j].In })
 			res := results[g.name]
 			res.Sweeps = append(res.Sweeps, sweep)
 			peaks[g.name] = append(peaks[g.name], peakOf(sweep))
@@ -94,7 +96,7 @@ func ratioStat(a, b []float64) *Stat {
 // peak is searched as the paper did: over the whole range of offered rates, then around the best.
 var (
 	sweepFull   = []float64{0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9}
-	sweepQuick  = []float64{0.1, 0.25, 0.4, 0.6, 0.8}
+	sweepQuick  = []float64{0.1, 0.4, 0.8}
 	refineFull  = []float64{0.9, 0.95, 1.05, 1.1}
 	refineQuick = []float64{0.93, 1.07}
 )
@@ -136,8 +138,8 @@ func (r *runner) sweep(g *rig) ([]Trial, error) {
 }
 
 // zeroLossFrom searches the zero-loss rate between the fastest sweep trial that lost nothing
-// and the slowest that lost frames.
-func (r *runner) zeroLossFrom(g *rig, sweep []Trial) (float64, error) {
+// and the slowest that lost frames; it returns the trials of the search too.
+func (r *runner) zeroLossFrom(g *rig, sweep []Trial) (float64, []Trial, error) {
 	tol := r.opt.LossTolerance
 	lo, best, hi := 0.0, 0.0, math.Inf(1)
 	for _, t := range sweep {
@@ -154,137 +156,26 @@ func (r *runner) zeroLossFrom(g *rig, sweep []Trial) (float64, error) {
 		}
 	}
 	if math.IsInf(hi, 1) {
-		return best, nil // nothing lost even at the generator's full rate
+		return best, nil, nil // nothing lost even at the generator's full rate
 	}
 	if lo >= hi {
 		lo, best = 0, 0 // noise: a loss below a pass; search from zero
 	}
+	var tried []Trial
 	for i := 0; i < r.opt.ZeroLossSteps; i++ {
 		mid := (lo + hi) / 2
 		t, err := g.trial(mid, r.opt.Trial)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
+		tried = append(tried, t)
 		if t.Loss <= tol {
 			lo, best = mid, max(best, t.In)
 		} else {
 			hi = mid
 		}
 	}
-	return best, nil
-}
-
-// cpu measures the CPU cost per forwarded frame (trials of at least a second: /proc/stat counts
-// in 10 ms units), at one rate that every kernel setup forwards
-// without loss (70% of the lowest zero-loss rate of the forwarding part), and for the user-space
-// setup at 70% of its own. The sink's share, measured in setup direct at the same rate, is
-// subtracted.
-func (r *runner) cpu(setups []string) (err error) {
-	if r.fwdCPU < 0 {
-		r.note("one CPU only: the CPU cost per frame cannot be told apart from the generator's, not measured")
-		return nil
-	}
-	rigs, err := r.build(setups, 1)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, closeAll(rigs)) }()
-	zl := map[string]float64{}
-	for _, s := range r.rep.Setups {
-		zl[s.Name] = s.ZeroLoss.Median
-	}
-	common := math.Inf(1)
-	for _, g := range rigs[1:] {
-		if g.name != "userspace" {
-			if v, ok := zl[g.name]; ok && v > 0 {
-				common = min(common, 0.7*v)
-			}
-		}
-	}
-	if math.IsInf(common, 1) {
-		// No forwarding part in this run: find a rate quickly.
-		for _, g := range rigs[1:] {
-			if g.name != "userspace" {
-				t, err := g.trial(0, r.opt.Trial)
-				if err != nil {
-					return err
-				}
-				common = min(common, 0.5*t.Out)
-			}
-		}
-	}
-	rateOf := func(g *rig) float64 {
-		if g.name == "userspace" {
-			if v := zl[g.name]; v > 0 {
-				return 0.7 * v
-			}
-			return common / 10
-		}
-		return common
-	}
-	for _, g := range rigs {
-		if _, err := g.trial(rateOf(g), warmup); err != nil {
-			return err
-		}
-	}
-	raw := map[string][]float64{}
-	sinkAt := map[float64][]float64{} // the direct setup's cost, by rate
-	for rep := 0; rep < r.opt.Repeat; rep++ {
-		for _, g := range rigs {
-			rates := []float64{rateOf(g)}
-			if g.name == "direct" { // the sink's share at every rate used
-				rates = nil
-				for _, h := range rigs[1:] {
-					if !containsF(rates, rateOf(h)) {
-						rates = append(rates, rateOf(h))
-					}
-				}
-			}
-			for _, rate := range rates {
-				c, _, err := g.cpuCost(r.fwdCPU, rate, max(r.opt.Trial, time.Second))
-				if err != nil {
-					return err
-				}
-				if g.name == "direct" {
-					sinkAt[rate] = append(sinkAt[rate], c)
-				} else {
-					raw[g.name] = append(raw[g.name], c)
-				}
-			}
-		}
-	}
-	for _, g := range rigs[1:] {
-		rate := rateOf(g)
-		sink := statOf(sinkAt[rate]).Median
-		var net []float64
-		for _, v := range raw[g.name] {
-			net = append(net, v-sink)
-		}
-		res := &CPUResult{Setup: g.name, RatePPS: rate, Raw: statOf(raw[g.name]), Net: statOf(net)}
-		r.rep.CPU = append(r.rep.CPU, res)
-		r.logf("   %-12s %.0f ns per frame (raw %.0f, sink %.0f) at %s\n", g.name, res.Net.Median, res.Raw.Median, sink, kpps(rate))
-	}
-	var native []float64
-	for _, c := range r.rep.CPU {
-		if c.Setup == "native" {
-			native = c.Net.Values
-		}
-	}
-	if native != nil {
-		for _, c := range r.rep.CPU {
-			c.Ratio = ratioStat(c.Net.Values, native)
-		}
-	}
-	return nil
-}
-
-func containsF(xs []float64, x float64) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
+	return best, tried, nil
 }
 
 // sizes measures the peak rate of every setup at every frame size: the best output of the
@@ -315,7 +206,7 @@ func (r *runner) sizes(setups []string) (err error) {
 				// Past its peak a setup may forward less: try lower rates too.
 				fracs := []float64{0.15, 0.3, 0.5, 0.75}
 				if r.opt.Quick {
-					fracs = []float64{0.25, 0.6}
+					fracs = []float64{0.5}
 				}
 				for _, f := range fracs {
 					t, err := g.trial(f*full.In, r.opt.Trial)

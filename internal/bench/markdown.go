@@ -3,8 +3,10 @@ package bench
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -64,7 +66,7 @@ this file and the plots):
 	}
 	fmt.Fprintf(b, "| mode | %s; %d repetitions; trials of %.2g s; %d-byte frames; %d flow(s) |\n", mode, c.Repeat, c.TrialSeconds, c.FrameSize, c.Flows)
 	if c.ForwardingCPU >= 0 {
-		fmt.Fprintf(b, "| CPUs | generator on CPU %d, forwarding steered to CPU %d |\n", c.GeneratorCPU, c.ForwardingCPU)
+		fmt.Fprintf(b, "| CPUs | generator on CPU %d, forwarding steered to CPU %d; tunnel setups' machine A on CPU %d in the CPU cost part |\n", c.GeneratorCPU, c.ForwardingCPU, c.TesterCPU)
 	}
 	fmt.Fprintf(b, "| zero loss | at most %.4g%% of frames lost |\n\n", c.LossTolerance*100)
 	if len(rep.Notes) > 0 {
@@ -93,12 +95,32 @@ this file and the plots):
 	}
 	if len(rep.CPU) > 0 {
 		b.WriteString("## CPU cost per forwarded frame\n\n")
-		b.WriteString("Nanoseconds of the forwarding CPU per frame delivered, from the kernel's idle accounting, less\nthat CPU's load before the trial and less the sink's own share (see Method). Other work on the\nforwarding CPU during a trial (or during its baseline) counts against (or for) the setup: on a\nshared machine these figures are the roughest of the page; compare them within a repetition.\n\n")
-		b.WriteString("| setup | offered (kpps) | ns per frame | / native | raw ns per frame (sink included) |\n|---|---|---|---|---|\n")
+		b.WriteString(`Nanoseconds the forwarding CPU spends in the NET_RX softirq per frame delivered, counted by eBPF
+programs on the tracepoints irq:softirq_entry and irq:softirq_exit, less the sink's own share
+where the sink works on that CPU (see Method); for userspace, plus the relay process's own CPU
+time (its share in brackets). Each setup is measured at 70 % of its own zero-loss rate. In the
+tunnel setups the forwarding CPU does the work of machine B, the node under test's machine,
+only: taking frames off the tunnel, the connectors, forwarding, putting them back in the
+tunnel; machine A's ends of the tunnels and the sink are under "other CPUs". "Busy" is the
+forwarding CPU's busy time per frame by the kernel's idle accounting, everything on that CPU
+included: a cross-check, which other work on the machine inflates.
+
+`)
+		b.WriteString("| setup | offered (kpps) | ns per frame | / native | raw (sink included) | other CPUs | busy (idle accounting) |\n|---|---|---|---|---|---|---|\n")
 		for _, cr := range rep.CPU {
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", cr.Setup, formatF(cr.RatePPS/1e3, 0), ms(cr.Net, 1, 0), msp(cr.Ratio, 1, 2), ms(cr.Raw, 1, 0))
+			name := cr.Setup
+			if cr.NodeMachineOnly {
+				name += " (machine B)"
+			}
+			if cr.Relay != nil {
+				name += fmt.Sprintf(" (relay %s)", formatF(cr.Relay.Median, 0))
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", name, formatF(cr.RatePPS/1e3, 0), ms(cr.Net, 1, 0), msp(cr.Ratio, 1, 2), ms(cr.Raw, 1, 0), ms(cr.Other, 1, 0), ms(cr.Busy, 1, 0))
 		}
 		b.WriteString("\n")
+	}
+	if len(rep.Profiles) > 0 {
+		profileMarkdown(b, rep)
 	}
 	if len(rep.Sizes) > 0 {
 		b.WriteString("## Frame sizes\n\nPeak rate in kpps (and Gbit/s of frames) per frame size; direct is the generator's ceiling.\n\n")
@@ -161,6 +183,174 @@ this file and the plots):
 		fmt.Fprintf(b, "\n![deploy time](%s/%s)\n\n", plots, PlotDeploy)
 	}
 	b.WriteString(method)
+}
+
+// profileMarkdown writes the "where the time goes" section: the forwarding CPU's time per frame
+// by what the code does, for each profiled setup, the differences that matter, and each setup's
+// top symbols.
+func profileMarkdown(b *strings.Builder, rep *Report) {
+	b.WriteString("## Where the time goes\n\n")
+	b.WriteString("`perf record -a -g`" + ` while the generator offers each setup its zero-loss rate; the forwarding CPU's
+samples (idle left out) by kernel symbol, grouped by what the code does, in nanoseconds per frame
+delivered (samples / sampling frequency / frames). One profile per setup, of one trial: rougher
+than the CPU cost above, but it says where the cost is. Tunnel setups are profiled as they are
+measured for the peak: the whole path on the forwarding CPU, both machines' ends of the tunnels.
+
+`)
+	var groups []string
+	seen := map[string]bool{}
+	cell := map[string]map[string]ProfileRow{}
+	for _, p := range rep.Profiles {
+		cell[p.Setup] = map[string]ProfileRow{}
+		for _, g := range p.Groups {
+			cell[p.Setup][g.Name] = g
+			if !seen[g.Name] {
+				seen[g.Name] = true
+				groups = append(groups, g.Name)
+			}
+		}
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return maxNS(rep, groups[i]) > maxNS(rep, groups[j]) })
+	b.WriteString("| ns per frame |")
+	for _, p := range rep.Profiles {
+		fmt.Fprintf(b, " %s |", p.Setup)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", len(rep.Profiles)) + "\n")
+	for _, g := range groups {
+		fmt.Fprintf(b, "| %s |", g)
+		for _, p := range rep.Profiles {
+			if c, ok := cell[p.Setup][g]; ok {
+				fmt.Fprintf(b, " %s |", formatF(c.NSPerFrame, 0))
+			} else {
+				b.WriteString(" – |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| **total** |")
+	for _, p := range rep.Profiles {
+		sum := 0.0
+		for _, g := range p.Groups {
+			sum += g.NSPerFrame
+		}
+		fmt.Fprintf(b, " **%s** |", formatF(sum, 0))
+	}
+	b.WriteString("\n| offered (kpps) |")
+	for _, p := range rep.Profiles {
+		fmt.Fprintf(b, " %s |", formatF(p.RatePPS/1e3, 0))
+	}
+	b.WriteString("\n\n")
+	var diffs []string
+	for _, pair := range [][2]string{{"shortbridge", "native"}, {"bridge", "shortbridge"}, {"egre-shortbridge", "shortbridge"}, {"egre-bridge", "bridge"}, {"vxlan", "egre-shortbridge"}} {
+		if d := profileDiff(rep, pair[0], pair[1]); d != "" {
+			diffs = append(diffs, d)
+		}
+	}
+	if len(diffs) > 0 {
+		b.WriteString("Differences, from these profiles:\n\n")
+		for _, d := range diffs {
+			fmt.Fprintf(b, "- %s\n", d)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(whereTimeGoes)
+	b.WriteString("Top symbols of each setup (share of the forwarding CPU's busy samples):\n\n")
+	for _, p := range rep.Profiles {
+		var syms []string
+		for _, s := range p.Symbols[:min(10, len(p.Symbols))] {
+			syms = append(syms, fmt.Sprintf("`%s` %s%%", s.Name, formatF(s.Percent, 1)))
+		}
+		fmt.Fprintf(b, "- **%s**: %s\n", p.Setup, strings.Join(syms, ", "))
+	}
+	b.WriteString("\n")
+}
+
+// whereTimeGoes explains the profiles: what each path does per frame, from the code.
+const whereTimeGoes = `What the paths do per frame, and so where the gaps come from:
+
+- *native*: the node's veth receives the frame (one backlog round on the forwarding CPU), IP
+  forwards it (route lookup, TTL, neighbour) and transmits it on its other veth, whose peer, the
+  sink, receives it in a second backlog round.
+- *shortbridge*: as native, plus the connectors' tc programs on the two ports in the substrate.
+  On the way in, the frame arrives at the port (a backlog round, where RPS steers it), and
+  bpf_redirect_peer hands it straight to the node's interface in the same round; on the way
+  out, the node's interface transmits to its port, whose program redirects it into the sink.
+  The extra cost is the ports' receive (tc, the program, the redirect), not an extra queue.
+- *bridge*: each link is a Linux bridge between two veths. Every frame is received by a port,
+  goes through the bridge (forwarding database lookup, br_handle_frame, br_forward) and is
+  transmitted on the other port, whose veth peer receives it in a further backlog round; and
+  every bridged frame goes through bridge netfilter (br_nf_*: this kernel has
+  CONFIG_BRIDGE_NETFILTER and bridge-nf-call-iptables is 1 by default in every namespace), which
+  attaches an skb extension and runs the IPv4 hooks as if routing. Two bridged hops per frame.
+- *egre-shortbridge*, *egre-bridge*: each link's frame additionally crosses a tunnel port (a
+  veth pair: one more backlog round), is encapsulated (bpf_skb_adjust_room, a FIB lookup,
+  redirect to the underlay), crosses the underlay veth to the other machine, and is
+  decapsulated there (a map lookup, strip, redirect): per frame two encapsulations and two
+  decapsulations on the whole path.
+- *vxlan*: the kernel's VXLAN device builds a UDP packet per frame (route lookup, UDP and IP
+  output) and receives it through the UDP stack and GRO cells.
+
+`
+
+// maxNS is the highest nanoseconds per frame of a profile group over the profiled setups.
+func maxNS(rep *Report, group string) float64 {
+	m := 0.0
+	for _, p := range rep.Profiles {
+		for _, g := range p.Groups {
+			if g.Name == group {
+				m = max(m, g.NSPerFrame)
+			}
+		}
+	}
+	return m
+}
+
+// profileDiff says what setup a costs per frame more than setup b, and in which groups.
+func profileDiff(rep *Report, a, b string) string {
+	var pa, pb *ProfileResult
+	for _, p := range rep.Profiles {
+		switch p.Setup {
+		case a:
+			pa = p
+		case b:
+			pb = p
+		}
+	}
+	if pa == nil || pb == nil {
+		return ""
+	}
+	ns := func(p *ProfileResult) map[string]float64 {
+		m := map[string]float64{}
+		for _, g := range p.Groups {
+			m[g.Name] = g.NSPerFrame
+		}
+		return m
+	}
+	ma, mb := ns(pa), ns(pb)
+	total := 0.0
+	type d struct {
+		name string
+		v    float64
+	}
+	var ds []d
+	for name, v := range ma {
+		ds = append(ds, d{name, v - mb[name]})
+		total += v
+	}
+	for name, v := range mb {
+		if _, ok := ma[name]; !ok {
+			ds = append(ds, d{name, -v})
+		}
+		total -= v
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i].v > ds[j].v })
+	var parts []string
+	for _, x := range ds[:min(3, len(ds))] {
+		if x.v > 0 {
+			parts = append(parts, fmt.Sprintf("%s +%s", x.name, formatF(x.v, 0)))
+		}
+	}
+	return fmt.Sprintf("**%s** costs %s ns per frame %s than **%s**; most of the difference: %s.", a, formatF(math.Abs(total), 0), map[bool]string{true: "more", false: "less"}[total >= 0], b, strings.Join(parts, ", "))
 }
 
 func pct(s *Stat) string {
@@ -229,9 +419,17 @@ them itself and removes them afterwards.
 - *userspace*: as shortbridge, but the node under test does not forward in its kernel: a relay
   process in it (` + "`trellis bench __relay`" + `) receives each UDP datagram on one socket and sends it from
   another, one system call each, as the PL-VINI baseline (a Click socket element) did.
-- To come with the EGRE dataplane: *egre-shortbridge*, *egre-bridge* and *vxlan*, where the node
-  under test's links are tunnels between two machines (simulated on one by two underlay
-  namespaces).
+- *egre-shortbridge*, *egre-bridge*, *vxlan*: one trellis network spread over two machines,
+  simulated on this one (docs/multi-host.md): each machine is a network namespace of the bench's
+  own (named after the bench's pid and a random nonce, removed at the end) with an underlay
+  interface eth0 (198.18.x.1 and .2, MTU 1600), the two joined by one veth pair, a cable. The
+  source and the sink are nodes on machine A, the node under test on machine B, so both of its
+  links cross between the machines in a tunnel: EGRE with the shortbridge or with a bridge as
+  connector, or VXLAN (with the shortbridge). Both links have MTU 1500, as in the other setups.
+  The bench runs trellis on each machine as a user would, ` + "`ip netns exec MACHINE trellis --state-dir DIR up --host NAME FILE`" + `
+  (spec, plan for that host, substrate, inside the machine's namespace), with a state
+  directory per machine; the substrate cannot run inside the bench's own process there, because
+  it works from many goroutines at once and a network namespace belongs to one thread.
 
 **Generator.** AF_PACKET sockets with PACKET_QDISC_BYPASS, written in Go, fed with sendmmsg(2) in
 batches of up to 64 frames, from one thread pinned to the generator CPU. The offered rate is kept
@@ -248,8 +446,9 @@ held the ring to about 400 kpps where sendmmsg reaches about 650 kpps. The socke
 raised (SO_SNDBUFFORCE) so that the generator never waits for the node under test: frames it
 cannot take are dropped at the next hop's receive queue (netdev_max_backlog), as a NIC ring would.
 
-**Input and output.** The input rate is what the source interface sent, including what its
-veth's peer refused (the veth's tx_packets + tx_dropped); the output rate is what the sink
+**Input and output.** The input rate is what the generator handed to the source interface,
+including what its veth's peer refused (the source veth's counters are not used: recent kernels
+count a refused frame both in tx_packets and in tx_dropped); the output rate is what the sink
 counted. The sink is a ten-instruction eBPF program on the tc ingress hook of the sink's interface
 that counts IPv4 frames in a per-CPU map and drops every frame: nothing reaches the sink's IP
 stack, a socket or user space. Loss is 1 - output/input.
@@ -257,25 +456,49 @@ stack, a socket or user space. Loss is 1 - output/input.
 **Two CPUs, one for each side.** On one machine the generator and the node under test share the
 CPUs. The generator runs on CPU 0; receive packet steering (RPS) on the first device that receives
 from the source (native: the node's interface; trellis: the source link's port in the root
-namespace) sends all forwarding work to the last CPU. Everything after that first hop — the
-node's IP forwarding, the connectors' eBPF programs or bridges, the veths, and the sink's drop —
-runs there, so the peak rate is what one CPU forwards.
+namespace, or on machine A for the tunnel setups) sends all forwarding work to the last CPU.
+Everything after that first hop — the node's IP forwarding, the connectors' eBPF programs or
+bridges, the veths, the tunnels' encapsulation and decapsulation on both machines, and the
+sink's drop — runs there, so the peak rate is what one CPU forwards along the whole path. For
+the tunnel setups this charges machine A's ends of the tunnels (the tester's, in the paper's
+setup) to the forwarding CPU too; steering machine A's work to the generator's CPU instead
+would make the generator, not the node, the limit on a two-CPU machine. The CPU cost part
+steers them apart (below).
 
 **Peak, curve, zero loss.** A sweep offers the generator's full rate, then 2.5 % to 90 % of it, then
-rates around the best; the peak is the highest output of the sweep (past their peak, setups
-forward less, not the same: frames dropped at a later hop have cost work first). The zero-loss
-rate is an RFC 2544 binary search between the fastest sweep rate that lost nothing and the slowest
-that lost frames; a trial passes if it loses at most the tolerance above (an occasional frame is
-lost to other work on the machine).
+rates around the best; the zero-loss rate is an RFC 2544 binary search between the fastest sweep
+rate that lost nothing and the slowest that lost frames; a trial passes if it loses at most the
+tolerance above (an occasional frame is lost to other work on the machine). The peak is the
+highest output of all these trials (past their peak, setups forward less, not the same: frames
+dropped at a later hop have cost work first, and when every hop runs on one CPU the first hop's
+frames crowd the later hops' out of the same backlog). After each trial the bench waits until
+the sink's count stops moving, so that frames still queued do not count in the next trial.
 
-**CPU cost.** Busy time of the forwarding CPU during a trial of at least a second, divided by the
-frames the sink counted. Busy time is elapsed time less the CPU's idle time from /proc/stat,
-which a tickless kernel measures at each entry to and exit from idle (the busy columns are only
-sampled at ticks when the kernel lacks IRQ_TIME_ACCOUNTING). Subtracted: the generator's cost
-entirely (it runs on the other CPU); the forwarding CPU's own load just before the trial (half a
-trial of measuring it idle), scaled to the trial's length; and the sink's share, which is the same
-figure measured in setup direct at the same rate. Kernel setups are measured at one rate, 70 % of
-the lowest zero-loss rate of the run; userspace at 70 % of its own.
+**CPU cost.** Time of the NET_RX softirq, in which the kernel forwards, on the forwarding CPU
+during a trial, divided by the frames the sink counted. Two eBPF programs (internal/bench/bpf,
+C built with bpf2go) on the tracepoints irq:softirq_entry and irq:softirq_exit add up, per CPU
+and vector, the nanoseconds between entry and exit, whether the softirq runs on return from an
+interrupt, at the end of a system call or in ksoftirqd; they run once per softirq, which serves
+many frames. Other processes on that CPU are not counted (the idle accounting used before
+counted them, and on a busy machine gave figures that swung from zero to several times the
+truth). For userspace, the relay process's own CPU time (/proc/PID/task/*/schedstat) is added,
+less the softirq time that ran on top of it, which a kernel without IRQ_TIME_ACCOUNTING charges
+to it too. The sink's share, the same figure in setup direct at the same rate, is subtracted
+where the sink works on the forwarding CPU. Each setup is measured at 70 % of its own
+zero-loss rate: at a low rate each softirq serves few frames and each frame pays for a wake-up
+of the CPU (in a virtual machine, several microseconds). The tunnel setups are steered apart
+for this part: RPS sends machine B's underlay (eth0) to the forwarding CPU, and machine A's
+underlay and the source's port to the generator's CPU (a third CPU when there is one), so the
+forwarding CPU does machine B's work only: its ends of the tunnels, the connectors and the
+forwarding, as the node under test's machine does in the paper; machine A's share is under
+"other CPUs".
+
+**Where the time goes.** ` + "`perf record -a -g -F 4999`" + ` over all CPUs during one trial at each setup's
+zero-loss rate, then ` + "`perf report --no-children --sort sym --cpu FORWARDING_CPU`" + `: the kernel
+symbols of the forwarding CPU's samples, idle left out, grouped by what the code does (profile.go
+lists the groups). In a virtual machine without a PMU perf samples with a timer (cpu-clock):
+code that runs with interrupts disabled is charged to where they are enabled again, which is
+why _raw_spin_unlock_irqrestore is high (the backlog queue's lock, taken with interrupts off).
 
 **Noise.** Other work on the machine (other tests, builds) takes CPU time from the forwarding CPU
 and shows as lower peaks and as loss. Every figure is repeated, setups take turns within each

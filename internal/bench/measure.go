@@ -14,58 +14,71 @@ import (
 // Trial is one run of the generator at one offered rate.
 type Trial struct {
 	Offered float64 `json:"offered_pps"` // what the generator was asked for; 0: as fast as it can
-	In      float64 `json:"in_pps"`      // what the source interface sent (or had refused by the next hop)
+	In      float64 `json:"in_pps"`      // what the generator handed to the source interface (some refused by the next hop)
 	Out     float64 `json:"out_pps"`     // what the sink counted
 	Loss    float64 `json:"loss"`        // 1 - out/in
 }
 
-// drain is how long frames in flight get to reach the sink after the generator stops.
-const drain = 30 * time.Millisecond
+// After the generator stops, frames still in flight (receive backlogs hold up to
+// net.core.netdev_max_backlog frames per CPU, and a path may queue a frame several times) get
+// to reach the sink before the trial is counted: until the sink's count has not moved for
+// drainQuiet, at most drainMax. Otherwise a trial that overloaded a slow path would hand its
+// queued frames to the next trial, whose output would then exceed its input.
+const (
+	drainQuiet = 10 * time.Millisecond
+	drainMax   = 500 * time.Millisecond
+)
+
+// drain waits for frames in flight to reach the sink, and returns the sink's count then.
+func (g *rig) drain() (uint64, error) {
+	start := time.Now()
+	last, _, err := g.sink.read()
+	if err != nil {
+		return 0, err
+	}
+	still := time.Now()
+	for time.Since(start) < drainMax {
+		time.Sleep(2 * time.Millisecond)
+		n, _, err := g.sink.read()
+		if err != nil {
+			return 0, err
+		}
+		if n != last {
+			last, still = n, time.Now()
+		} else if time.Since(still) >= drainQuiet {
+			break
+		}
+	}
+	return last, nil
+}
 
 // trial offers rate frames per second (0: as many as the generator can) for dur.
 func (g *rig) trial(rate float64, dur time.Duration) (Trial, error) {
 	if interrupted.Load() {
 		return Trial{}, errors.New("interrupted")
 	}
-	in0, err := g.txFrames()
-	if err != nil {
-		return Trial{}, err
-	}
 	out0, _, err := g.sink.read()
 	if err != nil {
 		return Trial{}, err
 	}
+	// The input is what the generator handed to the kernel: every frame either crossed into the
+	// next hop or was refused there, which is loss. (Not the source veth's counters: recent
+	// kernels count a frame that the peer refused both in tx_packets and in tx_dropped.)
 	t0 := time.Now()
-	if _, err := g.gen.run(rate, dur); err != nil {
+	sent, err := g.gen.run(rate, dur)
+	if err != nil {
 		return Trial{}, err
 	}
 	el := time.Since(t0).Seconds()
-	time.Sleep(drain)
-	in1, err := g.txFrames()
+	out1, err := g.drain()
 	if err != nil {
 		return Trial{}, err
 	}
-	out1, _, err := g.sink.read()
-	if err != nil {
-		return Trial{}, err
-	}
-	t := Trial{Offered: rate, In: float64(in1-in0) / el, Out: float64(out1-out0) / el}
+	t := Trial{Offered: rate, In: float64(sent) / el, Out: float64(out1-out0) / el}
 	if t.In > 0 {
 		t.Loss = max(0, 1-t.Out/t.In)
 	}
 	return t, nil
-}
-
-func (g *rig) txFrames() (uint64, error) {
-	var sum uint64
-	for _, s := range g.sources {
-		n, err := s.link.txFrames()
-		if err != nil {
-			return 0, err
-		}
-		sum += n
-	}
-	return sum, nil
 }
 
 // peakOf is the highest output rate among trials.
@@ -123,48 +136,6 @@ func (m *busyMeter) stop() (busy, elapsed time.Duration, err error) {
 	idle, err := idleTime(m.cpu)
 	elapsed = time.Since(m.t0)
 	return max(0, elapsed-(idle-m.idle)), elapsed, err
-}
-
-// cpuCost measures the nanoseconds of CPU the forwarding CPU spends per frame the sink counts,
-// with the generator offering rate: the forwarding CPU's busy time during the trial, less what
-// it was busy with just before the trial (other processes, timers) over as long, divided by the
-// frames delivered. The generator runs on another CPU and is not counted.
-func (g *rig) cpuCost(cpu int, rate float64, dur time.Duration) (float64, Trial, error) {
-	m, err := startBusy(cpu)
-	if err != nil {
-		return 0, Trial{}, err
-	}
-	time.Sleep(dur / 2)
-	b0, e0, err := m.stop()
-	if err != nil {
-		return 0, Trial{}, err
-	}
-	base := float64(b0) / float64(e0)
-	out0, _, err := g.sink.read()
-	if err != nil {
-		return 0, Trial{}, err
-	}
-	if m, err = startBusy(cpu); err != nil {
-		return 0, Trial{}, err
-	}
-	t, err := g.trial(rate, dur)
-	if err != nil {
-		return 0, Trial{}, err
-	}
-	b1, e1, err := m.stop()
-	if err != nil {
-		return 0, Trial{}, err
-	}
-	out1, _, err := g.sink.read()
-	if err != nil {
-		return 0, Trial{}, err
-	}
-	busy := float64(b1) - base*float64(e1)
-	frames := float64(out1 - out0)
-	if frames == 0 {
-		return math.NaN(), t, nil
-	}
-	return max(0, busy) / frames, t, nil
 }
 
 // Stat is a figure repeated: its median, minimum and maximum, and every value.

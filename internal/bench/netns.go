@@ -118,8 +118,11 @@ func writeRPS(ifname, mask string) error {
 	return nil
 }
 
-// cpuMask is the hexadecimal mask of one CPU, as rps_cpus takes it.
+// cpuMask is the hexadecimal mask of one CPU, as rps_cpus takes it; -1: none (no steering).
 func cpuMask(cpu int) string {
+	if cpu < 0 {
+		return "0"
+	}
 	words := []string{}
 	for w := cpu / 32; w >= 0; w-- {
 		v := uint32(0)
@@ -170,20 +173,6 @@ func (l *nsLink) mac() (net.HardwareAddr, error) {
 		return nil, err
 	}
 	return lk.Attrs().HardwareAddr, nil
-}
-
-// txFrames is what the interface has sent or tried to send: a veth counts as dropped what its
-// peer's receive queue refused.
-func (l *nsLink) txFrames() (uint64, error) {
-	lk, err := l.link()
-	if err != nil {
-		return 0, err
-	}
-	s := lk.Attrs().Statistics
-	if s == nil {
-		return 0, fmt.Errorf("interface %s: no statistics", l.name)
-	}
-	return s.TxPackets + s.TxDropped, nil
 }
 
 // neigh adds a permanent neighbour entry: the sinks drop everything, ARP included.

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"path/filepath"
 	"sort"
 
@@ -10,6 +11,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // Plot files, written by Plot when the report has their figures.
@@ -156,6 +158,10 @@ func peakPlot(rep *Report) (*plot.Plot, error) {
 	}
 	p.Add(eb)
 	p.NominalX(names...)
+	// Slanted names: eight bars of long setup names do not fit side by side.
+	p.X.Tick.Label.Rotation = math.Pi / 8
+	p.X.Tick.Label.XAlign = draw.XRight
+	p.X.Tick.Label.YAlign = draw.YCenter
 	p.Legend.Top = false
 	return p, nil
 }

@@ -13,19 +13,20 @@ import (
 
 // Report holds every figure of a run, and the machine it ran on.
 type Report struct {
-	Started     time.Time       `json:"started"`
-	TookSeconds float64         `json:"took_seconds"`
-	Command     string          `json:"command"`
-	Machine     Machine         `json:"machine"`
-	Config      Config          `json:"config"`
-	Generator   *GenCeiling     `json:"generator,omitempty"`
-	Setups      []*SetupResult  `json:"setups,omitempty"`
-	CPU         []*CPUResult    `json:"cpu,omitempty"`
-	Sizes       []*SizeResult   `json:"sizes,omitempty"`
-	Scaling     []*ScaleResult  `json:"scaling,omitempty"`
-	Isolation   []*IsoResult    `json:"isolation,omitempty"`
-	Deploy      []*DeployResult `json:"deploy,omitempty"`
-	Notes       []string        `json:"notes,omitempty"`
+	Started     time.Time        `json:"started"`
+	TookSeconds float64          `json:"took_seconds"`
+	Command     string           `json:"command"`
+	Machine     Machine          `json:"machine"`
+	Config      Config           `json:"config"`
+	Generator   *GenCeiling      `json:"generator,omitempty"`
+	Setups      []*SetupResult   `json:"setups,omitempty"`
+	CPU         []*CPUResult     `json:"cpu,omitempty"`
+	Profiles    []*ProfileResult `json:"profiles,omitempty"`
+	Sizes       []*SizeResult    `json:"sizes,omitempty"`
+	Scaling     []*ScaleResult   `json:"scaling,omitempty"`
+	Isolation   []*IsoResult     `json:"isolation,omitempty"`
+	Deploy      []*DeployResult  `json:"deploy,omitempty"`
+	Notes       []string         `json:"notes,omitempty"`
 }
 
 // Machine describes where the run was made.
@@ -48,6 +49,7 @@ type Config struct {
 	LossTolerance float64  `json:"loss_tolerance"`
 	GeneratorCPU  int      `json:"generator_cpu"`  // -1: not pinned
 	ForwardingCPU int      `json:"forwarding_cpu"` // where receive processing is steered; -1: none
+	TesterCPU     int      `json:"tester_cpu"`     // tunnel setups, CPU part: where machine A works
 }
 
 // GenCeiling is what the generator offers at most, into a sink that drops (setup "direct").
@@ -71,9 +73,15 @@ type SetupResult struct {
 type CPUResult struct {
 	Setup   string  `json:"setup"`
 	RatePPS float64 `json:"rate_pps"`     // offered rate during the measurement
-	Raw     Stat    `json:"raw_ns"`       // forwarding CPU's busy time per frame delivered
-	Net     Stat    `json:"ns_per_frame"` // the same, less the sink's share (setup direct)
+	Raw     Stat    `json:"raw_ns"`       // forwarding CPU's NET_RX softirq time (and the relay's CPU time) per frame delivered
+	Net     Stat    `json:"ns_per_frame"` // the same, less the sink's share (setup direct) where the sink is on that CPU
 	Ratio   *Stat   `json:"ratio_to_native,omitempty"`
+	Other   Stat    `json:"other_cpus_ns"`      // NET_RX softirq time of the other CPUs per frame (machine A in the tunnel setups)
+	Relay   *Stat   `json:"relay_ns,omitempty"` // userspace: the relay's own CPU time per frame, part of Raw
+	Busy    Stat    `json:"busy_ns"`            // forwarding CPU's busy time per frame by idle accounting, all work on it included
+	// NodeMachineOnly: the forwarding CPU did the node under test's machine's work only (tunnel
+	// setups, steered split); the rest of the path is in Other.
+	NodeMachineOnly bool `json:"node_machine_only,omitempty"`
 }
 
 // SizeResult is the peak rate of one setup at one frame size.
@@ -118,7 +126,7 @@ func newReport(opt Options, r *runner) *Report {
 		Command: strings.Join(os.Args, " "),
 		Machine: machine(),
 		Config: Config{Quick: opt.Quick, Parts: opt.Parts, Repeat: opt.Repeat, TrialSeconds: opt.Trial.Seconds(),
-			FrameSize: opt.Size, Flows: opt.Flows, LossTolerance: opt.LossTolerance, GeneratorCPU: r.genCPU, ForwardingCPU: r.fwdCPU},
+			FrameSize: opt.Size, Flows: opt.Flows, LossTolerance: opt.LossTolerance, GeneratorCPU: r.genCPU, ForwardingCPU: r.fwdCPU, TesterCPU: r.testerCPU()},
 	}
 }
 

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -39,13 +40,10 @@ var setupKinds = []setupKind{
 	{Name: "shortbridge", Desc: "trellis: source, node under test and sink are nodes of one network; links use the shortbridge (eBPF, figure 6f without tunnels)", build: trellisSetup(spec.Shortbridge, false)},
 	{Name: "bridge", Desc: "trellis: as shortbridge, with a Linux bridge per link (figure 6d without tunnels)", build: trellisSetup(spec.Bridge, false)},
 	{Name: "userspace", Desc: "trellis node under test whose relay process forwards UDP between two sockets (the PL-VINI baseline, figure 6b)", build: trellisSetup(spec.Shortbridge, true)},
-	// Setups across two machines, simulated on one by two underlay namespaces: they come with
-	// the EGRE dataplane. Each will be a builder like trellisSetup that parses a topology with
-	// `hosts:`, makes one plan per simulated host (plan.Make(n, store.ID, host)) and runs
-	// substrate.Up for each inside its host's namespace; the source and sink stay nodes.
-	{Name: "egre-shortbridge", Desc: "trellis over two machines: EGRE tunnels joined to the node by the shortbridge (figure 6f)", Pending: "needs the EGRE dataplane and two simulated machines"},
-	{Name: "egre-bridge", Desc: "trellis over two machines: EGRE tunnels joined to the node by a bridge (figure 6d)", Pending: "needs the EGRE dataplane and two simulated machines"},
-	{Name: "vxlan", Desc: "trellis over two machines: VXLAN tunnels", Pending: "needs two simulated machines"},
+	// Setups across two machines, simulated on this one (machines.go).
+	{Name: "egre-shortbridge", Desc: "trellis over two machines: source and sink on one, the node under test on the other; its links are EGRE tunnels joined to its ports by the shortbridge (figure 6f)", build: tunnelSetup("egre-shortbridge", spec.EGRE, spec.Shortbridge)},
+	{Name: "egre-bridge", Desc: "trellis over two machines, as egre-shortbridge, with a Linux bridge joining each EGRE tunnel to the node's port (figure 6d)", build: tunnelSetup("egre-bridge", spec.EGRE, spec.Bridge)},
+	{Name: "vxlan", Desc: "trellis over two machines, as egre-shortbridge, with the kernel's VXLAN devices as tunnels (shortbridge connector)", build: tunnelSetup("vxlan", spec.VXLAN, spec.Shortbridge)},
 }
 
 func findSetup(name string) *setupKind {
@@ -90,6 +88,11 @@ type rig struct {
 	gen     *generator
 	closers []func() error
 	after   []chan struct{} // closed when processes of the setup have been reaped
+	// tunnel: the source and sink are on another simulated machine than the node under test;
+	// split steers that machine's work away from the forwarding CPU, or back (steerTunnel).
+	tunnel bool
+	split  func(split bool) error
+	relay  func() int // the pid of the user-space relay (setup userspace), 0 if it is gone
 }
 
 // onClose registers f to run at Close, in reverse order of registration.
@@ -399,6 +402,8 @@ func (r *runner) startRelay(g *rig, pid int) error {
 		return fmt.Errorf("starting the relay: %w", err)
 	}
 	done := make(chan struct{})
+	nsenterPID := cmd.Process.Pid
+	g.relay = func() int { return childOf(nsenterPID) }
 	// Ending the node ends the relay; then nsenter, which waited for it, is reaped.
 	g.onClose(func() error { cmd.Process.Kill(); return nil })
 	g.after = append(g.after, done)
@@ -419,4 +424,29 @@ func (r *runner) startRelay(g *rig, pid int) error {
 		return errors.New("the relay did not start within 10s")
 	}
 	return nil
+}
+
+// childOf returns a child of process pid (nsenter's: the relay, which it forked to enter the
+// node's PID namespace), 0 if it has none.
+func childOf(pid int) int {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	for _, d := range dirs {
+		child, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		rest := string(data[bytes.LastIndexByte(data, ')')+1:])
+		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			return child
+		}
+	}
+	return 0
 }

@@ -1,0 +1,271 @@
+package bench
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cpuTrial is what the CPU part measures over one trial.
+type cpuTrial struct {
+	frames  float64 // delivered at the sink
+	fwdNS   float64 // NET_RX softirq time of the forwarding CPU
+	otherNS float64 // NET_RX softirq time of every other CPU
+	relayNS float64 // the relay's own CPU time, less the softirq time counted above already
+	busyNS  float64 // the forwarding CPU's busy time by idle accounting (everything on it)
+}
+
+// cpu measures the CPU cost per forwarded frame: the time the forwarding CPU spends in the
+// NET_RX softirq (eBPF on irq:softirq_entry and irq:softirq_exit), divided by the frames the
+// sink counted, plus the relay process's own CPU time in setup userspace. Unlike busy time from
+// the idle accounting, it does not count other processes that share the CPU. Each setup is
+// measured at 70% of its own zero-loss rate. The sink's share, measured in setup direct at the
+// same rate, is subtracted where the sink's work is on the forwarding CPU. The tunnel setups are
+// steered split (steerTunnel): the forwarding CPU does machine B's work only.
+func (r *runner) cpu(setups []string) (err error) {
+	if r.fwdCPU < 0 {
+		r.note("one CPU only: the CPU cost per frame cannot be told apart from the generator's, not measured")
+		return nil
+	}
+	meter, merr := newSoftirqMeter()
+	if merr != nil {
+		r.note("CPU cost not measured: the softirq tracepoints cannot be counted here (%v)", merr)
+		return nil
+	}
+	defer func() { err = errors.Join(err, meter.Close()) }()
+	rigs, err := r.build(setups, 1)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeAll(rigs)) }()
+	for _, g := range rigs {
+		if g.split != nil {
+			if err := g.split(true); err != nil {
+				return err
+			}
+		}
+	}
+	// Each setup at 70% of its own zero-loss rate: loaded alike, with NET_RX softirqs serving
+	// many frames each as they do near the peak (at a low rate each frame pays for a whole
+	// wake-up of the CPU), and without loss.
+	rates := map[string]float64{}
+	for _, s := range r.rep.Setups {
+		rates[s.Name] = 0.7 * s.ZeroLoss.Median
+		if rates[s.Name] <= 0 { // lost frames at every rate tried: half its peak
+			rates[s.Name] = 0.5 * s.Peak.Median
+		}
+	}
+	for _, g := range rigs[1:] {
+		if rates[g.name] <= 0 { // no forwarding part in this run: find a rate quickly
+			t, err := g.trial(0, r.opt.Trial)
+			if err != nil {
+				return err
+			}
+			rates[g.name] = 0.5 * t.Out
+		}
+	}
+	rateOf := func(g *rig) float64 { return rates[g.name] }
+	for _, g := range rigs {
+		if _, err := g.trial(rateOf(g), warmup); err != nil {
+			return err
+		}
+	}
+	irqCharged := !irqTimeAccounting()
+	got := map[string][]cpuTrial{}
+	sinkAt := map[float64][]float64{} // the direct setup's cost on the forwarding CPU, by rate
+	for rep := 0; rep < r.opt.Repeat; rep++ {
+		for _, g := range rigs {
+			rates := []float64{rateOf(g)}
+			if g.name == "direct" { // the sink's share at every rate used
+				rates = nil
+				for _, h := range rigs[1:] {
+					if !containsF(rates, rateOf(h)) {
+						rates = append(rates, rateOf(h))
+					}
+				}
+			}
+			for _, rate := range rates {
+				c, err := r.cpuTrial(meter, g, rate, r.opt.Trial, irqCharged)
+				if err != nil {
+					return err
+				}
+				if g.name == "direct" {
+					sinkAt[rate] = append(sinkAt[rate], c.fwdNS/c.frames)
+				} else {
+					got[g.name] = append(got[g.name], c)
+				}
+			}
+		}
+	}
+	for _, g := range rigs[1:] {
+		rate := rateOf(g)
+		sink := statOf(sinkAt[rate]).Median
+		if g.tunnel {
+			sink = 0 // the sink is on machine A, not on the forwarding CPU
+		}
+		var raw, net, other, relay, busy []float64
+		for _, c := range got[g.name] {
+			f := c.frames
+			if f == 0 {
+				f = math.NaN()
+			}
+			raw = append(raw, (c.fwdNS+c.relayNS)/f)
+			net = append(net, (c.fwdNS+c.relayNS)/f-sink)
+			other = append(other, c.otherNS/f)
+			relay = append(relay, c.relayNS/f)
+			busy = append(busy, c.busyNS/f)
+		}
+		res := &CPUResult{Setup: g.name, RatePPS: rate, Raw: statOf(raw), Net: statOf(net), Other: statOf(other), Busy: statOf(busy), NodeMachineOnly: g.tunnel}
+		if g.name == "userspace" {
+			s := statOf(relay)
+			res.Relay = &s
+		}
+		r.rep.CPU = append(r.rep.CPU, res)
+		r.logf("   %-16s %.0f ns per frame (raw %.0f, sink %.0f; other CPUs %.0f; busy %.0f) at %s\n", g.name, res.Net.Median, res.Raw.Median, sink, res.Other.Median, res.Busy.Median, kpps(rate))
+	}
+	var native []float64
+	for _, c := range r.rep.CPU {
+		if c.Setup == "native" {
+			native = c.Net.Values
+		}
+	}
+	if native != nil {
+		for _, c := range r.rep.CPU {
+			c.Ratio = ratioStat(c.Net.Values, native)
+		}
+	}
+	return nil
+}
+
+// cpuTrial offers rate frames per second through g for dur and measures the CPU it costs.
+// irqCharged says that the kernel charges softirq time to the task it interrupts (no
+// IRQ_TIME_ACCOUNTING): the softirq time that ran on top of the relay is then in the relay's
+// CPU time as well as in the softirq counts, and is taken out of the former.
+func (r *runner) cpuTrial(meter *softirqMeter, g *rig, rate float64, dur time.Duration, irqCharged bool) (cpuTrial, error) {
+	var c cpuTrial
+	relay := 0
+	if g.relay != nil {
+		if relay = g.relay(); relay == 0 {
+			return c, errors.New("the relay process is gone")
+		}
+	}
+	if err := meter.watch(relay); err != nil {
+		return c, err
+	}
+	defer meter.watch(0)
+	relay0, err := taskTime(relay)
+	if err != nil {
+		return c, err
+	}
+	out0, _, err := g.sink.read()
+	if err != nil {
+		return c, err
+	}
+	s0, err := meter.read()
+	if err != nil {
+		return c, err
+	}
+	busy, err := startBusy(r.fwdCPU)
+	if err != nil {
+		return c, err
+	}
+	if _, err := g.trial(rate, dur); err != nil {
+		return c, err
+	}
+	s1, err := meter.read()
+	if err != nil {
+		return c, err
+	}
+	b, _, err := busy.stop()
+	if err != nil {
+		return c, err
+	}
+	out1, _, err := g.sink.read()
+	if err != nil {
+		return c, err
+	}
+	relay1, err := taskTime(relay)
+	if err != nil {
+		return c, err
+	}
+	c.frames = float64(out1 - out0)
+	c.busyNS = float64(b.Nanoseconds())
+	var onRelay uint64
+	for cpu := 0; cpu < meter.ncpu; cpu++ {
+		ns, task := s1.since(s0, cpu, softirqNetRX)
+		if cpu == r.fwdCPU {
+			c.fwdNS += float64(ns)
+		} else {
+			c.otherNS += float64(ns)
+		}
+		onRelay += task
+	}
+	if relay != 0 {
+		c.relayNS = float64(relay1 - relay0)
+		if irqCharged {
+			c.relayNS = max(0, c.relayNS-float64(onRelay))
+		}
+	}
+	return c, nil
+}
+
+// taskTime is the CPU time in nanoseconds that all threads of process pid have had so far
+// (the first field of each thread's schedstat); 0 for pid 0.
+func taskTime(pid int) (uint64, error) {
+	if pid == 0 {
+		return 0, nil
+	}
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		return 0, fmt.Errorf("process %d: no schedstat (%v)", pid, err)
+	}
+	var sum uint64
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue // a thread that ended
+		}
+		if f := strings.Fields(string(data)); len(f) > 0 {
+			v, _ := strconv.ParseUint(f[0], 10, 64)
+			sum += v
+		}
+	}
+	return sum, nil
+}
+
+// irqTimeAccounting says whether the kernel was built with IRQ_TIME_ACCOUNTING, which keeps
+// interrupt and softirq time out of the time charged to the task they interrupt. Unknown
+// (no kernel config to read) counts as not.
+func irqTimeAccounting() bool {
+	var u unix.Utsname
+	unix.Uname(&u)
+	var config []byte
+	if data, err := os.ReadFile("/boot/config-" + unix.ByteSliceToString(u.Release[:])); err == nil {
+		config = data
+	} else if f, err := os.Open("/proc/config.gz"); err == nil {
+		defer f.Close()
+		if z, err := gzip.NewReader(f); err == nil {
+			config, _ = io.ReadAll(z)
+		}
+	}
+	return bytes.Contains(config, []byte("\nCONFIG_IRQ_TIME_ACCOUNTING=y\n"))
+}
+
+func containsF(xs []float64, x float64) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
