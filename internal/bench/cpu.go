@@ -167,10 +167,6 @@ func (r *runner) cpuTrial(meter *softirqMeter, g *rig, rate float64, dur time.Du
 	if err != nil {
 		return c, err
 	}
-	out0, _, err := g.sink.read()
-	if err != nil {
-		return c, err
-	}
 	s0, err := meter.read()
 	if err != nil {
 		return c, err
@@ -179,7 +175,8 @@ func (r *runner) cpuTrial(meter *softirqMeter, g *rig, rate float64, dur time.Du
 	if err != nil {
 		return c, err
 	}
-	if _, err := g.trial(rate, dur); err != nil {
+	t, err := g.trial(rate, dur)
+	if err != nil {
 		return c, err
 	}
 	s1, err := meter.read()
@@ -190,15 +187,11 @@ func (r *runner) cpuTrial(meter *softirqMeter, g *rig, rate float64, dur time.Du
 	if err != nil {
 		return c, err
 	}
-	out1, _, err := g.sink.read()
-	if err != nil {
-		return c, err
-	}
 	relay1, err := taskTime(relay)
 	if err != nil {
 		return c, err
 	}
-	c.frames = float64(out1 - out0)
+	c.frames = float64(t.frames)
 	c.busyNS = float64(b.Nanoseconds())
 	var onRelay uint64
 	for cpu := 0; cpu < meter.ncpu; cpu++ {

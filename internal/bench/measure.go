@@ -17,6 +17,7 @@ type Trial struct {
 	In      float64 `json:"in_pps"`      // what the generator handed to the source interface (some refused by the next hop)
 	Out     float64 `json:"out_pps"`     // what the sink counted
 	Loss    float64 `json:"loss"`        // 1 - out/in
+	frames  uint64  // counted at the sink
 }
 
 // After the generator stops, frames still in flight (receive backlogs hold up to
@@ -52,10 +53,27 @@ func (g *rig) drain() (uint64, error) {
 	return last, nil
 }
 
+// nextTrial tags the generator's frames with a new trial number and makes the sink count those.
+func (g *rig) nextTrial() error {
+	g.tag++
+	if g.tag == 0 { // a frame too short to carry a tag reads as 0
+		g.tag = 1
+	}
+	for _, p := range g.gen.ports {
+		for _, f := range p.frames {
+			tagFrame(f, g.tag)
+		}
+	}
+	return g.sink.setTrial(g.tag)
+}
+
 // trial offers rate frames per second (0: as many as the generator can) for dur.
 func (g *rig) trial(rate float64, dur time.Duration) (Trial, error) {
 	if interrupted.Load() {
 		return Trial{}, errors.New("interrupted")
+	}
+	if err := g.nextTrial(); err != nil {
+		return Trial{}, err
 	}
 	out0, _, err := g.sink.read()
 	if err != nil {
@@ -74,7 +92,7 @@ func (g *rig) trial(rate float64, dur time.Duration) (Trial, error) {
 	if err != nil {
 		return Trial{}, err
 	}
-	t := Trial{Offered: rate, In: float64(sent) / el, Out: float64(out1-out0) / el}
+	t := Trial{Offered: rate, In: float64(sent) / el, Out: float64(out1-out0) / el, frames: out1 - out0}
 	if t.In > 0 {
 		t.Loss = max(0, 1-t.Out/t.In)
 	}

@@ -121,14 +121,10 @@ func (r *runner) profileOne(perf string, g *rig, rate float64, dur time.Duration
 		unix.SchedSetaffinity(rec.Process.Pid, &set)
 	}
 	time.Sleep(300 * time.Millisecond) // perf opens its events
-	out0, _, err := g.sink.read()
-	if err == nil {
-		_, err = g.trial(rate, dur)
-	}
-	out1, _, rerr := g.sink.read()
+	t, err := g.trial(rate, dur)
 	rec.Process.Signal(unix.SIGINT)
 	werr := rec.Wait()
-	if err = errors.Join(err, rerr); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	var exit *exec.ExitError
@@ -148,7 +144,7 @@ func (r *runner) profileOne(perf string, g *rig, rate float64, dur time.Duration
 	if err != nil {
 		return nil, fmt.Errorf("perf report: %v: %s", err, strings.TrimSpace(rstderr.String()))
 	}
-	res := &ProfileResult{Setup: g.name, RatePPS: rate, Frames: float64(out1 - out0), Freq: profileFreq}
+	res := &ProfileResult{Setup: g.name, RatePPS: rate, Frames: float64(t.frames), Freq: profileFreq}
 	syms := parsePerfReport(text)
 	res.Symbols, res.Groups, res.Samples = profileRows(syms, res.Frames, profileFreq)
 	if res.Samples == 0 {

@@ -93,6 +93,7 @@ type rig struct {
 	tunnel bool
 	split  func(split bool) error
 	relay  func() int // the pid of the user-space relay (setup userspace), 0 if it is gone
+	tag    uint16     // the current trial's number, carried in its frames
 }
 
 // onClose registers f to run at Close, in reverse order of registration.
