@@ -35,7 +35,8 @@ func benchCmd(_ storeFunc) *cobra.Command {
 		Long: `Measure how fast this machine forwards through virtual networks, as the Trellis paper did:
 a generator in a source namespace sends UDP frames through one node under test to a sink that
 counts and drops them, for each setup in turn (native kernel forwarding with no trellis; trellis
-nodes joined by shortbridge or bridge connectors; a user-space relay in a trellis node).
+nodes joined by shortbridge or bridge connectors; a user-space relay in a trellis node; and
+links that cross two simulated machines in EGRE or VXLAN tunnels).
 Ratios to native are taken within the same run. The bench builds its own networks in a state
 directory of its own and removes everything it made before it exits; it leaves --state-dir alone.
 
@@ -114,20 +115,21 @@ Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and
 			return nil
 		},
 	}
+	def := bench.DefaultOptions()
 	f := cmd.Flags()
 	f.BoolVar(&quick, "quick", false, "every part, fewer and shorter trials: under two minutes")
 	f.StringVar(&out, "out", "bench-results", "directory for bench.json and the plots")
 	f.StringVar(&markdown, "markdown", "", "also write the tables and plots as a Markdown page to this file")
-	f.StringVar(&parts, "parts", strings.Join(bench.AllParts, ","), "parts to run")
-	f.StringVar(&setups, "setups", "native,shortbridge,bridge,userspace", "forwarding setups (besides direct, the generator's ceiling)")
-	f.IntVar(&repeat, "repeat", 5, "how many times each figure is measured (2 with --quick)")
-	f.DurationVar(&trial, "trial", time.Second, "length of one generator run (250ms with --quick)")
-	f.IntVar(&size, "size", 64, "Ethernet frame size in bytes, without FCS")
-	f.IntVar(&flows, "flows", 1, "UDP flows (source ports) per virtual network")
-	f.StringVar(&sizes, "sizes", "64,128,256,512,1024,1500", "frame sizes of the sizes part (64,1500 with --quick)")
-	f.StringVar(&networks, "networks", "1,8,64,256,512,1024", "parallel virtual networks of the scaling part (1,8 with --quick)")
-	f.StringVar(&chains, "chains", "10,100,1000", "chain lengths (nodes) of the deploy part (10 with --quick)")
-	f.BoolVar(&mininet, "mininet", true, "time Mininet on the same chains when it is installed")
+	f.StringVar(&parts, "parts", strings.Join(def.Parts, ","), "parts to run")
+	f.StringVar(&setups, "setups", strings.Join(def.Setups, ","), "forwarding setups (besides direct, the generator's ceiling)")
+	f.IntVar(&repeat, "repeat", def.Repeat, "how many times each figure is measured (2 with --quick)")
+	f.DurationVar(&trial, "trial", def.Trial, "length of one generator run (250ms with --quick)")
+	f.IntVar(&size, "size", def.Size, "Ethernet frame size in bytes, without FCS")
+	f.IntVar(&flows, "flows", def.Flows, "UDP flows (source ports) per virtual network")
+	f.StringVar(&sizes, "sizes", joinInts(def.Sizes), "frame sizes of the sizes part (64,1500 with --quick)")
+	f.StringVar(&networks, "networks", joinInts(def.Networks), "parallel virtual networks of the scaling part (1,8 with --quick)")
+	f.StringVar(&chains, "chains", joinInts(def.Chains), "chain lengths (nodes) of the deploy part (10 with --quick)")
+	f.BoolVar(&mininet, "mininet", def.Mininet, "time Mininet on the same chains when it is installed")
 	cmd.AddCommand(relayCmd(), reportCmd())
 	return cmd
 }
@@ -206,4 +208,12 @@ func intList(s string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+func joinInts(vs []int) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
 }
