@@ -645,22 +645,29 @@ func (d *Decap) create(local netip.Addr) error {
 	return nil
 }
 
+// tunnelIntoPeer is TUNNEL_INTO_PEER of egre.c, a flag of the tunnels map's values.
+const tunnelIntoPeer = 1
+
 func tunnelMapKey(key uint32, remote netip.Addr) egreTunnelKey {
 	return egreTunnelKey{Key: be32(key), RemoteIp: ipv4Word(remote)}
 }
 
 // Add makes EGRE packets with key from remote go to the egress of the port
-// with index targetIfindex (in the Decap's namespace). Adding a pair that
-// is already there with the same target does nothing; with another target
-// it is an error (matching ErrTunnelExists): Delete it first.
-func (d *Decap) Add(key uint32, remote netip.Addr, targetIfindex int) error {
-	if err := d.add(key, remote, targetIfindex); err != nil {
+// with index targetIfindex (in the Decap's namespace). With intoPeer (the
+// port is a veth whose peer is in a node), untagged IP frames go straight
+// into the peer instead, skipping the port's egress and a receive backlog;
+// a rate cap of the link is then enforced by the sending machine only.
+// Adding a pair that is already there with the same target does nothing;
+// with another target it is an error (matching ErrTunnelExists): Delete it
+// first.
+func (d *Decap) Add(key uint32, remote netip.Addr, targetIfindex int, intoPeer bool) error {
+	if err := d.add(key, remote, targetIfindex, intoPeer); err != nil {
 		return fmt.Errorf("dataplane: EGRE decap add (key %#x, remote %v, port %d): %w", key, remote, targetIfindex, err)
 	}
 	return nil
 }
 
-func (d *Decap) add(key uint32, remote netip.Addr, targetIfindex int) error {
+func (d *Decap) add(key uint32, remote netip.Addr, targetIfindex int, intoPeer bool) error {
 	if err := checkUnderlayAddr("remote", remote); err != nil {
 		return err
 	}
@@ -669,6 +676,9 @@ func (d *Decap) add(key uint32, remote netip.Addr, targetIfindex int) error {
 	}
 	k := tunnelMapKey(key, remote)
 	v := egreTunnelValue{Ifindex: uint32(targetIfindex)}
+	if intoPeer {
+		v.Flags = tunnelIntoPeer
+	}
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -676,10 +686,10 @@ func (d *Decap) add(key uint32, remote netip.Addr, targetIfindex int) error {
 	var old egreTunnelValue
 	switch err := d.tunnels.Lookup(&k, &old); {
 	case err == nil:
-		if old.Ifindex == v.Ifindex {
+		if old == v {
 			return nil
 		}
-		return fmt.Errorf("%w (to port %d)", ErrTunnelExists, old.Ifindex)
+		return fmt.Errorf("%w (to port %d, flags %#x)", ErrTunnelExists, old.Ifindex, old.Flags)
 	case !errors.Is(err, ebpf.ErrKeyNotExist):
 		return fmt.Errorf("looking up tunnel: %w", err)
 	}

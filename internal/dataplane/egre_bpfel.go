@@ -22,6 +22,7 @@ type egreTunnelKey struct {
 type egreTunnelValue struct {
 	_       structs.HostLayout
 	Ifindex uint32
+	Flags   uint32
 }
 
 // Names of all BPF objects in the ELF.

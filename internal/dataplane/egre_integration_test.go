@@ -130,7 +130,7 @@ func TestEGRE(t *testing.T) {
 			}
 			m.decap = d
 			t.Cleanup(func() { d.Close() })
-			return d.Add(egreKey, m.peer.addr, m.port)
+			return d.Add(egreKey, m.peer.addr, m.port, false)
 		})
 		fs := egreFilters(t, m, netlink.HANDLE_MIN_INGRESS, m.underlay)
 		if len(fs) != 1 || fs[0].Name != egreDecapFilterName {
@@ -325,10 +325,10 @@ func testEGREDecapMaps(t *testing.T, m *egreMachine) {
 			}
 		}
 	}
-	run(func(d *Decap, k uint32, r netip.Addr) error { return d.Add(k, r, m.port) })
+	run(func(d *Decap, k uint32, r netip.Addr) error { return d.Add(k, r, m.port, false) })
 	// Again: the same target is not an error; another one is.
-	run(func(d *Decap, k uint32, r netip.Addr) error { return d.Add(k, r, m.port) })
-	if err := m.decap.Add(0x1000, remote(0), m.underlay); !errors.Is(err, ErrTunnelExists) {
+	run(func(d *Decap, k uint32, r netip.Addr) error { return d.Add(k, r, m.port, false) })
+	if err := m.decap.Add(0x1000, remote(0), m.underlay, false); !errors.Is(err, ErrTunnelExists) {
 		t.Fatalf("Add with another target: err = %v, want ErrTunnelExists", err)
 	}
 	if n, err := other.Len(); err != nil || n != keys*remotes+1 {

@@ -43,13 +43,14 @@ func (b *build) makeTunnels(l *plan.Link, ports []netlink.Link) ([]netlink.Link,
 		if err := dataplane.AttachEncap(encap.Attrs().Index, underlay.Attrs().Index, tun); err != nil {
 			return nil, err
 		}
-		// Decapsulated frames of a point-to-point link go straight to the node's port; those of
-		// a LAN cross the tunnel port's veth into the bridge.
-		target := encap
+		// Decapsulated frames of a point-to-point link go straight to the node's port (IP
+		// frames into the node itself); those of a LAN cross the tunnel port's veth into the
+		// bridge.
+		target, intoPeer := encap, false
 		if l.Connector == spec.Shortbridge {
-			target = ports[0]
+			target, intoPeer = ports[0], true
 		}
-		if err := b.addDecap(underlay, t, target.Attrs().Index); err != nil {
+		if err := b.addDecap(underlay, t, target.Attrs().Index, intoPeer); err != nil {
 			return nil, err
 		}
 		if err := dataplane.PrimeNeighbour(underlay.Attrs().Index, t.Remote); err != nil {
@@ -110,7 +111,7 @@ func makeVXLAN(l *plan.Link, underlay netlink.Link, p *plan.Plan) (netlink.Link,
 
 // addDecap registers a tunnel with the machine's EGRE decapsulation program, attaching the
 // program if this is the machine's first tunnel.
-func (b *build) addDecap(underlay netlink.Link, t plan.Tunnel, target int) error {
+func (b *build) addDecap(underlay netlink.Link, t plan.Tunnel, target int, intoPeer bool) error {
 	unlock, err := b.st.LockMachine()
 	if err != nil {
 		return err
@@ -121,7 +122,7 @@ func (b *build) addDecap(underlay netlink.Link, t plan.Tunnel, target int) error
 		return err
 	}
 	defer d.Close()
-	if err := d.Add(t.Key, t.Remote, target); err != nil {
+	if err := d.Add(t.Key, t.Remote, target, intoPeer); err != nil {
 		return fmt.Errorf("tunnel key %#x from %s: %w (does another network use this link name?)", t.Key, t.Host, err)
 	}
 	return nil

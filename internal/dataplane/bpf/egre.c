@@ -13,8 +13,9 @@
 // end of a node interface whose link continues on another machine) and sends
 // every frame, encapsulated, out of the underlay device. egre_decap sits on
 // the tc ingress of the machine's underlay device (one per machine) and hands
-// the inner frame of every EGRE packet for a known (key, source) pair to the
-// egress of its port; all other traffic passes untouched.
+// the inner frame of every EGRE packet for a known (key, source) pair to its
+// port (or straight into the node behind it); all other traffic passes
+// untouched.
 //
 // VLAN tags, which the kernel keeps out of band (skb metadata) on both
 // sides, travel inside the inner frame as gretap would carry them.
@@ -97,8 +98,12 @@ struct tunnel_key {
 	__be32 remote_ip; // outer source address, network byte order
 };
 
+// tunnel_value.flags
+#define TUNNEL_INTO_PEER 1 // IP frames go straight into the port's veth peer
+
 struct tunnel_value {
 	__u32 ifindex; // port whose egress gets the inner frame
+	__u32 flags;
 };
 
 // (key, remote) -> port. The one lookup of the decapsulation fast path.
@@ -409,10 +414,11 @@ static __always_inline int is_vlan(__be16 proto)
 
 // decap_tags replaces the outer headers of an EGRE packet with eth (the
 // inner Ethernet header without its ntags VLAN tags, ntags a constant after
-// inlining), puts the tags out of band and sends the frame to ifindex.
+// inlining), puts the tags out of band and sends the frame to its port.
 static __always_inline int decap_tags(struct __sk_buff *skb, const int ntags,
 				      struct egre_rx *h, struct ethhdr *eth,
-				      struct vlan_tag *tags, __u32 ifindex)
+				      struct vlan_tag *tags,
+				      const struct tunnel_value *t)
 {
 	const __u32 cut = EGRE_HLEN + VLAN_HLEN * ntags;
 	__u64 flags = BPF_F_ADJ_ROOM_FIXED_GSO;
@@ -458,9 +464,17 @@ static __always_inline int decap_tags(struct __sk_buff *skb, const int ntags,
 			goto error;
 
 	count(&decap_stats, DECAP_OK);
-	// Out of the port's egress (where a shaper may be), into the node; the
-	// receiving veth derives skb->protocol from the inner frame.
-	return bpf_redirect(ifindex, 0);
+	// An untagged IP frame for a node's port goes straight into the node
+	// (the ingress of the port's veth peer), as the shortbridge does: one
+	// pass through a receive backlog fewer. The link's rate cap is kept by
+	// the sending machine. Other frames need the receiving veth to derive
+	// skb->protocol from the inner frame (adjust_room left it IPv4, and a
+	// program cannot write it), so they go out of the port's egress.
+	if ((t->flags & TUNNEL_INTO_PEER) && ntags == 0 &&
+	    (eth->h_proto == bpf_htons(ETH_P_IP) ||
+	     eth->h_proto == bpf_htons(ETH_P_IPV6)))
+		return bpf_redirect_peer(t->ifindex, 0);
+	return bpf_redirect(t->ifindex, 0);
 
 error:
 	count(&decap_stats, DECAP_ERROR);
@@ -540,11 +554,11 @@ int egre_decap(struct __sk_buff *skb)
 
 	switch (ntags) {
 	case 0:
-		return decap_tags(skb, 0, &h, &eth, tags, t->ifindex);
+		return decap_tags(skb, 0, &h, &eth, tags, t);
 	case 1:
-		return decap_tags(skb, 1, &h, &eth, tags, t->ifindex);
+		return decap_tags(skb, 1, &h, &eth, tags, t);
 	default:
-		return decap_tags(skb, 2, &h, &eth, tags, t->ifindex);
+		return decap_tags(skb, 2, &h, &eth, tags, t);
 	}
 }
 
