@@ -282,15 +282,14 @@ const whereTimeGoes = `What the paths do per frame, and so where the gaps come f
   every bridged frame goes through bridge netfilter (br_nf_*: this kernel has
   CONFIG_BRIDGE_NETFILTER and bridge-nf-call-iptables is 1 by default in every namespace), which
   attaches an skb extension and runs the IPv4 hooks as if routing. Two bridged hops per frame.
-- *egre-shortbridge*, *egre-bridge*: on the sending side each link's frame additionally
-  crosses a tunnel port (a veth pair: one more backlog round) and is encapsulated
-  (bpf_skb_adjust_room, a FIB lookup, redirect to the underlay); it crosses the underlay veth to
-  the other machine (a backlog round there, as a NIC's receive would be) and is decapsulated (a
-  map lookup, strip; with the shortbridge an IP frame then goes straight into the node with
-  bpf_redirect_peer, with a bridge it crosses the tunnel port's veth and the bridge). Along the
-  whole path, on one CPU: six backlog rounds for egre-shortbridge against native's two, two
-  encapsulations and two decapsulations. Encapsulating on the port's own tc ingress when the
-  link is uncapped (no tunnel port) would save two of the six.
+- *egre-shortbridge*: the port's own tc program encapsulates each frame (bpf_skb_adjust_room, a
+  FIB lookup, redirect to the underlay); it crosses the underlay veth to the other machine (a
+  backlog round there, as a NIC's receive would be) and is decapsulated (a map lookup, strip)
+  straight into the node with bpf_redirect_peer. Along the whole path, on one CPU: four backlog
+  rounds (the source's port, machine B's underlay, the node's outgoing port, machine A's
+  underlay) against native's two, and two encapsulations and two decapsulations.
+- *egre-bridge*: as egre-shortbridge, but each frame also crosses a bridge and a tunnel port (a
+  veth pair: one more backlog round) on each side of each tunnel.
 - *vxlan*: the kernel's VXLAN device builds a UDP packet per frame (route lookup, UDP and IP
   output) and receives it through the UDP stack and GRO cells.
 

@@ -3,6 +3,7 @@ package substrate
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 
 	"github.com/trellisnet/trellis/internal/dataplane"
@@ -31,7 +32,7 @@ func (b *build) makeLink(l *plan.Link) error {
 	members := append(ports, tunnels...)
 	switch l.Connector {
 	case spec.Shortbridge:
-		err = joinShortbridge(members[0], members[1], l.Rate)
+		err = joinShortbridge(l, b.rec.Plan.Local, members[0], members[1])
 	case spec.Bridge:
 		err = joinBridge(l.Bridge, ports, tunnels)
 	}
@@ -85,16 +86,34 @@ func (b *build) makePort(p plan.Port, mtu int) (netlink.Link, error) {
 	return port, nil
 }
 
-// joinShortbridge hands every frame of each end straight to the other. a is a node's port; b
-// is another node's port or a tunnel device. A frame bound for a node on an uncapped link goes
-// directly into that node (redirect to the veth peer), skipping the port; otherwise it goes out
-// of the other end, through its shaper or into its tunnel.
-func joinShortbridge(a, b netlink.Link, rate uint64) error {
-	direct := func(to netlink.Link) bool { return rate == 0 && plan.DeviceKind(to.Attrs().Name) == 'p' }
-	if err := dataplane.AttachShortbridge(a.Attrs().Index, b.Attrs().Index, direct(b)); err != nil {
+// joinShortbridge hands every frame of each end of link l straight to the other. a is a node's
+// port; b is another node's port or a tunnel device. A frame bound for a node on an uncapped
+// link goes directly into that node (redirect to the veth peer), skipping the port; otherwise it
+// goes out of the other end, through its shaper or into its tunnel. On an uncapped link to
+// another machine over EGRE, a's own program encapsulates (local is this machine's underlay
+// address), so the frame skips the tunnel port's veth pair, which only a capped link needs for
+// its shaper.
+func joinShortbridge(l *plan.Link, local netip.Addr, a, b netlink.Link) error {
+	direct := func(to netlink.Link) bool { return l.Rate == 0 && plan.DeviceKind(to.Attrs().Name) == 'p' }
+	if l.Rate == 0 && plan.DeviceKind(b.Attrs().Name) == 't' {
+		if err := encapOnPort(l, local, a); err != nil {
+			return err
+		}
+	} else if err := dataplane.AttachShortbridge(a.Attrs().Index, b.Attrs().Index, direct(b)); err != nil {
 		return err
 	}
 	return dataplane.AttachShortbridge(b.Attrs().Index, a.Attrs().Index, direct(a))
+}
+
+// encapOnPort puts EGRE encapsulation of the link's tunnel on the tc ingress of port, in place of
+// the shortbridge program (the two share a filter slot, so the swap is atomic).
+func encapOnPort(l *plan.Link, local netip.Addr, port netlink.Link) error {
+	underlay, err := underlayDevice(local)
+	if err != nil {
+		return err
+	}
+	t := l.Tunnels[0]
+	return dataplane.AttachEncap(port.Attrs().Index, underlay.Attrs().Index, dataplane.Tunnel{Key: t.Key, Local: local, Remote: t.Remote})
 }
 
 // joinBridge makes the LAN's bridge and enslaves its ports and tunnel devices. The bridge has

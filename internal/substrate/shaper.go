@@ -3,6 +3,7 @@ package substrate
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
@@ -43,9 +44,10 @@ func setShaper(port netlink.Link, rate uint64) error {
 	return netlink.QdiscReplace(&netlink.Tbf{QdiscAttrs: attrs, Rate: bytesPerSec, Buffer: buffer, Limit: uint32(limit)})
 }
 
-// setLinkRate changes the rate of a link that is up, in place. A shortbridge also changes its
-// path: capped frames must pass the other end's shaper, uncapped ones may skip it.
-func setLinkRate(l *plan.Link) error {
+// setLinkRate changes the rate of a link that is up on the machine with underlay address local,
+// in place. A shortbridge also changes its path: capped frames must pass the other end's shaper,
+// uncapped ones may skip it.
+func setLinkRate(l *plan.Link, local netip.Addr) error {
 	devs, err := members(l)
 	if err != nil {
 		return err
@@ -55,7 +57,7 @@ func setLinkRate(l *plan.Link) error {
 		return err
 	}
 	if l.Connector == spec.Shortbridge {
-		return joinShortbridge(devs[0], devs[1], l.Rate)
+		return joinShortbridge(l, local, devs[0], devs[1])
 	}
 	return nil
 }

@@ -92,7 +92,7 @@ func update(st *state.Store, rec *state.Record, p *plan.Plan) ([]string, error) 
 		if l.Rate == old.Rate {
 			continue
 		}
-		if err := setLinkRate(l); err != nil {
+		if err := setLinkRate(l, p.Local); err != nil {
 			return changed, fmt.Errorf("link %s: %w", l.Name, err)
 		}
 		old.Rate = l.Rate

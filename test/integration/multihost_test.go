@@ -989,6 +989,35 @@ func TestRateOverTunnel(t *testing.T) {
 					t.Errorf("%s over %s: measured %.0f bit/s on a 50mbit link: %.1f%% of the cap, want at most +5%% and at least 75%%%s", c.what, tunnel, got, 100*ratio, note)
 				}
 			}
+			// Live rate changes swap the sending path (with EGRE: encapsulation on the port
+			// when uncapped, through the tunnel port's shaper when capped); every frame type
+			// must cross either way, and the cap must hold again once it is back.
+			topo := rateTopo2(name, m.hostsYAML(tunnel))
+			for _, rate := range []string{"", "20mbit"} {
+				line := ""
+				if rate != "" {
+					line = "    rate: " + rate + "\n"
+				}
+				path := writeTopo(t, strings.Replace(topo, "    rate: 50mbit\n", line, 1))
+				for i := 1; i <= 2; i++ {
+					if out := m.trellis(t, i, "up", path); !strings.Contains(out, "rate changed on capped") {
+						t.Errorf("up with rate %q on m%d said %q, want the rate of link capped changed", rate, i, out)
+					}
+					if r := m.inspect(t, i, name).link(t, "capped").Rate; r != rate {
+						t.Errorf("m%d: inspect shows rate %q, want %q", i, r, rate)
+					}
+				}
+				m.ping(t, 1, name, "a", "10.0.0.2")
+				m.ping(t, 2, name, "b", "10.0.0.1")
+				m.checkFrameCrosses(t, name, a, b)
+				m.checkFrameCrosses(t, name, b, a)
+			}
+			res := m.iperf(t, name, a, b, "10.0.0.2", duration, false)
+			got := onWire(res.End.SumReceived.BitsPerSecond, 1500-spec.TunnelOverhead(tunnel))
+			t.Logf("%s after live rate changes, 20mbit m1->m2: %.0f bit/s on the wire", tunnel, got)
+			if got > 1.05*20e6 || got < 0.75*20e6 {
+				t.Errorf("after live rate changes over %s: %.0f bit/s on the wire on a 20mbit link, want at most +5%% and at least 75%%", tunnel, got)
+			}
 			for i := 1; i <= 2; i++ {
 				m.trellis(t, i, "down", name)
 			}
