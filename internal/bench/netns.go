@@ -87,11 +87,19 @@ func setRPS(ns netns.NsHandle, ifname, mask string) error {
 			return writeRPS(ifname, mask)
 		}
 	}
+	return withPrivateMount(func() error { return netns.Set(ns) }, "sysfs", "/sys", func() error { return writeRPS(ifname, mask) })
+}
+
+// withPrivateMount runs f on a thread of its own that first runs enter, then unshares its mount
+// namespace, makes every mount private and mounts a fstype file system on target: only that
+// thread sees the mount, and the thread is thrown away with it afterwards (it stays locked to
+// its goroutine, which ends).
+func withPrivateMount(enter func() error, fstype, target string, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
 		errc <- func() error {
-			if err := netns.Set(ns); err != nil {
+			if err := enter(); err != nil {
 				return err
 			}
 			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
@@ -100,11 +108,10 @@ func setRPS(ns netns.NsHandle, ifname, mask string) error {
 			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 				return fmt.Errorf("private mounts: %w", err)
 			}
-			// Over /sys, in this thread's private mount namespace only.
-			if err := unix.Mount("sysfs", "/sys", "sysfs", 0, ""); err != nil {
-				return fmt.Errorf("mounting sysfs: %w", err)
+			if err := unix.Mount(fstype, target, fstype, 0, ""); err != nil {
+				return fmt.Errorf("mounting %s on %s: %w", fstype, target, err)
 			}
-			return writeRPS(ifname, mask)
+			return f()
 		}()
 	}()
 	return <-errc

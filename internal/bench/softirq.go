@@ -11,7 +11,6 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"runtime"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -74,7 +73,7 @@ func newSoftirqMeter() (*softirqMeter, error) {
 // withTracefs runs f where tracefs is mounted: link.Tracepoint reads the tracepoint's id from
 // it. Where no tracefs is mounted (a minimal system), f runs on a thread of its own with a
 // private mount namespace that has tracefs on /sys/kernel/tracing; nothing is mounted anywhere
-// else, and the thread is thrown away afterwards, as setRPS does with sysfs. The attached
+// else, and the thread is thrown away afterwards (withPrivateMount, as setRPS does with sysfs). The attached
 // perf event does not need tracefs once it is open.
 func withTracefs(f func() error) error {
 	var st unix.Statfs_t
@@ -84,23 +83,7 @@ func withTracefs(f func() error) error {
 	if unix.Statfs("/sys/kernel/debug/tracing", &st) == nil && (st.Type == unix.TRACEFS_MAGIC || st.Type == unix.DEBUGFS_MAGIC) {
 		return f()
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
-		errc <- func() error {
-			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-				return fmt.Errorf("private mount namespace: %w", err)
-			}
-			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-				return fmt.Errorf("private mounts: %w", err)
-			}
-			if err := unix.Mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
-				return fmt.Errorf("mounting tracefs: %w", err)
-			}
-			return f()
-		}()
-	}()
-	return <-errc
+	return withPrivateMount(func() error { return nil }, "tracefs", "/sys/kernel/tracing", f)
 }
 
 // watch makes the meter count apart the softirq time that runs on top of process tgid (0:
