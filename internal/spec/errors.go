@@ -1,0 +1,83 @@
+package spec
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Error is a problem in a topology file. It names where, what, and how to fix it.
+type Error struct {
+	File  string
+	Line  int
+	Field string // e.g. links[2].rate
+	Msg   string
+	Fix   string
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Field, e.Msg)
+	if e.Line == 0 { // not known, e.g. an empty file
+		s = fmt.Sprintf("%s: %s: %s", e.File, e.Field, e.Msg)
+	}
+	if e.Fix != "" {
+		s += "; " + e.Fix
+	}
+	return s
+}
+
+// Errors are all the problems found in one topology file, sorted by line. Parse and Load
+// return them (never an empty list); errors.As finds the first *Error through Unwrap.
+type Errors []*Error
+
+// Error writes one problem per line.
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap gives errors.Is and errors.As each problem.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// sortErrors orders problems by line; problems on one line keep the order they were found in.
+func sortErrors(es []*Error) Errors {
+	slices.SortStableFunc(es, func(a, b *Error) int { return a.Line - b.Line })
+	return Errors(es)
+}
+
+// NodeError makes an *Error about one of a node's keys (see Node.FieldLine), for node kinds'
+// checks: nodes.NAME.FIELD at the line of that key.
+func (n *Network) NodeError(nd *Node, field, msg, fix string) *Error {
+	return &Error{File: n.File, Line: nd.FieldLine(field), Field: join("nodes."+nd.Name, field), Msg: msg, Fix: fix}
+}
+
+// LinkError makes an *Error about one of a link's keys (see Link.FieldLine), for link kinds'
+// checks: links[INDEX].FIELD at the line of that key.
+func (n *Network) LinkError(l *Link, field, msg, fix string) *Error {
+	return &Error{File: n.File, Line: l.FieldLine(field), Field: join(fmt.Sprintf("links[%d]", l.index), field), Msg: msg, Fix: fix}
+}
+
+// NetworkError makes an *Error about a top-level key (see Network.FieldLine), for tunnel kinds'
+// checks.
+func (n *Network) NetworkError(field, msg, fix string) *Error {
+	return &Error{File: n.File, Line: n.FieldLine(field), Field: field, Msg: msg, Fix: fix}
+}
+
+func join(field, key string) string {
+	switch {
+	case field == "":
+		return key
+	case key == "":
+		return field
+	}
+	return field + "." + key
+}
