@@ -23,7 +23,8 @@ func (e *Error) Error() string {
 	if e.Fix != "" {
 		s += "; " + e.Fix
 	}
-	return s
+	// One line per problem, whatever the file's keys and paths hold.
+	return strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(s)
 }
 
 // Errors are all the problems found in one topology file, sorted by line. Parse and Load

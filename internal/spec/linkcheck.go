@@ -36,7 +36,7 @@ func (p *parser) validateLink(n *Network, l *Link, used map[Endpoint]int) {
 		return
 	}
 	p.connector(n, l)
-	for key := range l.From {
+	for _, key := range sortedKeys(l.From) {
 		if !slices.ContainsFunc(l.Endpoints, func(e Endpoint) bool { return e.String() == key }) {
 			p.add(n.LinkError(l, "from."+key, "not an endpoint of this link", useOneOf(endpointStrings(l.Endpoints))))
 		}
@@ -87,17 +87,17 @@ func (p *parser) impairments(n *Network, l *Link) {
 		if key == "" {
 			continue
 		}
-		given := l.fromGiven[ep]
+		given, fix := l.fromGiven[ep], impairFixes[key]
 		switch {
 		case given[key]:
 		case key == "jitter" && given["delay"]:
-			key, msg = "delay", "a zero delay here leaves the link's jitter without a delay"
+			key, msg, fix = "delay", "a zero delay here leaves the link's jitter without a delay", "give a delay above 0, or add `jitter: 0s` here too"
 		case key == "distribution" && given["jitter"]:
-			key, msg = "jitter", "a zero jitter here leaves the link's distribution without jitter"
+			key, msg, fix = "jitter", "a zero jitter here leaves the link's distribution without jitter", "give a jitter above 0, or remove the link's distribution"
 		default:
 			continue // the link-level fields are at fault, and reported above
 		}
-		p.add(n.LinkError(l, "from."+ep+"."+key, msg, impairFixes[key]))
+		p.add(n.LinkError(l, "from."+ep+"."+key, msg, fix))
 	}
 }
 
