@@ -58,13 +58,13 @@ func sortErrors(es []*Error) Errors {
 // NodeError makes an *Error about one of a node's keys (see Node.FieldLine), for node kinds'
 // checks: nodes.NAME.FIELD at the line of that key.
 func (n *Network) NodeError(nd *Node, field, msg, fix string) *Error {
-	return &Error{File: n.File, Line: nd.FieldLine(field), Field: join("nodes."+nd.Name, field), Msg: msg, Fix: fix}
+	return &Error{File: n.File, Line: nd.FieldLine(field), Field: joinField("nodes."+nd.Name, field), Msg: msg, Fix: fix}
 }
 
 // LinkError makes an *Error about one of a link's keys (see Link.FieldLine), for link kinds'
 // checks: links[INDEX].FIELD at the line of that key.
 func (n *Network) LinkError(l *Link, field, msg, fix string) *Error {
-	return &Error{File: n.File, Line: l.FieldLine(field), Field: join(fmt.Sprintf("links[%d]", l.index), field), Msg: msg, Fix: fix}
+	return &Error{File: n.File, Line: l.FieldLine(field), Field: joinField(fmt.Sprintf("links[%d]", l.index), field), Msg: msg, Fix: fix}
 }
 
 // NetworkError makes an *Error about a top-level key (see Network.FieldLine), for tunnel kinds'
@@ -73,12 +73,22 @@ func (n *Network) NetworkError(field, msg, fix string) *Error {
 	return &Error{File: n.File, Line: n.FieldLine(field), Field: field, Msg: msg, Fix: fix}
 }
 
+// join names a key under a field: "links[0]" and "rate" give "links[0].rate". An empty key
+// (which YAML allows) is shown as "".
 func join(field, key string) string {
-	switch {
-	case field == "":
+	if key == "" {
+		key = `""`
+	}
+	if field == "" {
 		return key
-	case key == "":
-		return field
 	}
 	return field + "." + key
+}
+
+// joinField names a field of a node or link, or the node or link itself when field is empty.
+func joinField(base, field string) string {
+	if field == "" {
+		return base
+	}
+	return join(base, field)
 }

@@ -52,7 +52,7 @@ func (p *parser) machines(n *Network, hosts, tunnel *yaml.Node) {
 
 // host reads one machine of `hosts:`; seen holds the addresses of those before it.
 func (p *parser) host(k, v *yaml.Node, seen map[netip.Addr]string) *Host {
-	field := "hosts." + k.Value
+	field := join("hosts", k.Value)
 	h := &Host{Name: k.Value, MTU: DefaultUnderlayMTU, Line: k.Line}
 	p.checkName(k, field, k.Value, maxNodeName)
 	f, ok := p.fields(v, field, "address", "mtu")

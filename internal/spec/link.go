@@ -114,7 +114,7 @@ func (p *parser) from(l *Link, v *yaml.Node, field string) {
 	keys, vals, _ := p.pairs(v, field, mapping{"expected a mapping from endpoint to impairments", "write e.g. `from: {r1:eth1: {loss: 5%}}`",
 		"endpoint given twice", "give each endpoint's impairments under one key"})
 	for i, k := range keys {
-		fld := field + "." + k.Value
+		fld := join(field, k.Value)
 		l.lines["from."+k.Value] = k.Line
 		f, ok := p.fields(vals[i], fld, impairKeys...)
 		if !ok {

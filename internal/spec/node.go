@@ -12,7 +12,7 @@ import (
 const maxSource = 16 << 20
 
 func (p *parser) node(key, val *yaml.Node, index int) *Node {
-	field := "nodes." + key.Value
+	field := join("nodes", key.Value)
 	nd := &Node{Name: key.Value, Line: key.Line, Addresses: map[string][]string{}, Sysctl: map[string]string{},
 		index: index, lines: map[string]int{}}
 	p.checkName(key, field, nd.Name, maxNodeName)
@@ -49,9 +49,10 @@ func (p *parser) addresses(nd *Node, a *yaml.Node, field string) {
 		"interface given twice", "list all its addresses under one key"})
 	for i, k := range keys {
 		ifname := k.Value
-		addrs, at, _ := p.strs(vals[i], field+"."+ifname)
-		p.checkAddresses(at, field+"."+ifname, addrs)
+		addrs, at, _ := p.strs(vals[i], join(field, ifname))
+		p.checkAddresses(at, join(field, ifname), addrs)
 		nd.Addresses[ifname] = addrs
+		nd.ifnames = append(nd.ifnames, ifname)
 		nd.lines["addresses."+ifname] = k.Line
 	}
 }
@@ -60,7 +61,7 @@ func (p *parser) sysctls(nd *Node, s *yaml.Node, field string) {
 	keys, vals, _ := p.pairs(s, field, mapping{"expected a mapping from sysctl to value", "write e.g. `net.ipv4.ip_forward: 0`",
 		"sysctl given twice", "keep only one"})
 	for i, k := range keys {
-		fld := field + "." + k.Value
+		fld := join(field, k.Value)
 		v, ok := vals[i], true
 		if v.Kind != yaml.ScalarNode {
 			p.fail(v, fld, "expected a single value", "write e.g. `net.ipv4.ip_forward: 0`")

@@ -68,8 +68,9 @@ type Node struct {
 	Sysctl    map[string]string // net.* sysctls; forwarding defaults filled in
 	Line      int
 
-	index int            // position in the file's nodes, for field names in messages
-	lines map[string]int // line of each key's value: "kind", "host", "addresses.eth1", ...
+	index   int            // position in the file's nodes, for field names in messages
+	lines   map[string]int // line of each key's value: "kind", "host", "addresses.eth1", ...
+	ifnames []string       // the keys of Addresses in file order, for messages in that order
 }
 
 // File is one file written into a node.

@@ -119,12 +119,7 @@ func (p *parser) validate(n *Network) {
 func (p *parser) unusedAddresses(n *Network, used map[Endpoint]int) {
 	for _, nd := range n.Nodes {
 		// In file order, so that the same file always gives the same errors.
-		ifnames := make([]string, 0, len(nd.Addresses))
-		for ifname := range nd.Addresses {
-			ifnames = append(ifnames, ifname)
-		}
-		slices.SortFunc(ifnames, func(a, b string) int { return nd.lines["addresses."+a] - nd.lines["addresses."+b] })
-		for _, ifname := range ifnames {
+		for _, ifname := range nd.ifnames {
 			if ifname == "lo" {
 				continue
 			}
