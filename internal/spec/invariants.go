@@ -46,11 +46,12 @@ func checkHostInvariants(n *Network, bad func(string, ...any)) {
 	if _, ok := tunnelKinds.lookup(n.Tunnel); ok != (len(n.Hosts) > 0) {
 		bad("tunnel %q with %d hosts", n.Tunnel, len(n.Hosts))
 	}
-	addrs := map[netip.Addr]bool{}
-	for i, h := range n.Hosts {
-		if !nameRE.MatchString(h.Name) || len(h.Name) > maxNodeName || n.Host(h.Name) != n.Hosts[i] {
+	addrs, names := map[netip.Addr]bool{}, map[string]bool{}
+	for _, h := range n.Hosts {
+		if !nameRE.MatchString(h.Name) || len(h.Name) > maxNodeName || names[h.Name] {
 			bad("host name %q invalid or used twice", h.Name)
 		}
+		names[h.Name] = true
 		if !h.Address.Is4() || addrs[h.Address] {
 			bad("host %s: address %v not IPv4 or used twice", h.Name, h.Address)
 		}
