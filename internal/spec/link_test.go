@@ -230,3 +230,21 @@ func TestParseImpairmentErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestValidDocs(t *testing.T) {
+	for i, doc := range validDocs {
+		n, err := Parse("topo.yaml", []byte(doc))
+		if err != nil {
+			t.Fatalf("validDocs[%d]: %v", i, err)
+		}
+		if err := CheckInvariants(n); err != nil {
+			t.Errorf("validDocs[%d]: %v", i, err)
+		}
+	}
+	// The flow form of `from:` takes NODE:IF keys.
+	n, _ := Parse("topo.yaml", []byte(validDocs[1]))
+	want := Impairment{Loss: 5, Delay: 50 * time.Millisecond}
+	if l := n.Links[0]; l.ImpairmentFrom(l.Endpoints[1]) != want || !l.ImpairmentFrom(l.Endpoints[0]).IsZero() || l.State != StateDown || l.Name != "a:eth1--b:eth1" {
+		t.Errorf("link %q state %s from a %+v from b %+v", l.Name, l.State, l.ImpairmentFrom(l.Endpoints[1]), l.ImpairmentFrom(l.Endpoints[0]))
+	}
+}
