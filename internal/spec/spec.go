@@ -10,7 +10,7 @@ import (
 )
 
 // Connector kinds: what joins the ports of a virtual link in the substrate.
-// Deprecated names kept for the packages that still use them; kinds register by name instead.
+// Kept while other packages still name them; kinds register by name (kinds.go) instead.
 const (
 	Shortbridge = "shortbridge" // eBPF hand-over between the two ports of a point-to-point link
 	Bridge      = "bridge"      // Linux bridge, for LANs
