@@ -13,6 +13,8 @@ echo "test: gofmt and go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 [ -z "$unformatted" ] || { echo "gofmt would change: $unformatted" >&2; exit 1; }
 go vet -tags integration ./...
+echo "test: fuzzing the topology parser (30s)"
+go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 30s ./internal/spec
 echo "test: go test"
 # -p 1: one package at a time. The benchmark's smoke test floods the machine, and the rate
 # tests measure throughput: run together on two cores, each would spoil the other.

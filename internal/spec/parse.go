@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,7 +13,8 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Load reads, parses and validates the topology file at path.
+// Load reads, parses and validates the topology file at path. Problems in the file come back
+// as Errors, all of them at once.
 func Load(path string) (*Network, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -24,30 +24,44 @@ func Load(path string) (*Network, error) {
 }
 
 // Parse parses and validates a topology file's content; file names it in errors and anchors
-// relative `source:` paths.
+// relative `source:` paths. Problems come back as Errors, every one the file has, sorted by
+// line; a file that is not YAML at all gives one.
 func Parse(file string, data []byte) (*Network, error) {
-	p := &parser{file: file}
+	return parse(file, data, readSource)
+}
+
+// parse is Parse with the reader of `source:` files given (the fuzz test reads none).
+func parse(file string, data []byte, read func(string) ([]byte, error)) (*Network, error) {
+	p := &parser{file: file, read: read}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return nil, p.yamlError(err)
+		return nil, Errors{p.yamlError(err)}
 	}
 	if len(doc.Content) == 0 { // empty, or only comments: Decode says io.EOF
-		return nil, p.errf(&doc, "(file)", "the file is empty", "write a network with name, nodes and links")
+		return nil, Errors{p.errf(&doc, "(file)", "the file is empty", "write a network with name, nodes and links")}
 	}
-	n, err := p.network(doc.Content[0])
-	if err != nil {
-		return nil, err
+	n := p.network(doc.Content[0])
+	if n != nil {
+		p.validate(n)
 	}
-	if err := validate(n); err != nil {
-		return nil, err
+	if len(p.errs) > 0 {
+		return nil, sortErrors(p.errs)
 	}
 	setDefaults(n)
 	return n, nil
 }
 
+// parser reads one file, collecting every problem instead of stopping at the first. It notes
+// which parts it could not read, so that the checks across parts do not report their
+// consequences (an unreadable `nodes:` is one problem, not one per endpoint).
 type parser struct {
 	file string
+	read func(string) ([]byte, error) // reads a `source:` file
+	errs []*Error
+
+	hostsBad, nodesBad, linksBad bool // the section is there but could not be read
+	endpointsBad                 bool // some link's endpoints could not be read
 }
 
 // yamlLineRE picks the line out of a yaml.v3 syntax error, "yaml: line 3: mapping values are ...".
@@ -68,279 +82,136 @@ func (p *parser) errf(at *yaml.Node, field, msg, fix string) *Error {
 	return &Error{File: p.file, Line: at.Line, Field: field, Msg: msg, Fix: fix}
 }
 
-// fields returns a mapping's values by key. It rejects keys not in allowed and keys given twice,
-// so that a typo never silently drops a setting.
-func (p *parser) fields(n *yaml.Node, field string, allowed ...string) (map[string]*yaml.Node, error) {
-	if n.Kind != yaml.MappingNode {
-		return nil, p.errf(n, field, "expected a mapping of keys to values", "see the topology file reference in README.md")
-	}
-	out := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if !contains(allowed, k.Value) {
-			return nil, p.errf(k, join(field, k.Value), "unknown key", fmt.Sprintf("the keys allowed here are %v", allowed))
-		}
-		if _, dup := out[k.Value]; dup {
-			return nil, p.errf(k, join(field, k.Value), "key given twice", "keep only one")
-		}
-		out[k.Value] = v
-	}
-	return out, nil
+// fail records a problem at a node of the YAML tree.
+func (p *parser) fail(at *yaml.Node, field, msg, fix string) {
+	p.errs = append(p.errs, p.errf(at, field, msg, fix))
 }
 
-func (p *parser) network(root *yaml.Node) (*Network, error) {
+// add records problems found by a check.
+func (p *parser) add(errs ...*Error) {
+	for _, e := range errs {
+		if e != nil {
+			p.errs = append(p.errs, e)
+		}
+	}
+}
+
+// fields returns a mapping's values by key. It reports keys not in allowed and keys given
+// twice (and leaves them out), so that a typo never silently drops a setting. ok is false when
+// n is not a mapping at all.
+func (p *parser) fields(n *yaml.Node, field string, allowed ...string) (out map[string]*yaml.Node, ok bool) {
+	if n.Kind != yaml.MappingNode {
+		p.fail(n, field, "expected a mapping of keys to values", "see the topology file reference in README.md")
+		return nil, false
+	}
+	out = map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		switch _, dup := out[k.Value]; {
+		case !contains(allowed, k.Value):
+			p.fail(k, join(field, k.Value), "unknown key", fmt.Sprintf("the keys allowed here are %v", allowed))
+		case dup:
+			p.fail(k, join(field, k.Value), "key given twice", "keep only one")
+		default:
+			out[k.Value] = v
+		}
+	}
+	return out, true
+}
+
+// mapping describes a mapping with keys of the user's choosing, for pairs' messages.
+type mapping struct {
+	want, wantFix string // when it is not a mapping: "expected ...", and the fix
+	dup, dupFix   string // when a key is given twice
+}
+
+// pairs returns a mapping's keys and values, reporting keys given twice (and leaving them out).
+// ok is false when n is not a mapping.
+func (p *parser) pairs(n *yaml.Node, field string, m mapping) (keys, vals []*yaml.Node, ok bool) {
+	if n.Kind != yaml.MappingNode {
+		p.fail(n, field, m.want, m.wantFix)
+		return nil, nil, false
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if seen[k.Value] {
+			p.fail(k, join(field, k.Value), m.dup, m.dupFix)
+			continue
+		}
+		seen[k.Value] = true
+		keys, vals = append(keys, k), append(vals, n.Content[i+1])
+	}
+	return keys, vals, true
+}
+
+func (p *parser) network(root *yaml.Node) *Network {
 	if root.Kind != yaml.MappingNode {
-		return nil, p.errf(root, "(file)", "expected a mapping with the keys name, nodes and links", "see the topology file reference in README.md")
+		p.fail(root, "(file)", "expected a mapping with the keys name, nodes and links", "see the topology file reference in README.md")
+		return nil
 	}
-	f, err := p.fields(root, "", "name", "hosts", "tunnel", "nodes", "links")
-	if err != nil {
-		return nil, err
+	f, _ := p.fields(root, "", "name", "hosts", "tunnel", "nodes", "links")
+	n := &Network{File: p.file, lines: map[string]int{}}
+	for k, v := range f {
+		n.lines[k] = v.Line
 	}
-	n := &Network{File: p.file}
-	if err := p.machines(n, f["hosts"], f["tunnel"]); err != nil {
-		return nil, err
-	}
+	p.machines(n, f["hosts"], f["tunnel"])
 	if f["name"] == nil {
-		return nil, p.errf(root, "name", "missing", "give the network a name, e.g. `name: lab1`")
-	}
-	if n.Name, err = p.str(f["name"], "name"); err != nil {
-		return nil, err
-	}
-	if err := checkName(p, f["name"], "name", n.Name, maxNetworkName); err != nil {
-		return nil, err
+		p.fail(root, "name", "missing", "give the network a name, e.g. `name: lab1`")
+	} else if name, ok := p.str(f["name"], "name"); ok {
+		n.Name = name
+		p.checkName(f["name"], "name", name, maxNetworkName)
 	}
 	if nodes := f["nodes"]; nodes != nil {
-		if nodes.Kind != yaml.MappingNode {
-			return nil, p.errf(nodes, "nodes", "expected a mapping from node name to node", "write `nodes:` then `  r1: {}` lines")
-		}
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(nodes.Content); i += 2 {
-			k := nodes.Content[i]
-			if seen[k.Value] {
-				return nil, p.errf(k, "nodes."+k.Value, "duplicate node name", "give every node a different name")
-			}
-			seen[k.Value] = true
-			nd, err := p.node(k, nodes.Content[i+1])
-			if err != nil {
-				return nil, err
-			}
-			n.Nodes = append(n.Nodes, nd)
+		keys, vals, ok := p.pairs(nodes, "nodes", mapping{"expected a mapping from node name to node", "write `nodes:` then `  r1: {}` lines",
+			"duplicate node name", "give every node a different name"})
+		p.nodesBad = !ok
+		for i, k := range keys {
+			n.Nodes = append(n.Nodes, p.node(k, vals[i], i))
 		}
 	}
 	if links := f["links"]; links != nil {
 		if links.Kind != yaml.SequenceNode {
-			return nil, p.errf(links, "links", "expected a list of links", "write each link as `- endpoints: [a:eth1, b:eth1]`")
-		}
-		for i, l := range links.Content {
-			lk, err := p.link(l, fmt.Sprintf("links[%d]", i))
-			if err != nil {
-				return nil, err
+			p.fail(links, "links", "expected a list of links", "write each link as `- endpoints: [a:eth1, b:eth1]`")
+			p.linksBad = true
+		} else {
+			for i, l := range links.Content {
+				if lk := p.link(l, i); lk != nil {
+					n.Links = append(n.Links, lk)
+				} else {
+					p.linksBad = true
+				}
 			}
-			n.Links = append(n.Links, lk)
 		}
 	}
-	return n, nil
+	return n
 }
 
-func (p *parser) node(key, val *yaml.Node) (*Node, error) {
-	field := "nodes." + key.Value
-	nd := &Node{Name: key.Value, Line: key.Line, Addresses: map[string][]string{}, Sysctl: map[string]string{}, addrLine: map[string]int{}}
-	if err := checkName(p, key, field, nd.Name, maxNodeName); err != nil {
-		return nil, err
-	}
-	if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
-		return nd, nil // `r1:` with nothing under it
-	}
-	f, err := p.fields(val, field, "host", "addresses", "exec", "files", "sysctl")
-	if err != nil {
-		return nil, err
-	}
-	if h := f["host"]; h != nil {
-		if nd.Host, err = p.str(h, field+".host"); err != nil {
-			return nil, err
-		}
-		nd.hostLine = h.Line
-	}
-	if a := f["addresses"]; a != nil {
-		if a.Kind != yaml.MappingNode {
-			return nil, p.errf(a, field+".addresses", "expected a mapping from interface to addresses", "write e.g. `eth1: [10.0.0.1/24]`")
-		}
-		for i := 0; i+1 < len(a.Content); i += 2 {
-			ifname := a.Content[i].Value
-			if _, dup := nd.Addresses[ifname]; dup {
-				return nil, p.errf(a.Content[i], field+".addresses."+ifname, "interface given twice", "list all its addresses under one key")
-			}
-			addrs, err := p.strs(a.Content[i+1], field+".addresses."+ifname)
-			if err != nil {
-				return nil, err
-			}
-			if err := checkAddresses(p, a.Content[i+1], field+".addresses."+ifname, addrs); err != nil {
-				return nil, err
-			}
-			nd.Addresses[ifname] = addrs
-			nd.addrLine[ifname] = a.Content[i].Line
-		}
-	}
-	if e := f["exec"]; e != nil {
-		if nd.Exec, err = p.strs(e, field+".exec"); err != nil {
-			return nil, err
-		}
-	}
-	if fl := f["files"]; fl != nil {
-		if nd.Files, err = p.files(fl, field+".files"); err != nil {
-			return nil, err
-		}
-	}
-	if s := f["sysctl"]; s != nil {
-		if s.Kind != yaml.MappingNode {
-			return nil, p.errf(s, field+".sysctl", "expected a mapping from sysctl to value", "write e.g. `net.ipv4.ip_forward: 0`")
-		}
-		for i := 0; i+1 < len(s.Content); i += 2 {
-			k, v := s.Content[i], s.Content[i+1]
-			if v.Kind != yaml.ScalarNode {
-				return nil, p.errf(v, field+".sysctl."+k.Value, "expected a single value", "write e.g. `net.ipv4.ip_forward: 0`")
-			}
-			if err := checkSysctl(p, k, field+".sysctl."+k.Value); err != nil {
-				return nil, err
-			}
-			if _, dup := nd.Sysctl[k.Value]; dup {
-				return nil, p.errf(k, field+".sysctl."+k.Value, "sysctl given twice", "keep only one")
-			}
-			nd.Sysctl[k.Value] = v.Value
-		}
-	}
-	return nd, nil
-}
-
-func (p *parser) files(n *yaml.Node, field string) ([]File, error) {
-	if n.Kind != yaml.SequenceNode {
-		return nil, p.errf(n, field, "expected a list of files", "write each as `- path: /etc/x.conf` with `content:` or `source:`")
-	}
-	var out []File
-	for i, item := range n.Content {
-		fld := fmt.Sprintf("%s[%d]", field, i)
-		f, err := p.fields(item, fld, "path", "content", "source")
-		if err != nil {
-			return nil, err
-		}
-		if f["path"] == nil {
-			return nil, p.errf(item, fld+".path", "missing", "say where the file goes inside the node, e.g. `path: /etc/bird/bird.conf`")
-		}
-		var file File
-		if file.Path, err = p.str(f["path"], fld+".path"); err != nil {
-			return nil, err
-		}
-		switch c, s := f["content"], f["source"]; {
-		case c != nil && s != nil:
-			return nil, p.errf(s, fld+".source", "both content and source given", "keep one of them")
-		case c != nil:
-			if file.Content, err = p.str(c, fld+".content"); err != nil {
-				return nil, err
-			}
-		case s != nil:
-			src, err := p.str(s, fld+".source")
-			if err != nil {
-				return nil, err
-			}
-			if !filepath.IsAbs(src) {
-				src = filepath.Join(filepath.Dir(p.file), src)
-			}
-			data, err := os.ReadFile(src)
-			if err != nil {
-				return nil, p.errf(s, fld+".source", fmt.Sprintf("cannot read %s: %v", src, err), "give a path relative to the topology file")
-			}
-			file.Content = string(data)
-		default:
-			return nil, p.errf(item, fld, "neither content nor source given", "add `content: |` with the text, or `source: path/relative/to/topology`")
-		}
-		out = append(out, file)
-		if err := checkFilePath(p, f["path"], fld+".path", file.Path); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-func (p *parser) link(n *yaml.Node, field string) (*Link, error) {
-	f, err := p.fields(n, field, "name", "endpoints", "rate", "mtu", "connector")
-	if err != nil {
-		return nil, err
-	}
-	l := &Link{Line: n.Line}
-	if v := f["name"]; v != nil {
-		if l.Name, err = p.str(v, field+".name"); err != nil {
-			return nil, err
-		}
-		l.nameLine = v.Line
-	}
-	ep := f["endpoints"]
-	if ep == nil {
-		return nil, p.errf(n, field+".endpoints", "missing", "list the interfaces the link joins, e.g. `endpoints: [r1:eth1, r2:eth1]`")
-	}
-	eps, err := p.strs(ep, field+".endpoints")
-	if err != nil {
-		return nil, err
-	}
-	l.endpointsLine = ep.Line
-	for i, s := range eps {
-		e, err := parseEndpoint(s)
-		if err != nil {
-			return nil, p.errf(ep.Content[i], fmt.Sprintf("%s.endpoints[%d]", field, i), err.Error(), "write NODE:IFNAME, e.g. r1:eth1")
-		}
-		e.Line = ep.Content[i].Line
-		l.Endpoints = append(l.Endpoints, e)
-	}
-	if v := f["rate"]; v != nil {
-		if l.RateText, err = p.str(v, field+".rate"); err != nil {
-			return nil, err
-		}
-		if l.Rate, err = ParseRate(l.RateText); err != nil {
-			return nil, p.errf(v, field+".rate", err.Error(), "write a number and a unit such as 500kbit, 10mbit or 1gbit")
-		}
-	}
-	if v := f["mtu"]; v != nil {
-		mtu, err := strconv.Atoi(v.Value)
-		if err != nil || mtu < minMTU || mtu > maxMTU {
-			return nil, p.errf(v, field+".mtu", fmt.Sprintf("%q is not an MTU", v.Value), fmt.Sprintf("give a whole number from %d to %d", minMTU, maxMTU))
-		}
-		l.MTU, l.MTULine = mtu, v.Line
-	}
-	if v := f["connector"]; v != nil {
-		if l.Connector, err = p.str(v, field+".connector"); err != nil {
-			return nil, err
-		}
-		l.connectorLine = v.Line
-	}
-	return l, nil
-}
-
-func (p *parser) str(n *yaml.Node, field string) (string, error) {
+func (p *parser) str(n *yaml.Node, field string) (string, bool) {
 	if n.Kind != yaml.ScalarNode {
-		return "", p.errf(n, field, "expected a single value", "write it on one line after the colon, or as a `|` block")
+		p.fail(n, field, "expected a single value", "write it on one line after the colon, or as a `|` block")
+		return "", false
 	}
-	return n.Value, nil
+	return n.Value, true
 }
 
-func (p *parser) strs(n *yaml.Node, field string) ([]string, error) {
+// strs reads a list of single values; ok is false if it is not a list or an item is not a
+// single value (the good items are still returned, with their nodes).
+func (p *parser) strs(n *yaml.Node, field string) (out []string, at []*yaml.Node, ok bool) {
 	if n.Kind != yaml.SequenceNode {
-		return nil, p.errf(n, field, "expected a list", "write `[a, b]` or one `- item` per line")
+		p.fail(n, field, "expected a list", "write `[a, b]` or one `- item` per line")
+		return nil, nil, false
 	}
-	out := make([]string, 0, len(n.Content))
+	ok = true
 	for i, c := range n.Content {
-		s, err := p.str(c, fmt.Sprintf("%s[%d]", field, i))
-		if err != nil {
-			return nil, err
+		s, good := p.str(c, fmt.Sprintf("%s[%d]", field, i))
+		if !good {
+			ok = false
+			continue
 		}
-		out = append(out, s)
+		out, at = append(out, s), append(at, c)
 	}
-	return out, nil
-}
-
-func join(field, key string) string {
-	if field == "" {
-		return key
-	}
-	return field + "." + key
+	return out, at, ok
 }
 
 func contains(list []string, s string) bool {

@@ -1,14 +1,16 @@
 // Package spec reads a topology file into a virtual network: it parses the YAML, rejects what
-// is malformed with an error naming the file, line and field, and fills in defaults. It knows
-// nothing of the kernel; the plan and substrate layers take a validated Network from here.
+// is malformed with errors naming the file, line and field (every problem of the file at once),
+// and fills in defaults. It knows nothing of the kernel; the plan and substrate layers take a
+// validated Network from here. Node, link and tunnel kinds register themselves here (kinds.go)
+// and check their own fields through this package.
 package spec
 
 import (
-	"fmt"
 	"net/netip"
 )
 
 // Connector kinds: what joins the ports of a virtual link in the substrate.
+// Kept while other packages still name them; kinds register by name (kinds.go) instead.
 const (
 	Shortbridge = "shortbridge" // eBPF hand-over between the two ports of a point-to-point link
 	Bridge      = "bridge"      // Linux bridge, for LANs
@@ -20,14 +22,30 @@ const (
 	VXLAN = "vxlan" // the kernel's VXLAN device
 )
 
+// Defaults for what a topology file leaves out.
+const (
+	DefaultNodeKind     = "container"   // a node without `kind:`
+	DefaultP2PConnector = "shortbridge" // a two-endpoint link without `connector:`
+	DefaultLANConnector = "bridge"      // a link of three or more endpoints without `connector:`
+	DefaultTunnel       = "egre"        // a file with `hosts:` and without `tunnel:`
+)
+
+// Link states: a link's initial carrier state.
+const (
+	StateUp   = "up"
+	StateDown = "down"
+)
+
 // Network is one user's virtual network as declared in a topology file.
 type Network struct {
 	Name   string
 	File   string  // path of the topology file, for messages
 	Hosts  []*Host // the physical machines it spans; none for a single machine
-	Tunnel string  // EGRE or VXLAN; set when there are hosts
+	Tunnel string  // a registered tunnel kind; set when there are hosts
 	Nodes  []*Node
 	Links  []*Link
+
+	lines map[string]int // line of each top-level key's value ("name", "tunnel", "hosts", ...)
 }
 
 // Host is a physical machine that holds part of a network.
@@ -38,9 +56,10 @@ type Host struct {
 	Line    int
 }
 
-// Node is a virtual host: a container with its own network stack.
+// Node is a virtual host: a container with its own network stack, or another registered kind.
 type Node struct {
 	Name string
+	Kind string // a registered node kind; DefaultNodeKind unless the file says otherwise
 	Host string // the machine it must run on; "" lets the plan place it
 	// Addresses maps an interface name (a link endpoint's, or "lo") to its CIDR addresses.
 	Addresses map[string][]string
@@ -49,8 +68,9 @@ type Node struct {
 	Sysctl    map[string]string // net.* sysctls; forwarding defaults filled in
 	Line      int
 
-	addrLine map[string]int // line of each Addresses key, for messages
-	hostLine int
+	index   int            // position in the file's nodes, for field names in messages
+	lines   map[string]int // line of each key's value: "kind", "host", "addresses.eth1", ...
+	ifnames []string       // the keys of Addresses in file order, for messages in that order
 }
 
 // File is one file written into a node.
@@ -59,19 +79,31 @@ type File struct {
 	Content string // inline, or read from the source path given in the topology file
 }
 
-// Link is a virtual link: point-to-point (two endpoints) or a LAN (two or more on a bridge).
+// Link is a virtual link: point-to-point (two endpoints) or a LAN (two or more).
 type Link struct {
+	// Name is the name written in the file or, without one, the endpoints' strings sorted and
+	// joined with "--" (a:eth1--b:eth1): stable when the file is reordered.
 	Name      string
 	Endpoints []Endpoint
 	Rate      uint64 // bits per second; 0 means no cap
 	RateText  string // as written, for display
 	MTU       int    // 0 means the kernel default
-	Connector string // Shortbridge or Bridge
-	Line      int
+	Connector string // a registered link kind: DefaultP2PConnector or DefaultLANConnector unless given
+	State     string // StateUp or StateDown: the initial carrier state
+	// Impair applies to the frames sent by every endpoint, unless From says otherwise.
+	Impair Impairment
+	// From maps an endpoint ("node:ifname") to the impairment of the frames that endpoint sends:
+	// the link-level Impair with the fields given under `from:` replaced (already merged).
+	From map[string]Impairment
+	Line int
 
-	MTULine int // line of the mtu, for messages of later layers
+	MTULine int // line of the mtu, for messages of later layers (also FieldLine("mtu"))
 
-	nameLine, endpointsLine, connectorLine int // lines of those keys' values, for messages
+	index      int                        // position in the file's links, for field names in messages
+	named      bool                       // the name was written in the file, not derived
+	incomplete bool                       // the endpoints could not all be read (and were reported)
+	lines      map[string]int             // line of each key's value: see FieldLine
+	fromGiven  map[string]map[string]bool // per `from:` key, the impairment keys it gives
 }
 
 // Endpoint is one virtual interface on a link.
@@ -93,22 +125,44 @@ func (n *Network) Node(name string) *Node {
 	return nil
 }
 
-// Error is a problem in a topology file. It names where, what, and how to fix it.
-type Error struct {
-	File  string
-	Line  int
-	Field string // e.g. links[2].rate
-	Msg   string
-	Fix   string
+// Host returns the host with the given name, or nil.
+func (n *Network) Host(name string) *Host {
+	for _, h := range n.Hosts {
+		if h.Name == name {
+			return h
+		}
+	}
+	return nil
 }
 
-func (e *Error) Error() string {
-	s := fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Field, e.Msg)
-	if e.Line == 0 { // not known, e.g. an empty file
-		s = fmt.Sprintf("%s: %s: %s", e.File, e.Field, e.Msg)
+// FieldLine returns the line of a top-level key's value ("name", "hosts", "tunnel", "nodes",
+// "links"), or 0 when the file does not give it.
+func (n *Network) FieldLine(field string) int { return n.lines[field] }
+
+// FieldLine returns the line of one of the node's keys ("kind", "host", "addresses",
+// "addresses.IFNAME", "exec", "files", "sysctl"), or the node's own line when the file does not
+// give that key.
+func (nd *Node) FieldLine(field string) int { return lineOr(nd.lines[field], nd.Line) }
+
+// FieldLine returns the line of one of the link's keys, or the link's own line when the file
+// does not give that key. Keys: "name", "endpoints", "rate", "mtu", "connector", "state",
+// "loss", "duplicate", "corrupt", "delay", "jitter", "distribution", "from", "from.NODE:IF" and
+// "from.NODE:IF.KEY" (KEY one of the impairment keys).
+func (l *Link) FieldLine(field string) int { return lineOr(l.lines[field], l.Line) }
+
+// ImpairmentFrom returns the impairment of the frames sent by endpoint e: its `from:` entry
+// merged over the link-level fields, or the link-level fields alone.
+func (l *Link) ImpairmentFrom(e Endpoint) Impairment {
+	if im, ok := l.From[e.String()]; ok {
+		return im
 	}
-	if e.Fix != "" {
-		s += "; " + e.Fix
+	return l.Impair
+}
+
+// lineOr returns line, or def when line is unknown (0).
+func lineOr(line, def int) int {
+	if line == 0 {
+		return def
 	}
-	return s
+	return line
 }

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -24,7 +25,7 @@ nodse:
 nodes:
   r1:
     adresses: {}
-`, `topo.yaml:4: nodes.r1.adresses: unknown key; the keys allowed here are [host addresses exec files sysctl]`},
+`, `topo.yaml:4: nodes.r1.adresses: unknown key; the keys allowed here are [kind host addresses exec files sysctl]`},
 	{"unknown link key", `name: t
 nodes:
   r1:
@@ -32,14 +33,15 @@ nodes:
 links:
   - endpoints: [r1:eth1, r2:eth1]
     speed: 10mbit
-`, `topo.yaml:7: links[0].speed: unknown key; the keys allowed here are [name endpoints rate mtu connector]`},
+`, `topo.yaml:7: links[0].speed: unknown key; the keys allowed here are [name endpoints rate mtu connector state loss duplicate corrupt delay jitter distribution from]`},
 	{"unknown file key", `name: t
 nodes:
   r1:
     files:
       - path: /etc/x.conf
         contents: hi
-`, `topo.yaml:6: nodes.r1.files[0].contents: unknown key; the keys allowed here are [path content source]`},
+`, "topo.yaml:5: nodes.r1.files[0]: neither content nor source given; add `content: |` with the text, or `source: path/relative/to/topology`\n" +
+		`topo.yaml:6: nodes.r1.files[0].contents: unknown key; the keys allowed here are [path content source]`},
 	{"top-level key twice", `name: t
 nodes:
   r1:
@@ -76,16 +78,24 @@ links:
     endpoints: [r1:eth1, r2:eth1]
   - endpoints: [r1:eth2, r2:eth2]
     name: a
-`, `topo.yaml:9: links[1].name: duplicate link name "a"; give every link a different name`},
-	{"explicit name clashes with a default one", `name: t
+`, `topo.yaml:9: links[1].name: duplicate link name "a" (links[0] has it); give every link a different name`},
+	{"explicit name written like a derived one", `name: t
 nodes:
   r1:
   r2:
 links:
   - endpoints: [r1:eth1, r2:eth1]
-  - name: link1
+  - name: r1:eth1--r2:eth1
     endpoints: [r1:eth2, r2:eth2]
-`, `topo.yaml:7: links[1].name: duplicate link name "link1"; give every link a different name`},
+`, `topo.yaml:7: links[1].name: "r1:eth1--r2:eth1" is not a valid name; use letters, digits, '-' and '_', or leave the name out to have one derived from the endpoints`},
+	{"empty explicit name", `name: t
+nodes:
+  r1:
+  r2:
+links:
+  - endpoints: [r1:eth1, r2:eth1]
+    name: ""
+`, `topo.yaml:7: links[0].name: "" is not a valid name; use letters, digits, '-' and '_', or leave the name out to have one derived from the endpoints`},
 	{"invalid link name", `name: t
 nodes:
   r1:
@@ -93,7 +103,7 @@ nodes:
 links:
   - endpoints: [r1:eth1, r2:eth1]
     name: a/b
-`, `topo.yaml:7: links[0].name: "a/b" is not a valid name; use letters, digits, '-' and '_'`},
+`, `topo.yaml:7: links[0].name: "a/b" is not a valid name; use letters, digits, '-' and '_', or leave the name out to have one derived from the endpoints`},
 
 	// Endpoints.
 	{"endpoint names a missing node", `name: t
@@ -186,19 +196,22 @@ nodes:
   r1:
     addresses:
       eth1: [10.0.0.1/24, 10.0.0.300/24]
-`, `topo.yaml:5: nodes.r1.addresses.eth1[1]: "10.0.0.300/24" is not an address with a prefix length; write it in CIDR form, e.g. 10.0.0.1/24 or fd00::1/64`},
+`, `topo.yaml:5: nodes.r1.addresses.eth1[1]: "10.0.0.300/24" is not an address with a prefix length; write it in CIDR form, e.g. 10.0.0.1/24 or fd00::1/64
+topo.yaml:5: nodes.r1.addresses.eth1: no link has this interface as an endpoint; add a link with endpoint r1:eth1, or remove these addresses`},
 	{"IPv4 address without prefix length", `name: t
 nodes:
   r1:
     addresses:
       eth1: [10.0.0.1]
-`, `topo.yaml:5: nodes.r1.addresses.eth1[0]: "10.0.0.1" is not an address with a prefix length; write it in CIDR form, e.g. 10.0.0.1/24 or fd00::1/64`},
+`, `topo.yaml:5: nodes.r1.addresses.eth1[0]: "10.0.0.1" is not an address with a prefix length; write it in CIDR form, e.g. 10.0.0.1/24 or fd00::1/64
+topo.yaml:5: nodes.r1.addresses.eth1: no link has this interface as an endpoint; add a link with endpoint r1:eth1, or remove these addresses`},
 	{"IPv4 prefix too long", `name: t
 nodes:
   r1:
     addresses:
       eth1: [10.0.0.1/33]
-`, `topo.yaml:5: nodes.r1.addresses.eth1[0]: "10.0.0.1/33" is not an address with a prefix length; write it in CIDR form, e.g. 10.0.0.1/24 or fd00::1/64`},
+`, `topo.yaml:5: nodes.r1.addresses.eth1[0]: "10.0.0.1/33" is not an address with a prefix length; write it in CIDR form, e.g. 10.0.0.1/24 or fd00::1/64
+topo.yaml:5: nodes.r1.addresses.eth1: no link has this interface as an endpoint; add a link with endpoint r1:eth1, or remove these addresses`},
 	{"malformed IPv6 address", `name: t
 nodes:
   r1:
@@ -206,7 +219,8 @@ nodes:
       eth1:
         - fd00::1/64
         - fd00:::2/64
-`, `topo.yaml:7: nodes.r1.addresses.eth1[1]: "fd00:::2/64" is not an address with a prefix length; write it in CIDR form, e.g. 10.0.0.1/24 or fd00::1/64`},
+`, `topo.yaml:5: nodes.r1.addresses.eth1: no link has this interface as an endpoint; add a link with endpoint r1:eth1, or remove these addresses
+topo.yaml:7: nodes.r1.addresses.eth1[1]: "fd00:::2/64" is not an address with a prefix length; write it in CIDR form, e.g. 10.0.0.1/24 or fd00::1/64`},
 	{"IPv6 prefix too long", `name: t
 nodes:
   r1:
@@ -224,14 +238,16 @@ nodes:
   r2:
 links:
   - endpoints: [r1:eth1, r2:eth1]
-`, `topo.yaml:7: nodes.r1.addresses.eth9: no link has this interface as an endpoint; add a link with endpoint r1:eth9, or remove these addresses`},
+`, `topo.yaml:7: nodes.r1.addresses.eth9: no link has this interface as an endpoint; add a link with endpoint r1:eth9, or remove these addresses
+topo.yaml:8: nodes.r1.addresses.eth8: no link has this interface as an endpoint; add a link with endpoint r1:eth8, or remove these addresses`},
 	{"addresses for an interface given twice", `name: t
 nodes:
   r1:
     addresses:
       eth1: [10.0.0.1/24]
       eth1: [10.0.1.1/24]
-`, `topo.yaml:6: nodes.r1.addresses.eth1: interface given twice; list all its addresses under one key`},
+`, `topo.yaml:5: nodes.r1.addresses.eth1: no link has this interface as an endpoint; add a link with endpoint r1:eth1, or remove these addresses
+topo.yaml:6: nodes.r1.addresses.eth1: interface given twice; list all its addresses under one key`},
 
 	// Rates.
 	{"rate with a plural unit", `name: t
@@ -309,7 +325,7 @@ nodes:
 links:
   - endpoints: [r1:eth1, r2:eth1]
     connector: veth
-`, `topo.yaml:7: links[0].connector: unknown connector "veth"; write shortbridge or bridge`},
+`, `topo.yaml:7: links[0].connector: unknown connector "veth"; use one of: bridge, shortbridge`},
 	{"shortbridge with three endpoints", `name: t
 nodes:
   r1:
@@ -319,7 +335,7 @@ links:
   - name: lan
     connector: shortbridge
     endpoints: [r1:eth1, r2:eth1, r3:eth1]
-`, "topo.yaml:8: links[0].connector: a shortbridge joins exactly two endpoints; use `connector: bridge` for a LAN"},
+`, "topo.yaml:8: links[0].connector: a shortbridge joins exactly 2 endpoints, not 3; use `connector: bridge`"},
 
 	// Files.
 	{"file outside the writable directories", `name: t
@@ -384,7 +400,7 @@ nodes:
     files:
       - path: /etc/x.conf
         source: no-such-file.conf
-`, `topo.yaml:6: nodes.r1.files[0].source: cannot read no-such-file.conf: open no-such-file.conf: no such file or directory; give a path relative to the topology file`},
+`, `topo.yaml:6: nodes.r1.files[0].source: cannot read no-such-file.conf: stat no-such-file.conf: no such file or directory; give a path relative to the topology file`},
 
 	// Sysctls.
 	{"non-net sysctl", `name: t
@@ -437,28 +453,48 @@ links:
 `, "topo.yaml:5: links: expected a list of links; write each link as `- endpoints: [a:eth1, b:eth1]`"},
 }
 
+// Each case's want lists every problem of its file, one per line, as Errors.Error writes them.
 func TestParseErrors(t *testing.T) {
 	for _, tc := range parseErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
-			n, err := Parse("topo.yaml", []byte(tc.doc))
-			if err == nil {
-				t.Fatalf("Parse succeeded (%d nodes, %d links); want error\n%s", len(n.Nodes), len(n.Links), tc.want)
-			}
-			if got := err.Error(); got != tc.want {
-				t.Errorf("wrong error\n got: %s\nwant: %s", got, tc.want)
-			}
-			var se *Error
-			if !errors.As(err, &se) {
-				t.Errorf("error is %T, want *spec.Error", err)
-			} else if se.File != "topo.yaml" {
-				t.Errorf("Error.File = %q, want topo.yaml", se.File)
-			}
+			checkErrors(t, tc.doc, strings.Split(tc.want, "\n"))
 		})
 	}
 }
 
-// The same file must always give the same error, whatever Go's map order.
-func TestParseErrorIsStable(t *testing.T) {
+// checkErrors parses doc and checks that Parse returns Errors with exactly the problems want,
+// in that order (by line), each an *Error naming the file.
+func checkErrors(t *testing.T, doc string, want []string) {
+	t.Helper()
+	n, err := Parse("topo.yaml", []byte(doc))
+	if err == nil {
+		t.Fatalf("Parse succeeded (%d nodes, %d links); want errors\n%s", len(n.Nodes), len(n.Links), strings.Join(want, "\n"))
+	}
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("error is %T, want spec.Errors: %v", err, err)
+	}
+	var got []string
+	for _, e := range es {
+		got = append(got, e.Error())
+		if e.File != "topo.yaml" {
+			t.Errorf("Error.File = %q, want topo.yaml", e.File)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("wrong errors\n got: %s\nwant: %s", strings.Join(got, "\n      "), strings.Join(want, "\n      "))
+	}
+	if err.Error() != strings.Join(want, "\n") {
+		t.Errorf("Errors.Error() = %q, want the problems one per line", err.Error())
+	}
+	var first *Error
+	if !errors.As(err, &first) || first != es[0] {
+		t.Errorf("errors.As(err, *Error) = %v, want the first problem %v", first, es[0])
+	}
+}
+
+// The same file must always give the same errors, in the same order, whatever Go's map order.
+func TestParseErrorsAreStable(t *testing.T) {
 	doc := `name: t
 nodes:
   r1:
@@ -468,11 +504,14 @@ nodes:
       eth3: [10.0.3.1/24]
       eth2: [10.0.2.1/24]
 `
-	want := `topo.yaml:5: nodes.r1.addresses.eth5: no link has this interface as an endpoint; add a link with endpoint r1:eth5, or remove these addresses`
+	var want []string
+	for i, ifname := range []string{"eth5", "eth4", "eth3", "eth2"} {
+		want = append(want, fmt.Sprintf("topo.yaml:%d: nodes.r1.addresses.%s: no link has this interface as an endpoint; add a link with endpoint r1:%s, or remove these addresses", 5+i, ifname, ifname))
+	}
 	for range 50 {
-		_, err := Parse("topo.yaml", []byte(doc))
-		if err == nil || err.Error() != want {
-			t.Fatalf("got %v\nwant %s", err, want)
+		checkErrors(t, doc, want)
+		if t.Failed() {
+			return
 		}
 	}
 }
@@ -586,9 +625,9 @@ links:
 		got = append(got, linkSummary{l.Name, l.Connector, strings.Join(eps, " "), l.RateText, l.Rate, l.MTU, l.Line})
 	}
 	want := []linkSummary{
-		{"link1", Shortbridge, "r1:eth1 r2:eth1", "10mbit", 10e6, 9000, 26},
+		{"r1:eth1--r2:eth1", Shortbridge, "r1:eth1 r2:eth1", "10mbit", 10e6, 9000, 26},
 		{"lan", Bridge, "r1:eth2 h3:eth0 a-very-long-interface-user:abcdefghijklmno", "", 0, 0, 29},
-		{"link3", Bridge, "r2:eth2 h3:eth1", "2mbps", 16e6, 0, 31},
+		{"h3:eth1--r2:eth2", Bridge, "r2:eth2 h3:eth1", "2mbps", 16e6, 0, 31},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("links\n got %+v\nwant %+v", got, want)

@@ -25,43 +25,56 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 // rest of the host's file system is read-only inside a node.
 var writableDirs = []string{"/etc/", "/run/", "/var/run/", "/tmp/", "/var/tmp/", "/var/log/"}
 
-func checkName(p *parser, at *yaml.Node, field, name string, max int) error {
+func (p *parser) checkName(at *yaml.Node, field, name string, max int) bool {
 	if !nameRE.MatchString(name) || len(name) > max {
-		return p.errf(at, field, fmt.Sprintf("%q is not a valid name", name),
+		p.fail(at, field, fmt.Sprintf("%q is not a valid name", name),
 			fmt.Sprintf("use letters, digits, '-' and '_', starting with a letter or digit, at most %d characters", max))
+		return false
 	}
-	return nil
+	return true
 }
 
-func checkFilePath(p *parser, at *yaml.Node, field, file string) error {
+// fileInWritableDir says whether a file path lies in one of a node's writable directories.
+func fileInWritableDir(file string) bool {
 	// A clean path has no "." or ".." elements, no doubled or trailing slash: "/etc/.." or
 	// "/tmp/./" would otherwise pass the prefix test yet not name a file inside the directory.
-	if path.Clean(file) == file {
-		for _, d := range writableDirs {
-			if strings.HasPrefix(file, d) {
-				return nil
-			}
+	if path.Clean(file) != file {
+		return false
+	}
+	for _, d := range writableDirs {
+		if strings.HasPrefix(file, d) {
+			return true
 		}
 	}
-	return p.errf(at, field, fmt.Sprintf("%q is not in a node's writable directories", file),
-		"give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log")
+	return false
 }
 
-func checkAddresses(p *parser, at *yaml.Node, field string, addrs []string) error {
+func (p *parser) checkFilePath(at *yaml.Node, field, file string) {
+	if !fileInWritableDir(file) {
+		p.fail(at, field, fmt.Sprintf("%q is not in a node's writable directories", file),
+			"give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log")
+	}
+}
+
+func (p *parser) checkAddresses(at []*yaml.Node, field string, addrs []string) {
 	for i, a := range addrs {
 		if _, err := netip.ParsePrefix(a); err != nil {
-			return p.errf(at.Content[i], fmt.Sprintf("%s[%d]", field, i), fmt.Sprintf("%q is not an address with a prefix length", a),
+			p.fail(at[i], fmt.Sprintf("%s[%d]", field, i), fmt.Sprintf("%q is not an address with a prefix length", a),
 				"write it in CIDR form, e.g. 10.0.0.1/24 or fd00::1/64")
 		}
 	}
-	return nil
 }
 
-func checkSysctl(p *parser, at *yaml.Node, field string) error {
-	if !strings.HasPrefix(at.Value, "net.") || strings.Contains(at.Value, "/") || strings.Contains(at.Value, "..") {
-		return p.errf(at, field, "only net.* sysctls belong to a node", "remove it, or name a net.* sysctl such as net.ipv4.ip_forward")
+func sysctlOK(name string) bool {
+	return strings.HasPrefix(name, "net.") && !strings.Contains(name, "/") && !strings.Contains(name, "..")
+}
+
+func (p *parser) checkSysctl(at *yaml.Node, field string) bool {
+	if !sysctlOK(at.Value) {
+		p.fail(at, field, "only net.* sysctls belong to a node", "remove it, or name a net.* sysctl such as net.ipv4.ip_forward")
+		return false
 	}
-	return nil
+	return true
 }
 
 func parseEndpoint(s string) (Endpoint, error) {
@@ -72,91 +85,82 @@ func parseEndpoint(s string) (Endpoint, error) {
 	return Endpoint{Node: node, Ifname: ifname}, nil
 }
 
-// validate checks what spans several parts of the file: endpoints against nodes, interfaces
-// used twice, link names and connectors.
-func validate(n *Network) error {
-	if err := validateHosts(n); err != nil {
-		return err
+// validate checks what spans several parts of the file: nodes' hosts and kinds, endpoints
+// against nodes, interfaces used twice, link names, connectors and tunnels.
+func (p *parser) validate(n *Network) {
+	if !p.hostsBad {
+		p.validateHosts(n)
 	}
-	used := map[Endpoint]int{} // endpoint (Line zero) -> index of the link that uses it
-	names := map[string]bool{}
-	for i, l := range n.Links {
-		field := fmt.Sprintf("links[%d]", i)
-		if err := validateLink(n, l, field, used, i); err != nil {
-			return err
-		}
-		if l.Name == "" {
-			l.Name = fmt.Sprintf("link%d", i+1)
-		}
-		if names[l.Name] {
-			return &Error{n.File, lineOr(l.nameLine, l.Line), field + ".name", fmt.Sprintf("duplicate link name %q", l.Name), "give every link a different name"}
-		}
-		names[l.Name] = true
+	if k, ok := tunnelKinds.lookup(n.Tunnel); ok && k.Check != nil {
+		p.add(k.Check(n)...)
 	}
 	for _, nd := range n.Nodes {
-		// In file order, so that the same file always gives the same error.
-		ifnames := make([]string, 0, len(nd.Addresses))
-		for ifname := range nd.Addresses {
-			ifnames = append(ifnames, ifname)
+		if nd.Kind == "" {
+			nd.Kind = DefaultNodeKind
 		}
-		slices.SortFunc(ifnames, func(a, b string) int { return nd.addrLine[a] - nd.addrLine[b] })
-		for _, ifname := range ifnames {
+		k, ok := nodeKinds.lookup(nd.Kind)
+		if !ok {
+			p.add(n.NodeError(nd, "kind", fmt.Sprintf("unknown node kind %q", nd.Kind), useOneOf(NodeKinds())))
+		} else if k.Check != nil {
+			p.add(k.Check(n, nd)...)
+		}
+	}
+	used := map[Endpoint]int{} // endpoint (Line zero) -> index of the link that uses it
+	for _, l := range n.Links {
+		p.validateLink(n, l, used)
+	}
+	p.linkNames(n)
+	if !p.linksBad && !p.endpointsBad {
+		p.unusedAddresses(n, used)
+	}
+}
+
+// unusedAddresses reports addresses on interfaces that no link has as an endpoint.
+func (p *parser) unusedAddresses(n *Network, used map[Endpoint]int) {
+	for _, nd := range n.Nodes {
+		// In file order, so that the same file always gives the same errors.
+		for _, ifname := range nd.ifnames {
 			if ifname == "lo" {
 				continue
 			}
 			if _, ok := used[Endpoint{Node: nd.Name, Ifname: ifname}]; !ok {
-				return &Error{n.File, nd.addrLine[ifname], "nodes." + nd.Name + ".addresses." + ifname,
-					"no link has this interface as an endpoint", "add a link with endpoint " + nd.Name + ":" + ifname + ", or remove these addresses"}
+				p.add(n.NodeError(nd, "addresses."+ifname, "no link has this interface as an endpoint",
+					"add a link with endpoint "+nd.Name+":"+ifname+", or remove these addresses"))
 			}
 		}
 	}
-	return nil
 }
 
-func validateLink(n *Network, l *Link, field string, used map[Endpoint]int, index int) error {
-	if len(l.Endpoints) < 2 {
-		return &Error{n.File, lineOr(l.endpointsLine, l.Line), field + ".endpoints", "a link needs at least two endpoints", "list two endpoints for a point-to-point link, more for a LAN"}
+// linkNames derives the names of links without one and reports names given twice.
+func (p *parser) linkNames(n *Network) {
+	names := map[string]*Link{}
+	for _, l := range n.Links {
+		if !l.named {
+			if l.incomplete {
+				continue
+			}
+			l.Name = DerivedLinkName(l.Endpoints)
+		}
+		if l.named && !nameRE.MatchString(l.Name) {
+			continue // reported by validateLink
+		}
+		if prev, dup := names[l.Name]; dup {
+			p.add(n.LinkError(l, "name", fmt.Sprintf("duplicate link name %q (links[%d] has it)", l.Name, prev.index), "give every link a different name"))
+			continue
+		}
+		names[l.Name] = l
 	}
-	if l.Name != "" && !nameRE.MatchString(l.Name) {
-		return &Error{n.File, lineOr(l.nameLine, l.Line), field + ".name", fmt.Sprintf("%q is not a valid name", l.Name), "use letters, digits, '-' and '_'"}
-	}
-	for j, e := range l.Endpoints {
-		ef := fmt.Sprintf("%s.endpoints[%d]", field, j)
-		if n.Node(e.Node) == nil {
-			return &Error{n.File, e.Line, ef, fmt.Sprintf("no node named %q", e.Node), "declare it under nodes, or correct the name"}
-		}
-		if err := checkIfname(e.Ifname); err != nil {
-			return &Error{n.File, e.Line, ef, err.Error(), "use a name of 1 to 15 letters, digits, '-', '_' or '.', such as eth1"}
-		}
-		k := Endpoint{Node: e.Node, Ifname: e.Ifname} // without Line, which differs from use to use
-		if prev, dup := used[k]; dup {
-			return &Error{n.File, e.Line, ef, fmt.Sprintf("interface %s is already used by links[%d]", e, prev), "give this endpoint another interface name"}
-		}
-		used[k] = index
-	}
-	switch l.Connector {
-	case "":
-		l.Connector = Shortbridge
-		if len(l.Endpoints) > 2 {
-			l.Connector = Bridge
-		}
-	case Bridge:
-	case Shortbridge:
-		if len(l.Endpoints) > 2 {
-			return &Error{n.File, lineOr(l.connectorLine, l.Line), field + ".connector", "a shortbridge joins exactly two endpoints", "use `connector: bridge` for a LAN"}
-		}
-	default:
-		return &Error{n.File, lineOr(l.connectorLine, l.Line), field + ".connector", fmt.Sprintf("unknown connector %q", l.Connector), "write shortbridge or bridge"}
-	}
-	return nil
 }
 
-// lineOr returns line, or def when line is unknown (0).
-func lineOr(line, def int) int {
-	if line == 0 {
-		return def
+// DerivedLinkName is the name of a link written without one: its endpoints' strings, sorted and
+// joined with "--", e.g. a:eth1--b:eth1. It does not change when the file is reordered.
+func DerivedLinkName(eps []Endpoint) string {
+	s := make([]string, len(eps))
+	for i, e := range eps {
+		s[i] = e.String()
 	}
-	return line
+	slices.Sort(s)
+	return strings.Join(s, "--")
 }
 
 var ifnameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
@@ -187,4 +191,17 @@ func setDefaults(n *Network) {
 			}
 		}
 	}
+	for _, l := range n.Links {
+		l.Impair = withDistribution(l.Impair)
+		for k, im := range l.From {
+			l.From[k] = withDistribution(im)
+		}
+	}
+}
+
+func withDistribution(im Impairment) Impairment {
+	if im.Jitter > 0 && im.Distribution == "" {
+		im.Distribution = DefaultDistribution
+	}
+	return im
 }

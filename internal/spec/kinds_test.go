@@ -1,0 +1,149 @@
+package spec
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+func TestBuiltinKinds(t *testing.T) {
+	for _, tc := range []struct {
+		got, want []string
+	}{
+		{NodeKinds(), []string{"container"}},
+		{LinkKinds(), []string{"bridge", "shortbridge"}},
+		{TunnelKinds(), []string{"egre", "vxlan"}},
+	} {
+		if !reflect.DeepEqual(tc.got, tc.want) {
+			t.Errorf("registered %v, want %v", tc.got, tc.want)
+		}
+	}
+	for kind, want := range map[string]int{EGRE: 42, VXLAN: 50, "nosuch": 0, "": 0} {
+		if got := TunnelOverhead(kind); got != want {
+			t.Errorf("TunnelOverhead(%q) = %d, want %d", kind, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		kind      string
+		count     int
+		accepts   bool
+		wantBound string
+	}{
+		{Shortbridge, 2, true, "exactly 2"}, {Shortbridge, 3, false, "exactly 2"},
+		{Bridge, 2, true, "2 or more"}, {Bridge, 40, true, "2 or more"},
+	} {
+		k, ok := LookupLinkKind(tc.kind)
+		if !ok || k.accepts(tc.count) != tc.accepts || k.bounds() != tc.wantBound {
+			t.Errorf("%s with %d endpoints: found %v, accepts %v (%s); want %v (%s)", tc.kind, tc.count, ok, k.accepts(tc.count), k.bounds(), tc.accepts, tc.wantBound)
+		}
+	}
+	if got := (LinkKind{MinEndpoints: 2, MaxEndpoints: 4}).bounds(); got != "2 to 4" {
+		t.Errorf("bounds %q", got)
+	}
+}
+
+func TestRegisterRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		reg  func()
+	}{
+		{"node kind twice", func() { RegisterNodeKind(DefaultNodeKind, NodeKind{}) }},
+		{"node kind without a name", func() { RegisterNodeKind("", NodeKind{}) }},
+		{"link kind twice", func() { RegisterLinkKind(Bridge, LinkKind{MinEndpoints: 2}) }},
+		{"link kind for one endpoint", func() { RegisterLinkKind("t-one", LinkKind{MinEndpoints: 1}) }},
+		{"link kind with max below min", func() { RegisterLinkKind("t-maxmin", LinkKind{MinEndpoints: 3, MaxEndpoints: 2}) }},
+		{"tunnel kind twice", func() { RegisterTunnelKind(EGRE, TunnelKind{}) }},
+		{"tunnel kind with negative overhead", func() { RegisterTunnelKind("t-neg", TunnelKind{Overhead: -1}) }},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", tc.name)
+				}
+			}()
+			tc.reg()
+		}()
+	}
+}
+
+// Kinds registered from outside check their own fields through the spec layer; the spec layer
+// checks their endpoint bounds and lists them in messages.
+func TestRegisteredKindsCheck(t *testing.T) {
+	t.Cleanup(func() {
+		nodeKinds.remove("t-vm")
+		linkKinds.remove("t-lan")
+		tunnelKinds.remove("t-tun")
+	})
+	RegisterNodeKind("t-vm", NodeKind{Check: func(n *Network, nd *Node) []*Error {
+		if len(nd.Exec) > 0 {
+			return []*Error{n.NodeError(nd, "exec", "a t-vm runs no commands", "remove exec")}
+		}
+		return nil
+	}})
+	RegisterLinkKind("t-lan", LinkKind{MinEndpoints: 3, MaxEndpoints: 4, Check: func(n *Network, l *Link) []*Error {
+		if l.Rate != 0 {
+			return []*Error{n.LinkError(l, "rate", "a t-lan has no shaper", "remove the rate")}
+		}
+		return nil
+	}})
+	RegisterTunnelKind("t-tun", TunnelKind{Overhead: 7, Check: func(n *Network) []*Error {
+		if len(n.Hosts) > 1 {
+			return []*Error{n.NetworkError("tunnel", fmt.Sprintf("t-tun joins one host, not %d", len(n.Hosts)), "use egre")}
+		}
+		return nil
+	}})
+	if TunnelOverhead("t-tun") != 7 {
+		t.Errorf("TunnelOverhead(t-tun) = %d", TunnelOverhead("t-tun"))
+	}
+	checkErrors(t, `name: t
+hosts: {m1: {address: 198.18.0.1}, m2: {address: 198.18.0.2}}
+tunnel: t-tun
+nodes:
+  a: {kind: t-vm, exec: [x]}
+  b:
+  c:
+  d:
+links:
+  - endpoints: [a:eth1, b:eth1, c:eth1]
+    connector: t-lan
+    rate: 1mbit
+  - endpoints: [a:eth2, b:eth2]
+    connector: t-lan
+  - endpoints: [a:eth3, b:eth3, c:eth3, d:eth3, d:eth4]
+    connector: t-lan
+  - endpoints: [a:eth5, b:eth5, c:eth5, d:eth5, d:eth6]
+    connector: shortbridge
+  - endpoints: [a:eth7, b:eth7]
+    connector: nope
+`, []string{
+		"topo.yaml:3: tunnel: t-tun joins one host, not 2; use egre",
+		"topo.yaml:5: nodes.a.exec: a t-vm runs no commands; remove exec",
+		"topo.yaml:12: links[0].rate: a t-lan has no shaper; remove the rate",
+		"topo.yaml:14: links[1].connector: a t-lan joins 3 to 4 endpoints, not 2; use `connector: bridge` or `connector: shortbridge`",
+		"topo.yaml:16: links[2].connector: a t-lan joins 3 to 4 endpoints, not 5; use `connector: bridge`",
+		"topo.yaml:18: links[3].connector: a shortbridge joins exactly 2 endpoints, not 5; use `connector: bridge`",
+		`topo.yaml:20: links[4].connector: unknown connector "nope"; use one of: bridge, shortbridge, t-lan`,
+	})
+	n, err := Parse("topo.yaml", []byte(`name: t
+hosts: {m1: {address: 198.18.0.1}}
+tunnel: t-tun
+nodes: {a: {kind: t-vm, host: m1}, b: {}, c: {}}
+links:
+  - endpoints: [a:eth1, b:eth1, c:eth1]
+    connector: t-lan
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Node("a").Kind != "t-vm" || n.Links[0].Connector != "t-lan" || n.Tunnel != "t-tun" {
+		t.Errorf("kinds %q %q %q", n.Node("a").Kind, n.Links[0].Connector, n.Tunnel)
+	}
+}
+
+// remove takes a kind out of the registry again, so that a test's kinds do not leak into the
+// others.
+func (r *registry[K]) remove(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.kinds, name)
+}
