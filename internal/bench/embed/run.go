@@ -128,6 +128,9 @@ func Run(ctx context.Context, opt Options) ([]*Result, error) {
 // RunCLI is `trellis bench --parts embed`: it runs, writes embed.md and the acceptance plots
 // into dir, and returns the results for bench.json.
 func RunCLI(ctx context.Context, opt Options, dir string) ([]*Result, error) {
+	if opt.Log == nil {
+		opt.Log = io.Discard
+	}
 	res, err := Run(ctx, opt)
 	if err != nil {
 		return nil, err

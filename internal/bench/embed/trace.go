@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,7 +60,10 @@ func ParseTrace(data []byte) (*Instance, error) {
 		case errors.As(err, &se):
 			return nil, fmt.Errorf("%w: line %d: %v", ErrTrace, lineOf(data, se.Offset), se)
 		case errors.As(err, &te):
-			return nil, fmt.Errorf("%w: line %d: field %s: %s is not a %s", ErrTrace, lineOf(data, te.Offset), te.Field, te.Value, te.Type)
+			field := strings.ReplaceAll(te.Field, ".Node.", ".")
+			return nil, fmt.Errorf("%w: line %d: field %s: a %s where a %s belongs", ErrTrace, lineOf(data, te.Offset), field, te.Value, te.Type)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, fmt.Errorf("%w: line %d: the file ends inside a value: a bracket or brace is not closed", ErrTrace, lineOf(data, int64(len(data))))
 		}
 		return nil, fmt.Errorf("%w: %v", ErrTrace, err)
 	}

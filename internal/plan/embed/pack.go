@@ -47,14 +47,16 @@ func (Pack) Embed(st *State, r *Request) (*Embedding, error) {
 	for _, v := range order {
 		best, bestScore := -1, math.Inf(1)
 		var short error
+		shortFree := math.Inf(-1)
 		for m := 0; m < n; m++ {
 			if r.Nodes[v].Pinned && r.Nodes[v].Pin != m {
 				continue
 			}
 			add, err := fitsOn(st, r, e, v, m, nb[v], cpu, mem, nic)
 			if err != nil {
-				if short == nil || r.Nodes[v].Pinned {
-					short = err
+				// report the machine with the most free CPU: the likeliest home
+				if cpu[m] > shortFree {
+					short, shortFree = err, cpu[m]
 				}
 				continue
 			}
@@ -68,8 +70,14 @@ func (Pack) Embed(st *State, r *Request) (*Embedding, error) {
 		}
 		take(r, e, v, best, nb[v], cpu, mem, nic)
 	}
+	if len(r.Nodes) <= improveLimit {
+		improve(st, r, e, nb, 4)
+	}
 	return e, nil
 }
+
+// improveLimit is the largest network whose placement Pack improves by local search.
+const improveLimit = 1000
 
 // fitsOn tells how much NIC bandwidth placing v on m adds, or what is short.
 func fitsOn(st *State, r *Request, e *Embedding, v, m int, links []int, cpu, mem, nic []float64) (float64, error) {
