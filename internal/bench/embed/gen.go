@@ -143,8 +143,7 @@ func connected(n int, edges [][2]int) bool {
 	for i := range parent {
 		parent[i] = i
 	}
-	var find func(int) int
-	find = func(a int) int {
+	find := func(a int) int {
 		for parent[a] != a {
 			parent[a] = parent[parent[a]]
 			a = parent[a]

@@ -58,8 +58,10 @@ func (b *Beam) expand(st *State, r *Request, p *partial, v int, root bool, sc *s
 		limit = b.Roots
 	}
 	var out []*partial
-	for _, c := range cands {
-		if len(out) >= limit {
+	for i, c := range cands {
+		// bounded work: a crowded substrate makes most routings fail, so stop trying after
+		// four times the candidates wanted
+		if len(out) >= limit || i >= 4*limit {
 			break
 		}
 		if q := route(st, r, p, v, c.node, links, sc); q != nil {
