@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/bench/embed"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,6 +27,7 @@ type Report struct {
 	Scaling     []*ScaleResult   `json:"scaling,omitempty"`
 	Isolation   []*IsoResult     `json:"isolation,omitempty"`
 	Deploy      []*DeployResult  `json:"deploy,omitempty"`
+	Embed       []*embed.Result  `json:"embed,omitempty"` // --parts embed: internal/bench/embed
 	Notes       []string         `json:"notes,omitempty"`
 }
 

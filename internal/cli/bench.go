@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/bench"
+	"github.com/trellisnet/trellis/internal/bench/embed"
 )
 
 func benchCmd(_ storeFunc) *cobra.Command {
@@ -28,6 +29,8 @@ func benchCmd(_ storeFunc) *cobra.Command {
 		networks string
 		chains   string
 		mininet  bool
+		traces   []string
+		wtrace   string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -42,7 +45,8 @@ directory of its own and removes everything it made before it exits; it leaves -
 
 Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and with
 --markdown a page with the tables and plots (scripts/bench.sh makes docs/benchmarks.md so).
---quick runs every part, shorter and fewer times, in under two minutes.`,
+--quick runs every part, shorter and fewer times, in under two minutes.
+--parts embed runs the offline embedding simulator, which needs no root (docs/embedding.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opt := bench.DefaultOptions()
@@ -87,7 +91,15 @@ Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			rep, runErr := bench.Run(opt)
+			var runEmbed bool
+			opt.Parts, runEmbed = embed.TakePart(opt.Parts)
+			rep, runErr := &bench.Report{Started: time.Now()}, error(nil)
+			if len(opt.Parts) > 0 {
+				rep, runErr = bench.Run(opt)
+			}
+			if runEmbed && rep != nil && runErr == nil {
+				rep.Embed, runErr = embed.RunCLI(cmd.Context(), embed.Options{Quick: quick, Traces: traces, WriteTrace: wtrace, Log: opt.Log}, out)
+			}
 			if rep == nil {
 				return runErr
 			}
@@ -130,6 +142,8 @@ Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and
 	f.StringVar(&networks, "networks", joinInts(def.Networks), "parallel virtual networks of the scaling part (1,8 with --quick)")
 	f.StringVar(&chains, "chains", joinInts(def.Chains), "chain lengths (nodes) of the deploy part (10 with --quick)")
 	f.BoolVar(&mininet, "mininet", def.Mininet, "time Mininet on the same chains when it is installed")
+	f.StringArrayVar(&traces, "trace", nil, "embed part: replay this trace file instead of generated workloads (repeatable)")
+	f.StringVar(&wtrace, "write-trace", "", "embed part: write each generated instance to FILE-WORKLOAD-SEED.json")
 	cmd.AddCommand(relayCmd(), reportCmd())
 	return cmd
 }
