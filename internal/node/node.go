@@ -33,21 +33,42 @@ type File struct {
 	Content string
 }
 
-// Marker returns the command-line arguments that identify a node's init process.
-func Marker(stateID, netID, node string) []string {
-	return []string{InitArg0, stateID, netID, node}
+// Marker returns the command-line arguments that identify a node's init process. digest
+// identifies the settings the node was started with, so that a node whose settings changed is
+// recognised as such even after trellis was killed.
+func Marker(stateID, netID, node, digest string) []string {
+	return []string{InitArg0, stateID, netID, node, digest}
+}
+
+// Running is a node init process found by FindRunning.
+type Running struct {
+	PID    int
+	Digest string
 }
 
 // Find returns the pids of the init processes of network netID of state directory stateID, by
 // node name. It reads /proc, so it finds nodes that no record mentions, such as those of an
 // `up` that was killed before it could write their pids.
 func Find(stateID, netID string) (map[string]int, error) {
+	found, err := FindRunning(stateID, netID)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(found))
+	for name, r := range found {
+		out[name] = r.PID
+	}
+	return out, nil
+}
+
+// FindRunning is Find with the digest each node was started with.
+func FindRunning(stateID, netID string) (map[string]Running, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
 	}
 	want := strings.Join([]string{InitArg0, stateID, netID, ""}, "\x00")
-	out := map[string]int{}
+	out := map[string]Running{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -58,8 +79,8 @@ func Find(stateID, netID string) (map[string]int, error) {
 			continue
 		}
 		args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
-		if len(args) == 4 {
-			out[args[3]] = pid
+		if len(args) == 5 {
+			out[args[3]] = Running{PID: pid, Digest: args[4]}
 		}
 	}
 	return out, nil

@@ -1,6 +1,8 @@
-// Package plan turns a validated virtual network into what the substrate must hold: every
-// kernel object trellis will create, with the name it will have. Names are derived from the
-// network, so that everything can be found again after a crash (DESIGN.md decision 7).
+// Package plan turns a validated virtual network into what the substrate of one machine must
+// hold: every node, port, connector and tunnel, with the name it has in the kernel. Names derive
+// from stable identities (network, node, link and endpoint names), never from positions in the
+// file, and are allocated once and kept in the network's record (Names), so that an edited file
+// changes only what was edited (DESIGN.md decisions 8 and 9).
 package plan
 
 import (
@@ -9,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"regexp"
 
 	"github.com/trellisnet/trellis/internal/spec"
 )
@@ -17,21 +18,30 @@ import (
 // Plan is the desired state of one virtual network on one machine.
 type Plan struct {
 	Network string
-	NetID   string       // 6 hex digits; every device name of this network starts with "tr"+NetID
-	Host    string       // the machine this plan is for; "" when the network has no hosts
-	Local   netip.Addr   `json:",omitzero"`  // this machine's underlay address, when Host is set
-	Tunnel  string       `json:",omitempty"` // spec.EGRE or spec.VXLAN, when Host is set
-	Nodes   []*spec.Node // the nodes on this machine
-	Links   []*Link      // the links with at least one endpoint on this machine
+	NetID   string     // 6 hex digits; every device name of this network starts with "tr"+NetID
+	Host    string     // the machine this plan is for; "" when the network has no hosts
+	Local   netip.Addr `json:",omitzero"`  // this machine's underlay address, when Host is set
+	Tunnel  string     `json:",omitempty"` // the tunnel kind, when Host is set
+	Nodes   []*Node    // the nodes on this machine
+	Links   []*Link    // the links with at least one endpoint on this machine
+}
+
+// Node is a node on this machine.
+type Node struct {
+	*spec.Node
+	// Digest identifies the node's own settings (kind, addresses, sysctl, files, exec): a
+	// running node whose digest differs must restart to take the new settings.
+	Digest string
 }
 
 // Link is a virtual link with the substrate objects that carry it.
 type Link struct {
 	Name      string
-	Connector string // spec.Shortbridge or spec.Bridge
+	Connector string // the link kind
 	Rate      uint64 // bits per second, 0 = no cap
-	MTU       int
-	Bridge    string // the bridge device, for the bridge connector
+	MTU       int    // 0 = the kernel's default
+	Down      bool   // the link's carrier is off
+	Device    string // a substrate device name the connector may use (the LAN's bridge)
 	Ports     []Port
 	Tunnels   []Tunnel `json:",omitempty"` // one per other machine with endpoints of this link
 }
@@ -42,20 +52,25 @@ type Tunnel struct {
 	Remote netip.Addr // its underlay address
 	Key    uint32     // GRE key; its low 24 bits are the VXLAN VNI
 	Device string     // the substrate device joined to the link's connector
-	Encap  string     // EGRE: the veth peer of Device, whose ingress encapsulates
+	Encap  string     // a second device name, for tunnel kinds that need a pair
 }
 
-// Port is the substrate end of a virtual interface: a veth whose peer is Ifname inside Node.
+// Port is the substrate end of a virtual interface, whose other end is Ifname inside Node.
 type Port struct {
 	Node   string
 	Ifname string
-	Name   string // device name in the substrate
+	Name   string          // device name in the substrate
+	Impair spec.Impairment `json:",omitzero"` // applied to the frames the interface sends
+	Down   bool            `json:",omitempty"` // this endpoint's carrier is off
 }
+
+func (p Port) String() string { return p.Node + ":" + p.Ifname }
 
 // Make computes the plan of network n for machine host ("" when n has no hosts). scope
 // distinguishes state directories that share a machine, so that two of them never derive the
-// same device names.
-func Make(n *spec.Network, scope, host string) (*Plan, error) {
+// same device names. names holds the device names allocated so far (from the network's
+// record; empty for a new network); Make allocates names for new objects in it.
+func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 	p := &Plan{Network: n.Name, NetID: NetID(scope, n.Name), Host: host}
 	placed := Place(n)
 	if host != "" {
@@ -69,34 +84,29 @@ func Make(n *spec.Network, scope, host string) (*Plan, error) {
 	}
 	for _, nd := range n.Nodes {
 		if placed[nd.Name] == host {
-			p.Nodes = append(p.Nodes, nd)
+			p.Nodes = append(p.Nodes, &Node{Node: nd, Digest: Digest(nd)})
 		}
 	}
-	var count [256]int // devices made so far, by kind letter
-	next := func(kind byte) string {
-		count[kind]++
-		return DeviceName(p.NetID, kind, count[kind]-1)
-	}
 	for i, l := range n.Links {
-		pl := &Link{Name: l.Name, Connector: l.Connector, Rate: l.Rate, MTU: l.MTU}
+		pl := &Link{Name: l.Name, Connector: l.Connector, Rate: l.Rate, MTU: l.MTU, Down: l.State == spec.StateDown}
 		remote := map[string]bool{}
 		for _, e := range l.Endpoints {
 			if h := placed[e.Node]; h != host {
 				remote[h] = true
 				continue
 			}
-			pl.Ports = append(pl.Ports, Port{Node: e.Node, Ifname: e.Ifname, Name: next('p')})
+			port := Port{Node: e.Node, Ifname: e.Ifname, Impair: l.ImpairmentFrom(e)}
+			port.Name = names.device(p.NetID, 'p', "port/"+l.Name+"/"+port.String())
+			pl.Ports = append(pl.Ports, port)
 		}
 		if len(pl.Ports) == 0 {
 			continue // nothing of this link on this machine
 		}
+		pl.Device = names.device(p.NetID, 'b', "link/"+l.Name)
 		if len(remote) > 0 {
-			if err := p.addTunnels(n, i, pl, remote, next); err != nil {
+			if err := p.addTunnels(n, i, pl, remote, names); err != nil {
 				return nil, err
 			}
-		}
-		if pl.Connector == spec.Bridge {
-			pl.Bridge = next('b')
 		}
 		p.Links = append(p.Links, pl)
 	}
@@ -105,7 +115,7 @@ func Make(n *spec.Network, scope, host string) (*Plan, error) {
 
 // addTunnels gives a link one tunnel per other machine holding its endpoints, and the MTU that
 // fits the tunnel into the underlay.
-func (p *Plan) addTunnels(n *spec.Network, index int, pl *Link, remote map[string]bool, next func(byte) string) error {
+func (p *Plan) addTunnels(n *spec.Network, index int, pl *Link, remote map[string]bool, names *Names) error {
 	l := n.Links[index]
 	underlay := n.Host(p.Host).MTU
 	for _, h := range n.Hosts {
@@ -113,16 +123,9 @@ func (p *Plan) addTunnels(n *spec.Network, index int, pl *Link, remote map[strin
 			continue
 		}
 		underlay = min(underlay, h.MTU)
-		t := Tunnel{Host: h.Name, Remote: h.Address, Key: TunnelKey(n.Name, l.Name)}
-		switch {
-		case p.Tunnel == spec.EGRE:
-			t.Device, t.Encap = next('t'), next('u')
-		case len(pl.Tunnels) == 0:
-			t.Device = next('v')
-		default:
-			t.Device = pl.Tunnels[0].Device // one VXLAN device reaches all the link's machines
-		}
-		pl.Tunnels = append(pl.Tunnels, t)
+		id := "tunnel/" + l.Name + "/" + h.Name
+		pl.Tunnels = append(pl.Tunnels, Tunnel{Host: h.Name, Remote: h.Address, Key: TunnelKey(n.Name, l.Name),
+			Device: names.device(p.NetID, 't', id), Encap: names.device(p.NetID, 'u', id)})
 	}
 	fit := underlay - spec.TunnelOverhead(p.Tunnel)
 	if pl.MTU > fit {
@@ -136,52 +139,41 @@ func (p *Plan) addTunnels(n *spec.Network, index int, pl *Link, remote map[strin
 	return nil
 }
 
+// Digest identifies the settings of a node that only a restart can apply.
+func Digest(nd *spec.Node) string {
+	data, _ := json.Marshal(struct {
+		Kind      string
+		Addresses map[string][]string
+		Exec      []string
+		Files     []spec.File
+		Sysctl    map[string]string
+	}{nd.Kind, nd.Addresses, nd.Exec, nd.Files, nd.Sysctl}) // maps marshal in key order
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:6])
+}
+
 // NetID derives a network's short identifier from its state scope and name.
 func NetID(scope, name string) string {
 	sum := sha256.Sum256([]byte(scope + "/" + name))
 	return hex.EncodeToString(sum[:3])
 }
 
-// DeviceName names a substrate device: "tr", the network's id, a kind letter (p port, b bridge,
-// t tunnel port and u its encapsulating peer, v VXLAN device) and an index. It fits IFNAMSIZ for up to a million ports.
-func DeviceName(netID string, kind byte, index int) string {
-	return fmt.Sprintf("tr%s%c%d", netID, kind, index)
-}
-
-// DeviceKind returns the kind letter of a substrate device name made by DeviceName, or 0.
-func DeviceKind(dev string) byte {
-	if deviceRE.MatchString(dev) {
-		return dev[8]
+// Node returns the plan's node of that name, or nil.
+func (p *Plan) Node(name string) *Node {
+	for _, n := range p.Nodes {
+		if n.Name == name {
+			return n
+		}
 	}
-	return 0
+	return nil
 }
 
-var deviceRE = regexp.MustCompile(`^tr([0-9a-f]{6})[pbtuv][0-9]+$`)
-
-// DeviceNetID returns the network id in a substrate device name, or "" if trellis did not
-// name the device.
-func DeviceNetID(dev string) string {
-	m := deviceRE.FindStringSubmatch(dev)
-	if m == nil {
-		return ""
-	}
-	return m[1]
-}
-
-// SameExceptRates tells whether two plans differ at most in their links' rates: the one
-// change that is applied to a running network in place.
-func SameExceptRates(a, b *Plan) bool {
-	return shape(a) == shape(b)
-}
-
-func shape(p *Plan) string {
-	c := *p
-	c.Links = nil
+// Link returns the plan's link of that name, or nil.
+func (p *Plan) Link(name string) *Link {
 	for _, l := range p.Links {
-		lc := *l
-		lc.Rate = 0
-		c.Links = append(c.Links, &lc)
+		if l.Name == name {
+			return l
+		}
 	}
-	data, _ := json.Marshal(c) // a Plan always marshals
-	return string(data)
+	return nil
 }

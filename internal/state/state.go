@@ -25,6 +25,7 @@ const DefaultDir = "/var/lib/trellis"
 // Status of a network's record.
 const (
 	Creating = "creating" // written before the first kernel object; stays if up was killed
+	Changing = "changing" // a live change is under way, or was interrupted
 	Up       = "up"
 )
 
@@ -35,7 +36,8 @@ type Record struct {
 	File    string // topology file it came from
 	Status  string
 	Created time.Time
-	Plan    *plan.Plan
+	Plan    *plan.Plan  // what was last applied (for a new network: what is being created)
+	Names   *plan.Names // the device names allocated to the network's objects
 	Nodes   map[string]int // node name -> pid of its init process
 }
 

@@ -2,10 +2,9 @@ package substrate
 
 import (
 	"fmt"
-	"net/netip"
 
+	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/spec"
-	"github.com/vishvananda/netlink"
 )
 
 // LocalHost tells which of a network's hosts this machine is: the one whose underlay address
@@ -13,7 +12,7 @@ import (
 func LocalHost(n *spec.Network) (string, error) {
 	var found []string
 	for _, h := range n.Hosts {
-		if _, err := underlayDevice(h.Address); err == nil {
+		if _, err := netdev.Underlay(h.Address); err == nil {
 			found = append(found, h.Name)
 		}
 	}
@@ -25,18 +24,4 @@ func LocalHost(n *spec.Network) (string, error) {
 	default:
 		return "", fmt.Errorf("%s: hosts %v all have addresses on this machine; say which one it is with --host", n.File, found)
 	}
-}
-
-// underlayDevice finds the device that holds the underlay address addr.
-func underlayDevice(addr netip.Addr) (netlink.Link, error) {
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
-	if err != nil {
-		return nil, err
-	}
-	for _, a := range addrs {
-		if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok && ip == addr {
-			return netlink.LinkByIndex(a.LinkIndex)
-		}
-	}
-	return nil, fmt.Errorf("no device on this machine has the underlay address %s", addr)
 }

@@ -1,7 +1,7 @@
 package spec
 
-// The built-in kinds, registered here until internal/kinds/* register themselves: this file
-// goes when they do.
+// The kinds trellis registers (internal/kinds/*), registered here for the spec tests, which
+// cannot import those packages (they import spec).
 func init() {
 	RegisterNodeKind(DefaultNodeKind, NodeKind{})
 	RegisterLinkKind(Shortbridge, LinkKind{MinEndpoints: 2, MaxEndpoints: 2})

@@ -1,4 +1,4 @@
-package substrate
+package container
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ type nodeNS struct {
 	nl *netlink.Handle
 }
 
-func openNodeNS(pid int) (*nodeNS, error) {
+func openNS(pid int) (*nodeNS, error) {
 	ns, err := netns.GetFromPid(pid)
 	if err != nil {
 		return nil, fmt.Errorf("node network namespace: %w", err)

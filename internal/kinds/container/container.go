@@ -1,0 +1,146 @@
+// Package container is the node kind "container": a node built by trellis itself from Linux
+// namespaces (internal/node), whose virtual interfaces are veth pairs with one end inside the
+// node and the other, the port, in the substrate.
+package container
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
+)
+
+// Name is the kind's name in topology files.
+const Name = "container"
+
+func init() { kinds.RegisterNode(Name, Kind{}, spec.NodeKind{}) }
+
+// Kind is the container node kind.
+type Kind struct{}
+
+// Running finds the network's node init processes by their markers in /proc.
+func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
+	found, err := node.FindRunning(env.Store.ID, env.Plan.NetID)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]kinds.Instance, len(found))
+	for name, r := range found {
+		out[name] = kinds.Instance{Kind: Name, Name: name, PID: r.PID, Digest: r.Digest}
+	}
+	return out, nil
+}
+
+// Start starts the node's init process with its files, then sets the node's sysctls (except
+// those of interfaces that are link endpoints, which Port sets) and its loopback addresses.
+func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Instance, error) {
+	cfg := node.Config{Hostname: n.Name}
+	for _, f := range n.Files {
+		cfg.Files = append(cfg.Files, node.File{Path: f.Path, Content: f.Content})
+	}
+	in := kinds.Instance{Kind: Name, Name: n.Name, Digest: n.Digest}
+	pid, err := node.Start(node.Marker(env.Store.ID, env.Plan.NetID, n.Name, n.Digest), cfg)
+	if err != nil {
+		return in, err
+	}
+	in.PID = pid
+	ns, err := openNS(pid)
+	if err != nil {
+		return in, err
+	}
+	defer ns.Close()
+	if err := ns.sysctl(nodeSysctls(n, endpoints(env.Plan, n.Name))); err != nil {
+		return in, err
+	}
+	if err := ns.addAddresses("lo", n.Addresses["lo"]); err != nil {
+		return in, err
+	}
+	return in, nil
+}
+
+// Stop kills the node's init; the kernel ends every process of the node and frees its
+// namespaces, and with them its ports. Stop returns once the init is gone.
+func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
+	if err := node.Kill(in.PID); err != nil {
+		return fmt.Errorf("ending node %s (pid %d): %w", in.Name, in.PID, err)
+	}
+	WaitGone(in.PID)
+	return nil
+}
+
+// WaitGone waits until a killed process has left the process table (or is a zombie, whose
+// namespaces are released already).
+func WaitGone(pid int) {
+	for i := 0; i < 1000; i++ {
+		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
+			return
+		}
+		if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(data), ") Z ") {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Exec runs the node's start commands in order, each through /bin/sh, with their output in the
+// network's log directory. A command that fails is named in the error, with its output.
+func (Kind) Exec(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node) error {
+	if len(n.Exec) == 0 {
+		return nil
+	}
+	dir := env.Store.LogDir(env.Plan.Network)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	logPath := filepath.Join(dir, n.Name+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	for i, line := range n.Exec {
+		fmt.Fprintf(logFile, "$ %s\n", line)
+		cmd, err := node.Command(in.PID, "/bin/sh", "-c", line)
+		if err != nil {
+			return err
+		}
+		// A file, not a pipe: a daemon started here keeps its output open, and Wait must not
+		// wait for that.
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("exec[%d] %q failed (%v); its output:\n%s", i, line, err, tail(logPath, 10))
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tail returns the last n lines of a file, for error messages.
+func tail(path string, n int) string {
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// endpoints lists the interfaces of node name that are link endpoints in plan p.
+func endpoints(p *plan.Plan, name string) map[string]bool {
+	out := map[string]bool{}
+	for _, l := range p.Links {
+		for _, port := range l.Ports {
+			if port.Node == name {
+				out[port.Ifname] = true
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,120 @@
+package container
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/netdev"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Port makes a veth pair for one virtual interface, its peer created directly inside the node,
+// then configures the interface: duplicate address detection off (addresses come from the
+// topology, and detection would hold a router's IPv6 forwarding back for seconds) unless the
+// file says otherwise, the file's sysctls for this interface, its addresses, and up. The port
+// stays down: the substrate brings it up when the link's state says so.
+func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, mtu int) (netlink.Link, error) {
+	if dev, err := netdev.ByName(p.Name); dev != nil || err != nil {
+		return dev, err
+	}
+	ns, err := openNS(in.PID)
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Close()
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: p.Name, MTU: mtu},
+		PeerName:      p.Ifname,
+		PeerNamespace: netlink.NsFd(ns.ns),
+	}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return nil, fmt.Errorf("port %s for %s: %w", p.Name, p, err)
+	}
+	values := map[string]string{"net/ipv6/conf/" + p.Ifname + "/accept_dad": "0"} // slashes: names may hold dots
+	for k, v := range n.Sysctl {
+		if sysctlIface(k) == p.Ifname {
+			values[k] = v
+		}
+	}
+	if err := ns.sysctl(values); err != nil {
+		return nil, err
+	}
+	if err := ns.configureInterface(p.Ifname, n.Addresses[p.Ifname]); err != nil {
+		return nil, err
+	}
+	return netdev.ByName(p.Name)
+}
+
+// nodeSysctls are the sysctls of node n that Start sets: all but those of its link interfaces.
+func nodeSysctls(n *plan.Node, ifaces map[string]bool) map[string]string {
+	out := map[string]string{}
+	for k, v := range n.Sysctl {
+		if !ifaces[sysctlIface(k)] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// sysctlIface returns the interface a per-interface sysctl names (net.ipv4.conf.IF.x,
+// net.ipv6.conf.IF.x, net.ipv4.neigh.IF.x, net.ipv6.neigh.IF.x, written with dots or
+// slashes), or "".
+func sysctlIface(key string) string {
+	sep := "."
+	if strings.Contains(key, "/") {
+		sep = "/"
+	}
+	parts := strings.Split(key, sep)
+	if len(parts) < 5 || parts[0] != "net" || (parts[1] != "ipv4" && parts[1] != "ipv6") || (parts[2] != "conf" && parts[2] != "neigh") {
+		return ""
+	}
+	return parts[3]
+}
+
+// configureInterface brings a node's virtual interface up with its addresses.
+func (n *nodeNS) configureInterface(ifname string, addrs []string) error {
+	if err := n.addAddresses(ifname, addrs); err != nil {
+		return err
+	}
+	link, err := n.nl.LinkByName(ifname)
+	if err == nil {
+		err = n.nl.LinkSetUp(link)
+	}
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", ifname, err)
+	}
+	return nil
+}
+
+// addAddresses adds addresses to a node interface. IPv6 addresses skip duplicate address
+// detection: they come from the topology file, which is where a duplicate would be fixed.
+// An address the interface has already is left as it is.
+func (n *nodeNS) addAddresses(ifname string, addrs []string) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	link, err := n.nl.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", ifname, err)
+	}
+	for _, a := range addrs {
+		ip, ipnet, err := net.ParseCIDR(a)
+		if err != nil {
+			return fmt.Errorf("interface %s: %w", ifname, err)
+		}
+		ipnet.IP = ip
+		addr := &netlink.Addr{IPNet: ipnet}
+		if ip.To4() == nil {
+			addr.Flags = unix.IFA_F_NODAD
+		}
+		if err := n.nl.AddrReplace(link, addr); err != nil {
+			return fmt.Errorf("interface %s: address %s: %w", ifname, a, err)
+		}
+	}
+	return nil
+}

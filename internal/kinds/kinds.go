@@ -1,0 +1,167 @@
+// Package kinds holds the interfaces that node kinds, link kinds (connectors) and tunnel kinds
+// implement, and the registry where each kind registers under the name topology files use for
+// it (DESIGN.md decision 7). The substrate's reconciler works only through these interfaces;
+// every kind lives in a package of its own below this one, and nothing outside a kind's package
+// switches on its name. Every operation is idempotent: doing it twice is doing it once, and
+// undoing it after a crash half-way through undoes what exists.
+package kinds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/state"
+	"github.com/vishvananda/netlink"
+)
+
+// ErrUnknownKind is returned for a kind name nothing registered.
+var ErrUnknownKind = errors.New("unknown kind")
+
+// Env is what a kind gets to work on one network on this machine.
+type Env struct {
+	Store *state.Store
+	Plan  *plan.Plan // the desired state of the network on this machine
+	Log   io.Writer  // progress, for `up -v`
+}
+
+// Instance is a running node.
+type Instance struct {
+	Kind   string
+	Name   string
+	PID    int    // the process that holds the node (its init, or QEMU)
+	Digest string // the settings it was started with (plan.Digest)
+}
+
+// Node is a node kind: it runs nodes and makes their virtual interfaces.
+type Node interface {
+	// Running finds the network's running nodes of this kind, by name, from the kernel.
+	Running(env *Env) (map[string]Instance, error)
+	// Start starts node n with its file system, sysctls and loopback addresses.
+	Start(ctx context.Context, env *Env, n *plan.Node) (Instance, error)
+	// Stop ends a node and everything in it; its ports go with it.
+	Stop(ctx context.Context, env *Env, in Instance) error
+	// Port makes the virtual interface p.Ifname in the node, its substrate end named p.Name,
+	// with the node's addresses for it, and returns the substrate end. If the port exists,
+	// Port returns it unchanged.
+	Port(ctx context.Context, env *Env, in Instance, n *plan.Node, p plan.Port, mtu int) (netlink.Link, error)
+	// Exec runs the node's start commands.
+	Exec(ctx context.Context, env *Env, in Instance, n *plan.Node) error
+}
+
+// Members are the substrate devices a connector joins: the link's ports on this machine, in
+// plan order, and its tunnel devices to other machines.
+type Members struct {
+	Ports   []netlink.Link
+	Tunnels []netlink.Link
+	// EncapOnPort, when the tunnel kind offers it, makes a port encapsulate its frames
+	// straight into the link's one tunnel, skipping the tunnel device (uncapped links).
+	EncapOnPort func(port netlink.Link) error
+}
+
+// Link is a link kind: a connector that joins a link's members.
+type Link interface {
+	// Join makes the link forward between its members. It is called again whenever a member
+	// was made anew or the link's rate changed, and must then update in place.
+	Join(ctx context.Context, env *Env, l *plan.Link, m Members) error
+	// Leave undoes Join but leaves the members, which the substrate deletes or keeps.
+	Leave(ctx context.Context, env *Env, l *plan.Link, m Members) error
+	// Direct tells whether frames of a tunnel may be handed straight to the link's one
+	// local port (a point-to-point connector), rather than to the tunnel device.
+	Direct() bool
+}
+
+// Tunnel is a tunnel kind: it carries links between machines.
+type Tunnel interface {
+	// Ensure makes the devices that carry link l to its other machines and returns those the
+	// connector joins. ports are the link's local ports; direct says the connector lets the
+	// tunnel deliver into ports[0].
+	Ensure(ctx context.Context, env *Env, l *plan.Link, ports []netlink.Link, direct bool) (Members, error)
+	// Remove deletes what Ensure made for link l.
+	Remove(ctx context.Context, env *Env, l *plan.Link) error
+}
+
+var (
+	mu      sync.Mutex
+	nodes   = map[string]Node{}
+	links   = map[string]Link{}
+	tunnels = map[string]Tunnel{}
+)
+
+// RegisterNode registers a node kind under name, with the rules the spec layer checks.
+func RegisterNode(name string, k Node, rules spec.NodeKind) {
+	register(nodes, name, k)
+	spec.RegisterNodeKind(name, rules)
+}
+
+// RegisterLink registers a link kind (connector) under name.
+func RegisterLink(name string, k Link, rules spec.LinkKind) {
+	register(links, name, k)
+	spec.RegisterLinkKind(name, rules)
+}
+
+// RegisterTunnel registers a tunnel kind under name.
+func RegisterTunnel(name string, k Tunnel, rules spec.TunnelKind) {
+	register(tunnels, name, k)
+	spec.RegisterTunnelKind(name, rules)
+}
+
+func register[K any](m map[string]K, name string, k K) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := m[name]; dup {
+		panic("kinds: " + name + " registered twice")
+	}
+	m[name] = k
+}
+
+func lookup[K any](m map[string]K, what, name string) (K, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	k, ok := m[name]
+	if !ok {
+		return k, fmt.Errorf("%s kind %q: %w", what, name, ErrUnknownKind)
+	}
+	return k, nil
+}
+
+// NodeKind returns the node kind registered as name.
+func NodeKind(name string) (Node, error) { return lookup(nodes, "node", name) }
+
+// LinkKind returns the link kind registered as name.
+func LinkKind(name string) (Link, error) { return lookup(links, "link", name) }
+
+// TunnelKind returns the tunnel kind registered as name.
+func TunnelKind(name string) (Tunnel, error) { return lookup(tunnels, "tunnel", name) }
+
+// NodeKinds returns every registered node kind by name, for finding running nodes.
+func NodeKinds() map[string]Node {
+	mu.Lock()
+	defer mu.Unlock()
+	out := make(map[string]Node, len(nodes))
+	for k, v := range nodes {
+		out[k] = v
+	}
+	return out
+}
+
+// Names lists the registered kinds of each sort, for tests and messages.
+func Names() (node, link, tunnel []string) {
+	mu.Lock()
+	defer mu.Unlock()
+	return keys(nodes), keys(links), keys(tunnels)
+}
+
+func keys[K any](m map[string]K) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

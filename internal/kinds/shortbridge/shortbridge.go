@@ -1,0 +1,57 @@
+// Package shortbridge is the link kind "shortbridge": the connector of a point-to-point link,
+// an eBPF program on each of its two ends that hands every frame straight to the other end
+// (DESIGN.md decision 5), with no table and no lookup.
+package shortbridge
+
+import (
+	"context"
+
+	"github.com/trellisnet/trellis/internal/dataplane"
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/vishvananda/netlink"
+)
+
+// Name is the kind's name in topology files.
+const Name = "shortbridge"
+
+func init() {
+	kinds.RegisterLink(Name, Kind{}, spec.LinkKind{MinEndpoints: 2, MaxEndpoints: 2})
+}
+
+// Kind is the shortbridge link kind.
+type Kind struct{}
+
+// Direct: a shortbridge has one local port per tunnel, which a tunnel may deliver into.
+func (Kind) Direct() bool { return true }
+
+// Join puts the program on both ends. A frame bound for a node on an uncapped link goes
+// directly into that node (redirect to the veth peer), skipping the port; otherwise it goes
+// out of the other end, through its shaper or into its tunnel. On an uncapped link to another
+// machine whose tunnel kind can encapsulate on the port, the port's own program encapsulates,
+// so the frame skips the tunnel device, which only a capped link needs for its shaper.
+// Attaching replaces the program in place, so Join again is an update.
+func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Members) error {
+	ends := append(append([]netlink.Link{}, m.Ports...), m.Tunnels...)
+	a, b := ends[0], ends[1]
+	bIsPort := len(m.Ports) == 2
+	if l.Rate == 0 && !bIsPort && m.EncapOnPort != nil {
+		if err := m.EncapOnPort(a); err != nil {
+			return err
+		}
+	} else if err := dataplane.AttachShortbridge(a.Attrs().Index, b.Attrs().Index, l.Rate == 0 && bIsPort); err != nil {
+		return err
+	}
+	return dataplane.AttachShortbridge(b.Attrs().Index, a.Attrs().Index, l.Rate == 0)
+}
+
+// Leave takes the programs off both ends.
+func (Kind) Leave(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Members) error {
+	for _, dev := range append(append([]netlink.Link{}, m.Ports...), m.Tunnels...) {
+		if err := dataplane.DetachForwarding(dev.Attrs().Index); err != nil {
+			return err
+		}
+	}
+	return nil
+}
