@@ -260,16 +260,20 @@ func ingressLayout(t *testing.T, port int) (string, map[string]*netlink.BpfFilte
 		t.Fatal(err)
 	}
 	byName := map[string]*netlink.BpfFilter{}
-	var parts []string
+	var bfs []*netlink.BpfFilter
 	for _, f := range fs {
 		bf, ok := f.(*netlink.BpfFilter)
 		if !ok {
 			t.Fatalf("unexpected filter %v on port %d", f, port)
 		}
 		byName[bf.Name] = bf
+		bfs = append(bfs, bf)
+	}
+	sort.Slice(bfs, func(i, j int) bool { return bfs[i].Priority < bfs[j].Priority })
+	var parts []string
+	for _, bf := range bfs {
 		parts = append(parts, fmt.Sprintf("%s@%d", bf.Name, bf.Priority))
 	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i][strings.Index(parts[i], "@"):] < parts[j][strings.Index(parts[j], "@"):] })
 	return strings.Join(parts, " "), byName
 }
 
