@@ -317,6 +317,21 @@ func TestImpairWithShortbridge(t *testing.T) {
 	}
 	ping("impaired")
 
+	// Duplicates go through the shaper on the far port, like originals.
+	shaper := addShaper(t, l.b.port)
+	counts := seqFrames(t, l.a, l.b, 2000)
+	shaped := qdiscPackets(t, shaper)
+	var delivered uint64
+	for _, c := range counts {
+		delivered += uint64(c)
+	}
+	if extra := extraOf(counts); !within(extra, 50, 4) || shaped < delivered {
+		t.Errorf("duplicates %.2f%% (want 50 ± 4 %%); the shaper passed %d frames, %d arrived", extra, shaped, delivered)
+	}
+	if err := netlink.QdiscDel(shaper); err != nil {
+		t.Fatal(err)
+	}
+
 	// The shortbridge is still replaced in place, in front of nothing but
 	// behind the impairment, whose program stays.
 	sbID, imID := fs[shortbridgeFilterName].Id, fs[impairFilterName].Id
@@ -409,4 +424,40 @@ func TestImpairLANPort(t *testing.T) {
 	if layout, _ := ingressLayout(t, l.a.port); layout != "" {
 		t.Errorf("LAN port ingress after removal: %s, want nothing", layout)
 	}
+}
+
+// addShaper puts a token bucket filter, fast enough to hold nothing back,
+// as the root qdisc of the port.
+func addShaper(t *testing.T, port int) *netlink.Tbf {
+	t.Helper()
+	q := &netlink.Tbf{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: port, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
+		Rate:       10_000_000_000 / 8,
+		Limit:      1 << 20,
+		Buffer:     1 << 20,
+	}
+	if err := netlink.QdiscAdd(q); err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// qdiscPackets returns the number of packets the qdisc has sent.
+func qdiscPackets(t *testing.T, q netlink.Qdisc) uint64 {
+	t.Helper()
+	link, err := netlink.LinkByIndex(q.Attrs().LinkIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := netlink.QdiscList(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range qs {
+		if x.Attrs().Handle == q.Attrs().Handle && x.Attrs().Statistics != nil {
+			return uint64(x.Attrs().Statistics.Basic.Packets)
+		}
+	}
+	t.Fatalf("qdisc %x not found on port %d", q.Attrs().Handle, q.Attrs().LinkIndex)
+	return 0
 }
