@@ -40,7 +40,9 @@ import (
 // purpose: a port is connected either straight to its peer (shortbridge) or
 // to a tunnel, never both, and netlink.FilterReplace matches on parent,
 // priority, protocol and handle, so attaching one replaces the other in
-// place, without a moment where the port has no program or has two.
+// place, without a moment where the port has no program or has two. (The
+// impairment filter runs before either, at a priority of its own: see
+// forward.go.)
 //
 // The decapsulation filter sits on a host device that other software may
 // also use, hence a handle of its own; priority 1 runs it before filters
@@ -253,10 +255,7 @@ func attachEncap(portIfindex, underlayIfindex int, t Tunnel) error {
 		Name:         egreEncapFilterName,
 		DirectAction: true,
 	}
-	if err := h.FilterReplace(filter); err != nil {
-		return fmt.Errorf("replacing tc ingress filter: %w", err)
-	}
-	return nil
+	return replaceForwardFilter(h, filter)
 }
 
 // setIPv4Forwarding enables IPv4 forwarding on one device (the equivalent

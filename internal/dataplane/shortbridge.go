@@ -24,11 +24,12 @@ import (
 // priority are fixed so that attaching again replaces the filter in place
 // (netlink.FilterReplace matches on parent, priority, protocol and handle)
 // instead of stacking a second one; the name lets anyone recognise it
-// (`tc filter show dev PORT ingress` prints it).
+// (`tc filter show dev PORT ingress` prints it). The priority leaves room
+// for the impairment filter in front of it (see forward.go).
 const (
 	shortbridgeFilterName     = "trellis_sb"
 	shortbridgeFilterHandle   = 0x5b
-	shortbridgeFilterPriority = 1
+	shortbridgeFilterPriority = forwardFilterPriority
 )
 
 var (
@@ -145,10 +146,7 @@ func attachShortbridge(portIfindex, peerIfindex int, deliverPeer bool) error {
 		Name:         shortbridgeFilterName,
 		DirectAction: true,
 	}
-	if err := netlink.FilterReplace(filter); err != nil {
-		return fmt.Errorf("replacing tc ingress filter: %w", err)
-	}
-	return nil
+	return replaceForwardFilter(&netlink.Handle{}, filter)
 }
 
 // ensureClsact adds a clsact qdisc to the port unless it already has one.
