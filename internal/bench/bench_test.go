@@ -73,7 +73,7 @@ func TestTopologies(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c, err)
 		}
-		p, err := plan.Make(n, "abcd1234", "")
+		p, err := plan.Make(n, "abcd1234", "", &plan.Names{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestSpreadTopology(t *testing.T) {
 		}
 		wantNodes := map[string][]string{"ma": {"src", "sink"}, "mb": {"nut"}}
 		for host, nodes := range wantNodes {
-			p, err := plan.Make(n, "abcd1234", host)
+			p, err := plan.Make(n, "abcd1234", host, &plan.Names{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
@@ -85,15 +85,11 @@ func (r *runner) deploy() error {
 		if err != nil {
 			return err
 		}
-		p, err := plan.Make(net, st.ID, "")
-		if err != nil {
-			return err
-		}
 		reps := r.opt.Repeat
 		var ups, downs, mups, mdowns []float64
 		for rep := 0; rep < reps; rep++ {
 			t0 := time.Now()
-			_, err := substrate.Up(st, p, "(trellis bench)", io.Discard)
+			_, err := substrate.Up(context.Background(), st, net, "", "(trellis bench)", io.Discard)
 			up := time.Since(t0).Seconds()
 			if err != nil {
 				downQuiet(st, name)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"bufio"
 	"bytes"
 	"errors"
@@ -345,19 +346,15 @@ func (r *runner) upBenchNet(g *rig, name, connector string) (*benchNet, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := plan.Make(n, st.ID, "")
-	if err != nil {
-		return nil, err
-	}
 	g.onClose(func() error { return downQuiet(st, name) })
-	if _, err := substrate.Up(st, p, "(trellis bench)", io.Discard); err != nil {
+	if _, err := substrate.Up(context.Background(), st, n, "", "(trellis bench)", io.Discard); err != nil {
 		return nil, fmt.Errorf("trellis up %s: %w", name, err)
 	}
 	rec, err := st.Load(name)
 	if err != nil || rec == nil {
 		return nil, fmt.Errorf("network %s: no record after up (%v)", name, err)
 	}
-	b := &benchNet{plan: p, pids: rec.Nodes, ns: map[string]netns.NsHandle{}}
+	b := &benchNet{plan: rec.Plan, pids: rec.Nodes, ns: map[string]netns.NsHandle{}}
 	for _, nd := range []string{"src", "nut", "sink"} {
 		h, err := netns.GetFromPid(rec.Nodes[nd])
 		if err != nil {

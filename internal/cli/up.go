@@ -3,12 +3,14 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"path/filepath"
-	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
-	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
@@ -19,60 +21,76 @@ func upCmd(store storeFunc) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "up FILE",
-		Short: "Create the virtual network declared in FILE, or bring it up to date",
-		Long: `Create the virtual network declared in the topology file FILE.
+		Short: "Create the virtual network declared in FILE, or change it live to match the file",
+		Long: `Create the virtual network declared in the topology file FILE, or, if it is up, change it live
+to match the file: only what differs is changed (see ` + "`trellis diff FILE`" + `). Nodes that are added
+start, nodes that are removed stop, links that are added, removed or changed (rate, impairments,
+state, MTU, connector, members) are changed in place, and every other node keeps running
+untouched, its processes and routing adjacencies included. A node whose own settings changed
+(addresses, sysctl, files, exec) restarts, alone.
 
-If the network is already up, nothing changes unless a link's rate changed in the file: the new
-rate is applied in place, without touching anything else. Other changes need ` + "`trellis down`" + ` first.
-The file is checked before anything is created; if creating fails half-way, what was created is
-removed again.
+The file is checked before anything changes, and every problem in it is reported. If creating
+fails half-way, what was created is removed again; if a live change fails, the network is taken
+back to what it was. Ctrl-C stops cleanly: the next up (or down) completes the work. After a
+crash or a reboot, up converges to the file again.
 
 A file with a hosts: section spreads the network over several machines: run up with the same
 file on each of them. This machine is the host whose underlay address is configured here, or
 the one --host names; it gets its nodes and its ends of the links that cross to other machines.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := spec.Load(args[0])
+			n, st, host, err := loadFile(store, args[0], host)
 			if err != nil {
 				return err
 			}
-			st, err := store()
-			if err != nil {
-				return err
-			}
-			file, _ := filepath.Abs(args[0])
 			progress := io.Discard
 			if verbose {
 				progress = cmd.ErrOrStderr()
 			}
-			if len(n.Hosts) > 0 && host == "" {
-				if host, err = substrate.LocalHost(n); err != nil {
-					return err
-				}
-			}
-			p, err := plan.Make(n, st.ID, host)
-			if err != nil {
-				return err
-			}
-			res, err := substrate.Up(st, p, file, progress)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			file, _ := filepath.Abs(args[0])
+			res, err := substrate.Up(ctx, st, n, host, file, progress)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			switch {
 			case res.Created:
-				fmt.Fprintf(out, "network %s is up%s: %d nodes, %d links (%.2fs)\n", n.Name, onHost(host), len(p.Nodes), len(p.Links), res.Took.Seconds())
-			case len(res.RatesChanged) > 0:
-				fmt.Fprintf(out, "network %s: rate changed on %s\n", n.Name, strings.Join(res.RatesChanged, ", "))
+				fmt.Fprintf(out, "network %s is up%s (%.2fs)\n", n.Name, onHost(host), res.Took.Seconds())
+			case len(res.Changes) > 0:
+				fmt.Fprintf(out, "network %s changed%s (%.2fs):\n", n.Name, onHost(host), res.Took.Seconds())
+				for _, c := range res.Changes {
+					fmt.Fprintf(out, "  %s\n", c)
+				}
 			default:
 				fmt.Fprintf(out, "network %s is up to date: nothing changed\n", n.Name)
 			}
 			return nil
 		},
 	}
-	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print how long each step of creating took")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print how long each step took")
 	cmd.Flags().StringVar(&host, "host", "", "which of the file's hosts this machine is (default: the one whose address is configured here)")
 	return cmd
+}
+
+// loadFile reads and checks a topology file, opens the state directory and finds which of the
+// file's hosts this machine is.
+func loadFile(store storeFunc, path, host string) (*spec.Network, *state.Store, string, error) {
+	n, err := spec.Load(path)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	st, err := store()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if len(n.Hosts) > 0 && host == "" {
+		if host, err = substrate.LocalHost(n); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	return n, st, host, nil
 }
 
 func onHost(host string) string {

@@ -60,7 +60,7 @@ type Port struct {
 	Node   string
 	Ifname string
 	Name   string          // device name in the substrate
-	Impair spec.Impairment `json:",omitzero"` // applied to the frames the interface sends
+	Impair spec.Impairment `json:",omitzero"`  // applied to the frames the interface sends
 	Down   bool            `json:",omitempty"` // this endpoint's carrier is off
 }
 

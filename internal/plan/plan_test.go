@@ -1,9 +1,12 @@
-package plan
+package plan_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/trellisnet/trellis/internal/plan"
+	_ "github.com/trellisnet/trellis/internal/kinds/all"
 	"github.com/trellisnet/trellis/internal/spec"
 )
 
@@ -35,7 +38,7 @@ func parse(t *testing.T, doc string) *spec.Network {
 }
 
 func TestPlaceBalances(t *testing.T) {
-	got := Place(parse(t, spread))
+	got := plan.Place(parse(t, spread))
 	want := map[string]string{"a": "m3", "b": "m1", "c": "m2", "d": "m1", "e": "m2"}
 	for node, host := range want {
 		if got[node] != host {
@@ -46,7 +49,7 @@ func TestPlaceBalances(t *testing.T) {
 
 func TestMakeForHost(t *testing.T) {
 	n := parse(t, spread)
-	p, err := Make(n, "scope", "m1")
+	p, err := plan.Make(n, "scope", "m1", &plan.Names{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,35 +70,31 @@ func TestMakeForHost(t *testing.T) {
 		t.Errorf("link b-c keeps the MTU the file gives: %d", bc.MTU)
 	}
 	lan := p.Links[2]
-	if len(lan.Ports) != 2 || len(lan.Tunnels) != 2 || lan.Bridge == "" {
+	if len(lan.Ports) != 2 || len(lan.Tunnels) != 2 || lan.Device == "" {
 		t.Errorf("LAN on m1: %+v", lan)
 	}
 	// Every machine derives the same key for a link.
-	p3, err := Make(n, "other-scope", "m3")
+	p3, err := plan.Make(n, "other-scope", "m3", &plan.Names{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p3.Links[0].Tunnels[0].Key != ab.Tunnels[0].Key || ab.Tunnels[0].Key == TunnelKey(n.Name, "link2") {
+	if p3.Links[0].Tunnels[0].Key != ab.Tunnels[0].Key || ab.Tunnels[0].Key == plan.TunnelKey(n.Name, n.Links[1].Name) {
 		t.Errorf("keys: m1 %#x, m3 %#x", ab.Tunnels[0].Key, p3.Links[0].Tunnels[0].Key)
 	}
 	for _, l := range append(p.Links, p3.Links...) {
 		for _, tn := range l.Tunnels {
-			if DeviceKind(tn.Device) != 't' || DeviceKind(tn.Encap) != 'u' || DeviceNetID(tn.Device) == "" {
+			if plan.DeviceKind(tn.Device) != 't' || plan.DeviceKind(tn.Encap) != 'u' || plan.DeviceNetID(tn.Device) == "" {
 				t.Errorf("tunnel device names %q %q", tn.Device, tn.Encap)
 			}
 		}
 	}
 }
 
-func TestMakeVXLANSharesOneDevice(t *testing.T) {
+func TestMakeVXLANMTU(t *testing.T) {
 	n := parse(t, strings.Replace(spread, "hosts:", "tunnel: vxlan\nhosts:", 1))
-	p, err := Make(n, "scope", "m1")
+	p, err := plan.Make(n, "scope", "m1", &plan.Names{})
 	if err != nil {
 		t.Fatal(err)
-	}
-	lan := p.Links[2]
-	if lan.Tunnels[0].Device != lan.Tunnels[1].Device || DeviceKind(lan.Tunnels[0].Device) != 'v' {
-		t.Errorf("VXLAN LAN devices: %+v", lan.Tunnels)
 	}
 	if p.Links[0].MTU != 1500-50 {
 		t.Errorf("VXLAN MTU %d, want underlay minus 50", p.Links[0].MTU)
@@ -110,7 +109,7 @@ func TestMakeErrors(t *testing.T) {
 		{"", "topo.yaml spreads the network over several hosts: say which one this machine is"},
 	}
 	for _, c := range cases {
-		if _, err := Make(n, "scope", c.host); err == nil || err.Error() != c.want {
+		if _, err := plan.Make(n, "scope", c.host, &plan.Names{}); err == nil || err.Error() != c.want {
 			t.Errorf("host %q: got %v\nwant %s", c.host, err, c.want)
 		}
 	}
@@ -118,7 +117,7 @@ func TestMakeErrors(t *testing.T) {
 
 func TestSingleMachineNames(t *testing.T) {
 	n := parse(t, "name: x\nnodes: {a: , b: , c: }\nlinks:\n  - endpoints: [a:e1, b:e1]\n  - endpoints: [a:e2, b:e2, c:e1]\n")
-	p, err := Make(n, "scope", "")
+	p, err := plan.Make(n, "scope", "", &plan.Names{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,13 +127,73 @@ func TestSingleMachineNames(t *testing.T) {
 	seen := map[string]bool{}
 	for _, l := range p.Links {
 		for _, port := range l.Ports {
-			if len(port.Name) > 15 || seen[port.Name] || DeviceKind(port.Name) != 'p' || DeviceNetID(port.Name) != p.NetID {
+			if len(port.Name) > 15 || seen[port.Name] || plan.DeviceKind(port.Name) != 'p' || plan.DeviceNetID(port.Name) != p.NetID {
 				t.Errorf("port name %q", port.Name)
 			}
 			seen[port.Name] = true
 		}
 	}
-	if DeviceNetID("eth0") != "" || DeviceNetID("trzzzzzzp1") != "" || DeviceKind("tr123456x1") != 0 {
+	if plan.DeviceNetID("eth0") != "" || plan.DeviceNetID("trzzzzzzp1") != "" || plan.DeviceKind("tr123456x1") != 0 {
 		t.Error("DeviceNetID/DeviceKind accept names trellis does not make")
+	}
+}
+
+// names lists every device name of a plan by the object it belongs to.
+func names(p *plan.Plan) map[string]string {
+	out := map[string]string{}
+	for _, l := range p.Links {
+		out["link/"+l.Name] = l.Device
+		for _, port := range l.Ports {
+			out["port/"+l.Name+"/"+port.String()] = port.Name
+		}
+		for _, tn := range l.Tunnels {
+			out["tunnel/"+l.Name+"/"+tn.Host] = tn.Device + " " + tn.Encap + fmt.Sprint(tn.Key)
+		}
+	}
+	return out
+}
+
+// Names derive from identities: reordering the file, or adding and removing other objects,
+// renames nothing that stays, and a removed object's name is never given again.
+func TestNamesAreStable(t *testing.T) {
+	base := "name: x\nnodes: {a: , b: , c: , d: }\nlinks:\n"
+	l1 := "  - endpoints: [a:e1, b:e1]\n"
+	l2 := "  - endpoints: [b:e2, c:e1, d:e1]\n    name: lan\n"
+	l3 := "  - endpoints: [c:e2, d:e2]\n"
+	cases := []struct {
+		name, first, second string
+	}{
+		{"reordered", base + l1 + l2, base + l2 + l1},
+		{"link added", base + l1 + l2, base + l3 + l1 + l2},
+		{"link removed", base + l1 + l3 + l2, base + l1 + l2},
+		{"LAN member added", base + l1 + l2, base + l1 + "  - endpoints: [b:e2, c:e1, d:e1, a:e9]\n    name: lan\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ns := &plan.Names{}
+			p1, err := plan.Make(parse(t, c.first), "scope", "", ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := names(p1)
+			ns.Keep(p1)
+			p2, err := plan.Make(parse(t, c.second), "scope", "", ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := names(p2)
+			used := map[string]string{}
+			for id, name := range before {
+				if a, ok := after[id]; ok && a != name {
+					t.Errorf("%s was %s, is %s", id, name, a)
+				}
+				used[name] = id
+			}
+			for id, name := range after {
+				if old, ok := used[name]; ok && old != id {
+					t.Errorf("%s gets %s, which was %s's", id, name, old)
+				}
+			}
+		})
 	}
 }

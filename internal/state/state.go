@@ -36,8 +36,9 @@ type Record struct {
 	File    string // topology file it came from
 	Status  string
 	Created time.Time
-	Plan    *plan.Plan  // what was last applied (for a new network: what is being created)
-	Names   *plan.Names // the device names allocated to the network's objects
+	Plan    *plan.Plan     // what was last applied (for a new network: what is being created)
+	Target  *plan.Plan     `json:",omitempty"` // what a live change under way is converging to
+	Names   *plan.Names    // the device names allocated to the network's objects
 	Nodes   map[string]int // node name -> pid of its init process
 }
 

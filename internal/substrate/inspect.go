@@ -2,12 +2,15 @@ package substrate
 
 import (
 	"fmt"
+	"net"
 
 	"github.com/trellisnet/trellis/internal/dataplane"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // NetworkInfo is what `trellis inspect` shows of a network, read live from the kernel.
@@ -47,6 +50,7 @@ type LinkInfo struct {
 	Connector string         `json:"connector"`
 	Rate      string         `json:"rate"` // "" when uncapped
 	MTU       int            `json:"mtu"`
+	State     string         `json:"state"` // up, or down (no carrier)
 	Bridge    string         `json:"bridge,omitempty"`
 	Endpoints []EndpointInfo `json:"endpoints"`
 	Tunnels   []TunnelInfo   `json:"tunnels,omitempty"`
@@ -70,6 +74,12 @@ type EndpointInfo struct {
 	RxPackets uint64 `json:"rx_packets"`
 	RxBytes   uint64 `json:"rx_bytes"`
 	Drops     uint64 `json:"drops"` // dropped by the port's shaper
+	State     string `json:"state"` // the port's carrier: up or down
+	// Impairment of the frames the interface sends, as the file writes it, and what it did.
+	Impairment  string `json:"impairment,omitempty"`
+	ImpairDrops uint64 `json:"impair_drops,omitempty"`
+	Duplicated  uint64 `json:"duplicated,omitempty"`
+	Corrupted   uint64 `json:"corrupted,omitempty"`
 }
 
 // Inspect reads network name's nodes, interfaces and links from the kernel.
@@ -81,9 +91,14 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 	if rec == nil {
 		return nil, fmt.Errorf("no network named %s in %s", name, st.Dir)
 	}
-	running, err := node.Find(st.ID, rec.NetID)
+	env := &kinds.Env{Store: st, Plan: rec.Plan}
+	found, err := runningNodes(env)
 	if err != nil {
 		return nil, err
+	}
+	running := map[string]int{}
+	for name, in := range found {
+		running[name] = in.PID
 	}
 	info := &NetworkInfo{Name: rec.Name, NetID: rec.NetID, Host: rec.Plan.Host, Tunnel: rec.Plan.Tunnel, Status: rec.Status, File: rec.File}
 	seen := map[string]*netlink.LinkAttrs{} // node interfaces by node:ifname
@@ -95,12 +110,23 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 		info.Nodes = append(info.Nodes, ni)
 	}
 	for _, l := range rec.Plan.Links {
-		li := LinkInfo{Name: l.Name, Connector: l.Connector, MTU: l.MTU, Bridge: l.Bridge}
+		li := LinkInfo{Name: l.Name, Connector: l.Connector, MTU: l.MTU, State: stateWord(l.Down)}
+		if dev, _ := netdev.ByName(l.Device); dev != nil {
+			li.Bridge = l.Device
+		}
 		if l.Rate > 0 {
 			li.Rate = spec.FormatRate(l.Rate)
 		}
 		for _, p := range l.Ports {
-			ei := EndpointInfo{Node: p.Node, Interface: p.Ifname, Port: p.Name}
+			ei := EndpointInfo{Node: p.Node, Interface: p.Ifname, Port: p.Name, State: portState(p.Name)}
+			if !p.Impair.IsZero() {
+				ei.Impairment = impairText(p.Impair)
+			}
+			if dev, _ := netdev.ByName(p.Name); dev != nil {
+				if c, err := dataplane.ReadImpairCounters(dev.Attrs().Index); err == nil {
+					ei.ImpairDrops, ei.Duplicated, ei.Corrupted = c.Dropped, c.Duplicated, c.Corrupted
+				}
+			}
 			if a := seen[p.Node+":"+p.Ifname]; a != nil {
 				li.MTU = a.MTU
 				if s := a.Statistics; s != nil {
@@ -115,18 +141,29 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 		}
 		info.Links = append(info.Links, li)
 	}
-	info.EGRE = egreCounters(rec.Plan)
+	if tk, err := kinds.TunnelKind(rec.Plan.Tunnel); err == nil {
+		if c, ok := tk.(interface {
+			Counters(*kinds.Env) *dataplane.EGRECounters
+		}); ok {
+			info.EGRE = c.Counters(env)
+		}
+	}
 	return info, nil
 }
 
 // interfaces lists a node's interfaces, and keeps their attributes in seen.
 func interfaces(pid int, nodeName string, seen map[string]*netlink.LinkAttrs) []InterfaceInfo {
-	ns, err := openNodeNS(pid)
+	ns, err := netns.GetFromPid(pid)
 	if err != nil {
 		return nil
 	}
 	defer ns.Close()
-	links, err := ns.nl.LinkList()
+	nl, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil
+	}
+	defer nl.Close()
+	links, err := nl.LinkList()
 	if err != nil {
 		return nil
 	}
@@ -134,7 +171,7 @@ func interfaces(pid int, nodeName string, seen map[string]*netlink.LinkAttrs) []
 	for _, l := range links {
 		a := l.Attrs()
 		ii := InterfaceInfo{Name: a.Name, MAC: a.HardwareAddr.String(), MTU: a.MTU, State: a.OperState.String()}
-		if addrs, err := ns.nl.AddrList(l, netlink.FAMILY_ALL); err == nil {
+		if addrs, err := nl.AddrList(l, netlink.FAMILY_ALL); err == nil {
 			for _, ad := range addrs {
 				ii.Addresses = append(ii.Addresses, ad.IPNet.String())
 			}
@@ -161,4 +198,13 @@ func shaperDrops(port string) uint64 {
 		}
 	}
 	return 0
+}
+
+// portState says whether a port is up (its node interface has carrier) or down.
+func portState(name string) string {
+	dev, err := netdev.ByName(name)
+	if err != nil || dev == nil {
+		return "missing"
+	}
+	return stateWord(dev.Attrs().Flags&net.FlagUp == 0)
 }

@@ -1,21 +1,19 @@
 package substrate
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"os"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/vishvananda/netlink"
 )
 
 // Down removes network name from the machine: its nodes (with every process in them), its
-// ports, bridges, shapers and eBPF programs, and its record.
+// ports, connectors, tunnels, shapers and eBPF programs, and its record.
 func Down(st *state.Store, name string) error {
 	unlock, err := st.Lock(name)
 	if err != nil {
@@ -34,23 +32,28 @@ func Down(st *state.Store, name string) error {
 }
 
 // remove finds everything of a network by its names, not by the record alone, so that it also
-// finds what an interrupted `up` made after its last save. It touches only node processes marked
-// with this state directory and network, and devices named after this network.
+// finds what an interrupted `up` made after its last save. It touches only nodes marked with
+// this state directory and network, and devices named after this network.
 func remove(st *state.Store, rec *state.Record) error {
-	nodes, err := node.Find(st.ID, rec.NetID)
+	ctx := context.Background()
+	env := &kinds.Env{Store: st, Plan: rec.Plan}
+	running, err := runningNodes(env)
 	if err != nil {
 		return err
 	}
-	for _, pid := range nodes {
-		if err := node.Kill(pid); err != nil {
-			return fmt.Errorf("ending node process %d: %w", pid, err)
+	for _, in := range running {
+		k, err := kinds.NodeKind(in.Kind)
+		if err != nil {
+			return err
+		}
+		if err := k.Stop(ctx, env, in); err != nil {
+			return err
 		}
 	}
-	for _, pid := range nodes {
-		waitGone(pid)
-	}
-	if err := removeDecap(st, rec.Plan); err != nil {
-		return err
+	for _, p := range []*plan.Plan{rec.Plan, rec.Target} {
+		if err := removeTunnels(ctx, st, p); err != nil {
+			return err
+		}
 	}
 	// Ports vanish with their nodes' network namespaces, which the kernel frees in batches;
 	// what remains (bridges, tunnel devices) is deleted here.
@@ -60,17 +63,24 @@ func remove(st *state.Store, rec *state.Record) error {
 	return st.Delete(rec.Name)
 }
 
-// waitGone waits until a killed process has left the process table.
-func waitGone(pid int) {
-	for i := 0; i < 1000; i++ {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return
-		}
-		if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(data), ") Z ") {
-			return // a zombie: its namespaces are already released
-		}
-		time.Sleep(5 * time.Millisecond)
+// removeTunnels has the tunnel kind undo what it made for plan p's links (nil: nothing).
+func removeTunnels(ctx context.Context, st *state.Store, p *plan.Plan) error {
+	if p == nil || p.Tunnel == "" {
+		return nil
 	}
+	tk, err := kinds.TunnelKind(p.Tunnel)
+	if err != nil {
+		return err
+	}
+	env := &kinds.Env{Store: st, Plan: p}
+	for _, l := range p.Links {
+		if len(l.Tunnels) > 0 {
+			if err := tk.Remove(ctx, env, l); err != nil {
+				return fmt.Errorf("link %s: %w", l.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // deleteDevices deletes the substrate devices of network netID, waiting a while first for the
@@ -85,7 +95,7 @@ func deleteDevices(netID string) error {
 		late := time.Now().After(deadline)
 		for _, d := range devs {
 			if plan.DeviceKind(d.Attrs().Name) != 'p' || late {
-				if err := netlink.LinkDel(d); err != nil && !isGone(err) {
+				if err := netlink.LinkDel(d); err != nil && !netdev.IsGone(err) {
 					return fmt.Errorf("deleting %s: %w", d.Attrs().Name, err)
 				}
 			}
@@ -95,12 +105,7 @@ func deleteDevices(netID string) error {
 }
 
 func devicesOf(netID string) ([]netlink.Link, error) {
-	links, err := netlink.LinkList()
-	// The kernel interrupts a listing when devices change during it, as they do while
-	// namespaces are freed or other networks come and go: list again.
-	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 50; try++ {
-		links, err = netlink.LinkList()
-	}
+	links, err := netdev.List()
 	if err != nil {
 		return nil, err
 	}
@@ -111,23 +116,4 @@ func devicesOf(netID string) ([]netlink.Link, error) {
 		}
 	}
 	return out, nil
-}
-
-func isGone(err error) bool {
-	var notFound netlink.LinkNotFoundError
-	return errors.As(err, &notFound) || errors.Is(err, syscall.ENODEV)
-}
-
-// checkRunning tells whether every node of a network that is up still runs.
-func checkRunning(st *state.Store, rec *state.Record) error {
-	running, err := node.Find(st.ID, rec.NetID)
-	if err != nil {
-		return err
-	}
-	for name := range rec.Nodes {
-		if _, ok := running[name]; !ok {
-			return fmt.Errorf("node %s of network %s is no longer running; run `trellis down %s`, then `trellis up` again", name, rec.Name, rec.Name)
-		}
-	}
-	return nil
 }

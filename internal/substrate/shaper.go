@@ -3,10 +3,6 @@ package substrate
 import (
 	"errors"
 	"fmt"
-	"net/netip"
-
-	"github.com/trellisnet/trellis/internal/plan"
-	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -49,22 +45,4 @@ func setShaper(port netlink.Link, rate uint64) error {
 	// The kernel takes the bucket size as the time to send it at the rate, in ticks.
 	buffer := netlink.Xmittime(bytesPerSec, uint32(burst))
 	return netlink.QdiscReplace(&netlink.Tbf{QdiscAttrs: attrs, Rate: bytesPerSec, Buffer: buffer, Limit: uint32(limit)})
-}
-
-// setLinkRate changes the rate of a link that is up on the machine with underlay address local,
-// in place. A shortbridge also changes its path: capped frames must pass the other end's shaper,
-// uncapped ones may skip it.
-func setLinkRate(l *plan.Link, local netip.Addr) error {
-	devs, err := members(l)
-	if err != nil {
-		return err
-	}
-	// Shape first when adding a cap, so that no frame takes the capped path unshaped.
-	if err := setShapers(devs, l.Rate); err != nil {
-		return err
-	}
-	if l.Connector == spec.Shortbridge {
-		return joinShortbridge(l, local, devs[0], devs[1])
-	}
-	return nil
 }

@@ -1,64 +1,134 @@
-// Package substrate converges one machine to its part of a plan: it creates the nodes, ports,
-// connectors and shapers of a virtual network in the kernel, changes rates live, and removes
-// everything of a network again, also after a crash. It records what it creates in the state
-// directory before creating it.
+// Package substrate converges one machine to its part of a virtual network: a reconciler that
+// compares the desired state (the plan of the topology file for this machine) with the actual
+// state (the network's record and the kernel) object by object, and applies only the
+// difference, through the registered kinds (internal/kinds). Every step is idempotent, so an
+// `up` after a crash at any moment converges; `down` removes everything of a network by its
+// names, also what an interrupted `up` never recorded.
 package substrate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 )
 
 // Result says what Up did.
 type Result struct {
-	Created      bool     // the network was created
-	RatesChanged []string // links whose rate was changed in place
-	Took         time.Duration
+	Created bool     // the network was created
+	Changes []Change // what was changed on a running network
+	Took    time.Duration
 }
 
-// Up converges the machine to plan p, which came from the topology file file, writing progress
-// to log. A network that
-// is already up is left as it is, except for link rates, which are changed in place. If creating
-// fails half-way, everything created so far is removed before Up returns.
-func Up(st *state.Store, p *plan.Plan, file string, log io.Writer) (*Result, error) {
+// Up converges the machine to network n's plan for machine host ("" without hosts), which came
+// from the topology file file, writing progress to log. A new network is created; on one that
+// is up, only what differs is changed, live. If creating fails half-way, everything created so
+// far is removed; if a live change fails, the network is taken back to what it was.
+func Up(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer) (*Result, error) {
 	start := time.Now()
-	unlock, err := st.Lock(p.Network)
+	unlock, err := st.Lock(n.Name)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	rec, err := st.Load(p.Network)
+	rec, err := st.Load(n.Name)
 	if err != nil {
 		return nil, err
 	}
-	if rec != nil {
-		changed, err := update(st, rec, p)
-		return &Result{RatesChanged: changed, Took: time.Since(start)}, err
+	if rec == nil {
+		return create(ctx, st, n, host, file, log, start)
+	}
+	return change(ctx, st, rec, n, host, file, log, start)
+}
+
+// create makes a new network: the record first, then every object.
+func create(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer, start time.Time) (*Result, error) {
+	names := &plan.Names{}
+	p, err := plan.Make(n, st.ID, host, names)
+	if err != nil {
+		return nil, err
+	}
+	if err := preflight(p, n); err != nil {
+		return nil, err
 	}
 	if err := checkNetID(st, p); err != nil {
 		return nil, err
 	}
-	rec = &state.Record{Name: p.Network, NetID: p.NetID, File: file, Status: state.Creating,
-		Created: time.Now().UTC(), Plan: p, Nodes: map[string]int{}}
+	rec := &state.Record{Name: p.Network, NetID: p.NetID, File: file, Status: state.Creating,
+		Created: time.Now().UTC(), Plan: p, Names: names, Nodes: map[string]int{}}
 	if err := st.Save(rec); err != nil {
 		return nil, err
 	}
-	if err := create(st, rec, log); err != nil {
+	env := &kinds.Env{Store: st, Plan: p, Log: log}
+	if err := apply(ctx, env, nil, rec); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w; run `trellis up` again to finish, or `trellis down %s`", err, p.Network)
+		}
 		if cerr := remove(st, rec); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("and removing what was created failed too (run `trellis down %s`): %w", p.Network, cerr))
 		}
 		return nil, err
 	}
-	rec.Status = state.Up
+	return &Result{Created: true, Took: time.Since(start)}, nil
+}
+
+// change converges a network that has a record: up, or interrupted while being created or
+// changed. Only what differs from the record and the kernel is done.
+func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Network, host, file string, log io.Writer, start time.Time) (*Result, error) {
+	if rec.Names == nil {
+		rec.Names = &plan.Names{}
+	}
+	names := rec.Names.Clone()
+	p, err := plan.Make(n, st.ID, host, names)
+	if err != nil {
+		return nil, err
+	}
+	if err := preflight(p, n); err != nil {
+		return nil, err
+	}
+	old := rec.Plan
+	running, err := runningNodes(&kinds.Env{Store: st, Plan: p})
+	if err != nil {
+		return nil, err
+	}
+	changes := Diff(old, p, digests(running))
+	if len(changes) == 0 && rec.Status == state.Up {
+		return &Result{Took: time.Since(start)}, nil
+	}
+	prevStatus := rec.Status
+	rec.Status, rec.File, rec.Names, rec.Target = state.Changing, file, names, p
+	if prevStatus == state.Creating {
+		rec.Status = state.Creating
+	}
 	if err := st.Save(rec); err != nil {
 		return nil, err
 	}
-	return &Result{Created: true, Took: time.Since(start)}, nil
+	env := &kinds.Env{Store: st, Plan: p, Log: log}
+	if prevStatus != state.Up {
+		old = nil // interrupted: trust nothing but the kernel
+	}
+	if err := apply(ctx, env, old, rec); err != nil {
+		if ctx.Err() != nil || old == nil {
+			return nil, fmt.Errorf("%w; the network is partly changed: run `trellis up` again to finish", err)
+		}
+		return nil, rollback(st, rec, old, log, err)
+	}
+	return &Result{Changes: changes, Took: time.Since(start)}, nil
+}
+
+// rollback takes a network whose live change failed back to plan old.
+func rollback(st *state.Store, rec *state.Record, old *plan.Plan, log io.Writer, cause error) error {
+	env := &kinds.Env{Store: st, Plan: old, Log: log}
+	if err := apply(context.Background(), env, nil, rec); err != nil {
+		return errors.Join(cause, fmt.Errorf("and taking the network back to what it was failed too (run `trellis up` again): %w", err))
+	}
+	return fmt.Errorf("%w; the network was taken back to what it was", cause)
 }
 
 // checkNetID refuses a network whose derived id another network of this state directory has.
@@ -75,31 +145,33 @@ func checkNetID(st *state.Store, p *plan.Plan) error {
 	return nil
 }
 
-// update converges a network that exists: only rates may change in place.
-func update(st *state.Store, rec *state.Record, p *plan.Plan) ([]string, error) {
-	if rec.Status != state.Up {
-		return nil, fmt.Errorf("network %s was interrupted while it was being created; run `trellis down %s`, then `trellis up` again", p.Network, p.Network)
-	}
-	if err := checkRunning(st, rec); err != nil {
+// Preview lists what Up of network n would change on this machine, changing nothing.
+func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
+	rec, err := st.Load(n.Name)
+	if err != nil {
 		return nil, err
 	}
-	if !plan.SameExceptRates(rec.Plan, p) {
-		return nil, fmt.Errorf("network %s is up with a different topology; only link rates change in place: run `trellis down %s` first to apply other changes", p.Network, p.Network)
+	names, old := &plan.Names{}, (*plan.Plan)(nil)
+	if rec != nil {
+		if rec.Names != nil {
+			names = rec.Names.Clone()
+		}
+		old = rec.Plan
 	}
-	var changed []string
-	for i, l := range p.Links {
-		old := rec.Plan.Links[i]
-		if l.Rate == old.Rate {
-			continue
-		}
-		if err := setLinkRate(l, p.Local); err != nil {
-			return changed, fmt.Errorf("link %s: %w", l.Name, err)
-		}
-		old.Rate = l.Rate
-		changed = append(changed, l.Name)
-		if err := st.Save(rec); err != nil {
-			return changed, err
-		}
+	p, err := plan.Make(n, st.ID, host, names)
+	if err != nil {
+		return nil, err
 	}
-	return changed, nil
+	if err := preflight(p, n); err != nil {
+		return nil, err
+	}
+	var running map[string]string
+	if rec != nil {
+		found, err := runningNodes(&kinds.Env{Store: st, Plan: p})
+		if err != nil {
+			return nil, err
+		}
+		running = digests(found)
+	}
+	return Diff(old, p, running), nil
 }

@@ -170,7 +170,7 @@ func removeDecap(env *kinds.Env, tunnels []plan.Tunnel) error {
 }
 
 // Counters reads the machine's decapsulation counters, or nil if it has no program.
-func Counters(env *kinds.Env) *dataplane.EGRECounters {
+func (Kind) Counters(env *kinds.Env) *dataplane.EGRECounters {
 	underlay, err := netdev.Underlay(env.Plan.Local)
 	if err != nil {
 		return nil

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/substrate"
+)
+
+func diffCmd(store storeFunc) *cobra.Command {
+	var (
+		host   string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "diff FILE",
+		Short: "Show what `trellis up FILE` would change, changing nothing",
+		Long: `Show what ` + "`trellis up FILE`" + ` would change on this machine, object by object, and change nothing:
+  + node|link NAME                 added
+  - node|link NAME                 removed
+  ~ link NAME: what changes        changed live (rate, impairments, state, MTU, connector, members)
+  ! node NAME (restarts): why      restarted, alone (its addresses, sysctl, files or exec changed,
+                                   or it is not running)
+Exits 0 whether or not there are differences; the file is checked first, as up checks it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, st, host, err := loadFile(store, args[0], host)
+			if err != nil {
+				return err
+			}
+			changes, err := substrate.Preview(st, n, host)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if changes == nil {
+					changes = []substrate.Change{}
+				}
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(changes)
+			}
+			if len(changes) == 0 {
+				fmt.Fprintf(out, "network %s: no changes\n", n.Name)
+			}
+			for _, c := range changes {
+				fmt.Fprintln(out, c)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&host, "host", "", "which of the file's hosts this machine is (default: the one whose address is configured here)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

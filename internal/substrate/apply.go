@@ -1,0 +1,293 @@
+package substrate
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/netdev"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/state"
+	"github.com/vishvananda/netlink"
+)
+
+// applier converges the machine from plan old (what was last applied; nil when nothing can
+// be trusted but the kernel) to env.Plan.
+type applier struct {
+	env     *kinds.Env
+	old     *plan.Plan
+	mu      sync.Mutex
+	running map[string]kinds.Instance // nodes running now, by name
+	fresh   map[string]bool           // nodes started by this apply
+	devs    map[string]netlink.Link   // this network's substrate devices, by name
+}
+
+// apply converges the machine to env.Plan and records it in rec: stop the nodes that go or
+// restart, delete the devices the plan no longer has, start nodes, make and join every link
+// that is new or changed, then run the start commands of the nodes just started.
+func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Record) error {
+	a := &applier{env: env, old: old, fresh: map[string]bool{}}
+	var err error
+	if a.running, err = runningNodes(env); err != nil {
+		return err
+	}
+	p := env.Plan
+	steps := []struct {
+		what string
+		n    int
+		f    func(i int) error
+	}{
+		{"nodes stopped", 1, func(int) error { return a.stopNodes(ctx) }},
+		{"objects removed", 1, func(int) error { return a.removeGone(ctx) }},
+		{"nodes started", len(p.Nodes), func(i int) error { return a.startNode(ctx, p.Nodes[i]) }},
+		{"links converged", len(p.Links), func(i int) error { return a.link(ctx, p.Links[i]) }},
+	}
+	for _, s := range steps {
+		t0 := time.Now()
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted: %w", err)
+		}
+		if err := parallel(s.n, s.f); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Log, "%d %s in %.3fs\n", s.n, s.what, time.Since(t0).Seconds())
+	}
+	rec.Nodes = map[string]int{}
+	for name, in := range a.running {
+		rec.Nodes[name] = in.PID
+	}
+	// Record the pids before running user commands, which may take long.
+	if err := env.Store.Save(rec); err != nil {
+		return err
+	}
+	if err := parallel(len(p.Nodes), func(i int) error { return a.exec(ctx, p.Nodes[i]) }); err != nil {
+		return err
+	}
+	rec.Plan, rec.Target, rec.Status = p, nil, state.Up
+	rec.Names.Keep(p)
+	return env.Store.Save(rec)
+}
+
+// runningNodes finds the network's running nodes of every kind.
+func runningNodes(env *kinds.Env) (map[string]kinds.Instance, error) {
+	out := map[string]kinds.Instance{}
+	for _, k := range kinds.NodeKinds() {
+		found, err := k.Running(env)
+		if err != nil {
+			return nil, err
+		}
+		for name, in := range found {
+			out[name] = in
+		}
+	}
+	return out, nil
+}
+
+func digests(running map[string]kinds.Instance) map[string]string {
+	out := make(map[string]string, len(running))
+	for name, in := range running {
+		out[name] = in.Digest
+	}
+	return out
+}
+
+// stopNodes stops the running nodes that the plan does not have, or has with other settings,
+// and deletes the ports of those that will start again, so their names are free at once
+// (the kernel frees a dead node's namespace, and its ports, a little later).
+func (a *applier) stopNodes(ctx context.Context) error {
+	var stop []kinds.Instance
+	for name, in := range a.running {
+		if n := a.env.Plan.Node(name); n == nil || n.Digest != in.Digest {
+			stop = append(stop, in)
+		}
+	}
+	err := parallel(len(stop), func(i int) error {
+		k, err := kinds.NodeKind(stop[i].Kind)
+		if err != nil {
+			return err
+		}
+		return k.Stop(ctx, a.env, stop[i])
+	})
+	if err != nil {
+		return err
+	}
+	for _, in := range stop {
+		delete(a.running, in.Name)
+		for _, l := range a.env.Plan.Links {
+			for _, port := range l.Ports {
+				if port.Node == in.Name {
+					if err := netdev.Delete(port.Name); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// removeGone undoes what the old plan has and the new one has not: tunnels that go (through
+// their kind), connectors that change kind, ports whose link changed MTU (they are made anew),
+// then deletes every device of the network that the plan does not name.
+func (a *applier) removeGone(ctx context.Context) error {
+	p := a.env.Plan
+	if err := a.listDevices(); err != nil {
+		return err
+	}
+	if a.old != nil {
+		for _, ol := range a.old.Links {
+			if err := a.removeOldParts(ctx, ol, p.Link(ol.Name)); err != nil {
+				return fmt.Errorf("link %s: %w", ol.Name, err)
+			}
+		}
+	}
+	keep := deviceNames(p)
+	for name := range a.devs {
+		if !keep[name] {
+			if err := netdev.Delete(name); err != nil {
+				return err
+			}
+			delete(a.devs, name)
+		}
+	}
+	return nil
+}
+
+// removeOldParts removes what of old link ol the new link nl (nil if it goes) does not keep.
+func (a *applier) removeOldParts(ctx context.Context, ol, nl *plan.Link) error {
+	gone := *ol
+	gone.Tunnels = nil
+	for _, t := range ol.Tunnels {
+		if nl == nil || a.old.Tunnel != a.env.Plan.Tunnel || !hasTunnel(nl, t) {
+			gone.Tunnels = append(gone.Tunnels, t)
+		}
+	}
+	if len(gone.Tunnels) > 0 {
+		tk, err := kinds.TunnelKind(a.old.Tunnel)
+		if err != nil {
+			return err
+		}
+		if err := tk.Remove(ctx, &kinds.Env{Store: a.env.Store, Plan: a.old, Log: a.env.Log}, &gone); err != nil {
+			return err
+		}
+	}
+	if nl == nil {
+		return nil // the sweep deletes its devices
+	}
+	if nl.Connector != ol.Connector {
+		lk, err := kinds.LinkKind(ol.Connector)
+		if err != nil {
+			return err
+		}
+		if err := lk.Leave(ctx, a.env, ol, a.members(ol)); err != nil {
+			return err
+		}
+	}
+	if nl.MTU != ol.MTU {
+		for _, port := range nl.Ports {
+			if err := netdev.Delete(port.Name); err != nil {
+				return err
+			}
+			delete(a.devs, port.Name)
+		}
+	}
+	return nil
+}
+
+func hasTunnel(l *plan.Link, t plan.Tunnel) bool {
+	for _, x := range l.Tunnels {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+// listDevices finds the network's devices in the substrate.
+func (a *applier) listDevices() error {
+	all, err := netdev.List()
+	if err != nil {
+		return err
+	}
+	a.devs = map[string]netlink.Link{}
+	for _, d := range all {
+		if plan.DeviceNetID(d.Attrs().Name) == a.env.Plan.NetID {
+			a.devs[d.Attrs().Name] = d
+		}
+	}
+	return nil
+}
+
+// deviceNames are the substrate devices plan p may hold.
+func deviceNames(p *plan.Plan) map[string]bool {
+	out := map[string]bool{}
+	for _, l := range p.Links {
+		out[l.Device] = true
+		for _, port := range l.Ports {
+			out[port.Name] = true
+		}
+		for _, t := range l.Tunnels {
+			out[t.Device], out[t.Encap] = true, true
+		}
+	}
+	return out
+}
+
+// members returns the devices of link l that exist now.
+func (a *applier) members(l *plan.Link) kinds.Members {
+	var m kinds.Members
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, port := range l.Ports {
+		if d := a.devs[port.Name]; d != nil {
+			m.Ports = append(m.Ports, d)
+		}
+	}
+	for _, t := range l.Tunnels {
+		if d := a.devs[t.Device]; d != nil {
+			m.Tunnels = append(m.Tunnels, d)
+		}
+	}
+	return m
+}
+
+// startNode starts a node of the plan that is not running.
+func (a *applier) startNode(ctx context.Context, n *plan.Node) error {
+	a.mu.Lock()
+	_, ok := a.running[n.Name]
+	a.mu.Unlock()
+	if ok {
+		return nil
+	}
+	k, err := kinds.NodeKind(n.Kind)
+	if err != nil {
+		return err
+	}
+	in, err := k.Start(ctx, a.env, n)
+	if in.PID != 0 { // recorded even if setting it up failed, so that it is stopped again
+		a.mu.Lock()
+		a.running[n.Name], a.fresh[n.Name] = in, true
+		a.mu.Unlock()
+	}
+	if err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// exec runs the start commands of a node started by this apply.
+func (a *applier) exec(ctx context.Context, n *plan.Node) error {
+	if !a.fresh[n.Name] {
+		return nil
+	}
+	k, err := kinds.NodeKind(n.Kind)
+	if err != nil {
+		return err
+	}
+	if err := k.Exec(ctx, a.env, a.running[n.Name], n); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	return nil
+}

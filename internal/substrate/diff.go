@@ -1,0 +1,204 @@
+package substrate
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
+)
+
+// Change is one difference between what runs and the plan, as `trellis diff` shows it.
+type Change struct {
+	Op     string   `json:"op"`     // "add", "remove", "change", or "restart" (a node)
+	Object string   `json:"object"` // "node" or "link"
+	Name   string   `json:"name"`
+	What   []string `json:"what,omitempty"` // for change and restart: what differs, and why
+}
+
+func (c Change) String() string {
+	sign := map[string]string{"add": "+", "remove": "-", "change": "~", "restart": "!"}[c.Op]
+	s := fmt.Sprintf("%s %s %s", sign, c.Object, c.Name)
+	if c.Op == "restart" {
+		s += " (restarts)"
+	}
+	if len(c.What) > 0 {
+		s += ": " + strings.Join(c.What, "; ")
+	}
+	return s
+}
+
+// Diff lists what converging from plan old (nil: nothing) to plan p changes. running holds
+// the digests of the nodes that run now (nil: take old's nodes as running); a node that should
+// run and does not is started again. Diff needs no kernel.
+func Diff(old, p *plan.Plan, running map[string]string) []Change {
+	if old == nil {
+		old = &plan.Plan{}
+	}
+	if running == nil {
+		running = map[string]string{}
+		for _, n := range old.Nodes {
+			running[n.Name] = n.Digest
+		}
+	}
+	out := diffNodes(old, p, running)
+	return append(out, diffLinks(old, p)...)
+}
+
+func diffNodes(old, p *plan.Plan, running map[string]string) []Change {
+	var out []Change
+	for _, n := range p.Nodes {
+		digest, ok := running[n.Name]
+		on := old.Node(n.Name)
+		switch {
+		case !ok && on == nil:
+			out = append(out, Change{Op: "add", Object: "node", Name: n.Name})
+		case !ok:
+			out = append(out, Change{Op: "restart", Object: "node", Name: n.Name, What: []string{"it is not running"}})
+		case digest != n.Digest:
+			what := []string{"its settings changed"}
+			if on != nil && on.Digest == digest {
+				what = nodeChanges(on.Node, n.Node)
+			}
+			out = append(out, Change{Op: "restart", Object: "node", Name: n.Name, What: what})
+		}
+	}
+	var gone []string
+	for name := range running {
+		if p.Node(name) == nil {
+			gone = append(gone, name)
+		}
+	}
+	sort.Strings(gone)
+	for _, name := range gone {
+		out = append(out, Change{Op: "remove", Object: "node", Name: name})
+	}
+	return out
+}
+
+// nodeChanges names the settings that differ between two versions of a node.
+func nodeChanges(a, b *spec.Node) []string {
+	var out []string
+	fields := []struct {
+		name string
+		x, y any
+	}{{"kind", a.Kind, b.Kind}, {"addresses", a.Addresses, b.Addresses}, {"sysctl", a.Sysctl, b.Sysctl},
+		{"files", a.Files, b.Files}, {"exec", a.Exec, b.Exec}}
+	for _, f := range fields {
+		if !reflect.DeepEqual(f.x, f.y) {
+			out = append(out, f.name+" changed")
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"its settings changed"}
+	}
+	return out
+}
+
+func diffLinks(old, p *plan.Plan) []Change {
+	var out []Change
+	for _, l := range p.Links {
+		ol := old.Link(l.Name)
+		if ol == nil {
+			out = append(out, Change{Op: "add", Object: "link", Name: l.Name})
+			continue
+		}
+		if what := linkChanges(ol, l, old.Tunnel != p.Tunnel); len(what) > 0 {
+			out = append(out, Change{Op: "change", Object: "link", Name: l.Name, What: what})
+		}
+	}
+	for _, ol := range old.Links {
+		if p.Link(ol.Name) == nil {
+			out = append(out, Change{Op: "remove", Object: "link", Name: ol.Name})
+		}
+	}
+	return out
+}
+
+// linkChanges names what differs between two versions of a link.
+func linkChanges(a, b *plan.Link, tunnelKind bool) []string {
+	var out []string
+	add := func(what string, x, y any) {
+		if x != y {
+			out = append(out, fmt.Sprintf("%s %v -> %v", what, x, y))
+		}
+	}
+	add("connector", a.Connector, b.Connector)
+	add("rate", spec.FormatRate(a.Rate), spec.FormatRate(b.Rate))
+	add("mtu", a.MTU, b.MTU)
+	add("state", stateWord(a.Down), stateWord(b.Down))
+	ap, bp := portsByEndpoint(a), portsByEndpoint(b)
+	for _, ep := range sortedKeys(bp) {
+		x, ok := ap[ep]
+		if !ok {
+			out = append(out, "member "+ep+" added")
+			continue
+		}
+		y := bp[ep]
+		if x.Impair != y.Impair {
+			out = append(out, fmt.Sprintf("impairment from %s %s -> %s", ep, impairText(x.Impair), impairText(y.Impair)))
+		}
+		if x.Down != y.Down {
+			out = append(out, fmt.Sprintf("endpoint %s %s -> %s", ep, stateWord(x.Down), stateWord(y.Down)))
+		}
+	}
+	for _, ep := range sortedKeys(ap) {
+		if _, ok := bp[ep]; !ok {
+			out = append(out, "member "+ep+" removed")
+		}
+	}
+	if tunnelKind || !reflect.DeepEqual(a.Tunnels, b.Tunnels) {
+		out = append(out, "tunnels changed")
+	}
+	return out
+}
+
+func portsByEndpoint(l *plan.Link) map[string]plan.Port {
+	out := map[string]plan.Port{}
+	for _, p := range l.Ports {
+		out[p.String()] = p
+	}
+	return out
+}
+
+func sortedKeys(m map[string]plan.Port) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func stateWord(down bool) string {
+	if down {
+		return "down"
+	}
+	return "up"
+}
+
+// impairText writes an impairment as the topology file does.
+func impairText(im spec.Impairment) string {
+	if im.IsZero() {
+		return "none"
+	}
+	var parts []string
+	pct := func(name string, v float64) {
+		if v != 0 {
+			parts = append(parts, fmt.Sprintf("%s %g%%", name, v))
+		}
+	}
+	pct("loss", im.Loss)
+	pct("correlation", im.LossCorrelation)
+	pct("duplicate", im.Duplicate)
+	pct("corrupt", im.Corrupt)
+	if im.Delay != 0 {
+		parts = append(parts, "delay "+im.Delay.String())
+	}
+	if im.Jitter != 0 {
+		parts = append(parts, "jitter "+im.Jitter.String()+" "+im.Distribution)
+	}
+	return strings.Join(parts, ", ")
+}

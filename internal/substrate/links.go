@@ -1,0 +1,125 @@
+package substrate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/trellisnet/trellis/internal/dataplane"
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/netdev"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/vishvananda/netlink"
+)
+
+// link converges one link: it makes the ports that are missing (a new link or member, or a
+// node started anew), and if anything of the link is new or changed, ensures its tunnels, then
+// sets its shapers, joins its connector, sets impairments and finally the carrier state. A link
+// that is unchanged and whole is not touched.
+func (a *applier) link(ctx context.Context, l *plan.Link) error {
+	made, ports, err := a.ports(ctx, l)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", l.Name, err)
+	}
+	var ol *plan.Link
+	if a.old != nil && a.old.Tunnel == a.env.Plan.Tunnel {
+		ol = a.old.Link(l.Name)
+	}
+	if !made && ol != nil && sameLink(ol, l) {
+		return nil
+	}
+	if err := a.join(ctx, l, ports); err != nil {
+		return fmt.Errorf("link %s: %w", l.Name, err)
+	}
+	return nil
+}
+
+// ports returns the link's ports, making those that are missing.
+func (a *applier) ports(ctx context.Context, l *plan.Link) (bool, []netlink.Link, error) {
+	made := false
+	out := make([]netlink.Link, len(l.Ports))
+	for i, port := range l.Ports {
+		a.mu.Lock()
+		dev, in := a.devs[port.Name], a.running[port.Node]
+		a.mu.Unlock()
+		if dev == nil {
+			n := a.env.Plan.Node(port.Node)
+			k, err := kinds.NodeKind(n.Kind)
+			if err != nil {
+				return made, nil, err
+			}
+			if dev, err = k.Port(ctx, a.env, in, n, port, l.MTU); err != nil {
+				return made, nil, fmt.Errorf("port %s: %w", port, err)
+			}
+			made = true
+			a.mu.Lock()
+			a.devs[port.Name] = dev
+			a.mu.Unlock()
+		}
+		out[i] = dev
+	}
+	return made, out, nil
+}
+
+// join ensures the link's tunnels, shapers, connector, impairments and carrier state.
+func (a *applier) join(ctx context.Context, l *plan.Link, ports []netlink.Link) error {
+	lk, err := kinds.LinkKind(l.Connector)
+	if err != nil {
+		return err
+	}
+	m := kinds.Members{Ports: ports}
+	if len(l.Tunnels) > 0 {
+		tk, err := kinds.TunnelKind(a.env.Plan.Tunnel)
+		if err != nil {
+			return err
+		}
+		tm, err := tk.Ensure(ctx, a.env, l, ports, lk.Direct() && len(ports) == 1)
+		if err != nil {
+			return err
+		}
+		m.Tunnels, m.EncapOnPort = tm.Tunnels, tm.EncapOnPort
+	}
+	// Shape first when adding a cap, so that no frame takes the capped path unshaped.
+	if err := setShapers(append(append([]netlink.Link{}, ports...), m.Tunnels...), l.Rate); err != nil {
+		return err
+	}
+	if err := lk.Join(ctx, a.env, l, m); err != nil {
+		return err
+	}
+	for i, port := range l.Ports {
+		im := dataplane.Impairment{Loss: port.Impair.Loss, LossCorrelation: port.Impair.LossCorrelation,
+			Duplicate: port.Impair.Duplicate, Corrupt: port.Impair.Corrupt}
+		if err := dataplane.SetImpairment(ports[i].Attrs().Index, im); err != nil {
+			return fmt.Errorf("port %s: %w", port, err)
+		}
+		if err := setCarrier(port.Name, !l.Down && !port.Down); err != nil {
+			return fmt.Errorf("port %s: %w", port, err)
+		}
+	}
+	return nil
+}
+
+// setCarrier brings a port up or down. A veth whose other end is down has no carrier, so the
+// virtual interface inside the node sees NO-CARRIER, as with a pulled cable.
+func setCarrier(name string, up bool) error {
+	if up {
+		_, err := netdev.UpQuiet(name)
+		return err
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0o644); err != nil {
+		return err
+	}
+	dev, err := netlink.LinkByName(name)
+	if err == nil {
+		err = netlink.LinkSetDown(dev)
+	}
+	return err
+}
+
+// sameLink tells whether two plans of a link are the same in every respect.
+func sameLink(a, b *plan.Link) bool {
+	ja, _ := json.Marshal(a) // a plan.Link always marshals
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}

@@ -1,0 +1,83 @@
+package substrate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/state"
+)
+
+// ErrNoLink is returned when a network has no link (or endpoint) of the name given.
+var ErrNoLink = errors.New("no such link")
+
+// SetLinkState takes the carrier of link linkName of a running network away (up false) or
+// gives it back: from every endpoint on this machine, or, with endpoint ("NODE:IF"), from that
+// one alone. The nodes see NO-CARRIER on their interfaces, as with a pulled cable; nothing else
+// changes. The new state stays until the next `up` of the file, which applies the file's.
+func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpoint string, up bool, log io.Writer) error {
+	unlock, err := st.Lock(network)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rec, err := st.Load(network)
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		return fmt.Errorf("no network named %s in %s", network, st.Dir)
+	}
+	if rec.Status != state.Up {
+		return fmt.Errorf("network %s is %s: run `trellis up` with its file first", network, rec.Status)
+	}
+	p, err := copyPlan(rec.Plan)
+	if err != nil {
+		return err
+	}
+	l := p.Link(linkName)
+	if l == nil {
+		return fmt.Errorf("network %s: %w %q on this machine (see `trellis link %s`)", network, ErrNoLink, linkName, network)
+	}
+	if err := setDown(l, endpoint, !up); err != nil {
+		return fmt.Errorf("network %s: link %s: %w", network, linkName, err)
+	}
+	old := rec.Plan
+	env := &kinds.Env{Store: st, Plan: p, Log: log}
+	if err := apply(ctx, env, old, rec); err != nil {
+		return rollback(st, rec, old, log, err)
+	}
+	return nil
+}
+
+// setDown sets the carrier of a whole link, or of one endpoint of it.
+func setDown(l *plan.Link, endpoint string, down bool) error {
+	if endpoint == "" {
+		l.Down = down
+		for i := range l.Ports {
+			l.Ports[i].Down = false
+		}
+		return nil
+	}
+	for i := range l.Ports {
+		if l.Ports[i].String() == endpoint {
+			l.Ports[i].Down = down
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: it has no endpoint %s on this machine", ErrNoLink, endpoint)
+}
+
+// copyPlan returns a deep copy of a plan.
+func copyPlan(p *plan.Plan) (*plan.Plan, error) {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	var c plan.Plan
+	return &c, json.Unmarshal(data, &c)
+}

@@ -1,0 +1,89 @@
+package substrate
+
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/netdev"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/vishvananda/netlink"
+)
+
+// preflight refuses, before anything changes, a plan this machine cannot hold: kinds that are
+// not registered, and delays that need a kernel feature the machine lacks.
+func preflight(p *plan.Plan, n *spec.Network) error {
+	var errs spec.Errors
+	for _, nd := range p.Nodes {
+		if _, err := kinds.NodeKind(nd.Kind); err != nil {
+			errs = append(errs, n.NodeError(nd.Node, "kind", err.Error(), "use a registered kind"))
+		}
+	}
+	if p.Tunnel != "" {
+		if _, err := kinds.TunnelKind(p.Tunnel); err != nil {
+			errs = append(errs, n.NetworkError("tunnel", err.Error(), "use a registered tunnel kind"))
+		}
+	}
+	for _, l := range p.Links {
+		sl := specLink(n, l.Name)
+		if _, err := kinds.LinkKind(l.Connector); err != nil {
+			errs = append(errs, n.LinkError(sl, "connector", err.Error(), "use a registered connector"))
+		}
+		for _, port := range l.Ports {
+			if !port.Impair.NeedsNetem() {
+				continue
+			}
+			field := "delay"
+			if _, ok := sl.From[port.String()]; ok {
+				field = "from." + port.String()
+			}
+			msg := "delay and jitter need the kernel's netem queueing discipline (sch_netem), which this machine's kernel lacks"
+			if netemAvailable() {
+				msg = "delay and jitter are not applied by this version of trellis yet (the kernel has netem)"
+			}
+			errs = append(errs, n.LinkError(sl, field, msg,
+				"remove delay and jitter from this link (loss, duplicate and corrupt work on every kernel)"))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+func specLink(n *spec.Network, name string) *spec.Link {
+	for _, l := range n.Links {
+		if l.Name == name {
+			return l
+		}
+	}
+	return nil
+}
+
+var (
+	netemOnce sync.Once
+	netemOK   bool
+)
+
+// netemAvailable tells whether the kernel has the netem qdisc, by trying it on a veth pair
+// made for the purpose (and deleted again): nothing else on the machine is touched.
+func netemAvailable() bool {
+	netemOnce.Do(func() {
+		name := fmt.Sprintf("trnetem%d", os.Getpid()%1000000)
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}
+		if err := netlink.LinkAdd(veth); err != nil {
+			return
+		}
+		defer netdev.Delete(name)
+		dev, err := netlink.LinkByName(name)
+		if err != nil {
+			return
+		}
+		q := netlink.NewNetem(netlink.QdiscAttrs{LinkIndex: dev.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
+			netlink.NetemQdiscAttrs{Latency: 1000})
+		netemOK = netlink.QdiscAdd(q) == nil
+	})
+	return netemOK
+}
