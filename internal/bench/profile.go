@@ -75,4 +75,3 @@ func (r *runner) profile() (err error) {
 	}
 	return nil
 }
-

@@ -159,6 +159,5 @@ func buildNative(h *Harness, nets int) (*Rig, error) {
 	return g, g.finish(src, "eth1", nut, "eth1", sink, "eth1", SinkIP)
 }
 
-
 // ErrUnknownSetup is returned for a setup name that is not one of Names.
 var ErrUnknownSetup = errors.New("no setup named")
