@@ -25,17 +25,8 @@ func TestQuickBench(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the bench needs root")
 	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "trellis")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/trellis")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building trellis: %v\n%s", err, out)
-	}
+	bin := buildTrellis(t, dir)
 	tmp := filepath.Join(dir, "tmp") // the bench's work directory goes here, and must go again
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		t.Fatal(err)
@@ -47,7 +38,7 @@ func TestQuickBench(t *testing.T) {
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	t0 := time.Now()
-	err = cmd.Start()
+	err := cmd.Start()
 	if err == nil {
 		err = cmd.Wait()
 	}
@@ -85,6 +76,22 @@ func TestQuickBench(t *testing.T) {
 			t.Errorf("%s not written (%v)", f, err)
 		}
 	}
+}
+
+// buildTrellis builds the trellis binary into dir.
+func buildTrellis(t *testing.T, dir string) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "trellis")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/trellis")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building trellis: %v\n%s", err, out)
+	}
+	return bin
 }
 
 func checkReport(t *testing.T, rep *result.Report) {
