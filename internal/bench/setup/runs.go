@@ -186,17 +186,22 @@ func (r *Run) clean() error {
 	return r.end()
 }
 
-// downRootNetworks takes down every network of state directory dir, if it exists, as
-// `trellis down` does.
-func downRootNetworks(dir string) error {
+// records opens state directory dir, if it exists, and lists its networks.
+func records(dir string) (*state.Store, []*state.Record, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return nil
+		return nil, nil, nil
 	}
 	st, err := state.Open(dir)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	recs, err := st.List()
+	return st, recs, err
+}
+
+// downRootNetworks takes down every network of state directory dir, as `trellis down` does.
+func downRootNetworks(dir string) error {
+	st, recs, err := records(dir)
 	if err != nil {
 		return err
 	}
@@ -211,11 +216,7 @@ func downRootNetworks(dir string) error {
 // killNodes ends the nodes of every network of a simulated machine's state directory. Their
 // devices, tunnels and eBPF programs are in the machine's network namespace and go with it.
 func killNodes(dir string) error {
-	st, err := state.Open(dir)
-	if err != nil {
-		return err
-	}
-	recs, err := st.List()
+	st, recs, err := records(dir)
 	if err != nil {
 		return err
 	}
