@@ -4,6 +4,8 @@
 # two minutes) it writes to bench-results/ instead and leaves docs/ alone. Other arguments go to
 # `trellis bench` (see `bin/trellis bench --help`). Run as root on Debian 12; it installs what it
 # needs first. The machine should be otherwise idle: other work shows as noise in the figures.
+# A run that is killed leaves its setups behind until the next run, or `bin/trellis bench clean`,
+# removes them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh

@@ -1,32 +1,30 @@
-// Package bench measures how fast virtual networks forward, the way the Trellis paper measured
-// it (section 5): a traffic generator in a source namespace, one node under test, and a sink that
-// counts, for each way of forwarding (native kernel, trellis with shortbridge or bridge, a
-// user-space relay, and trellis over two simulated machines with EGRE or VXLAN tunnels), all in
-// one run so that every ratio to native is taken on the same machine under the same conditions.
-// It measures the CPU cost per frame with eBPF on the softirq tracepoints and profiles where the
-// time goes with perf; it also times deployment, scaling to many networks and isolation between
-// networks, and writes the figures as JSON, PNG plots and a Markdown page.
+// Package bench runs the benchmark behind `trellis bench`: it measures how fast virtual
+// networks forward, the way the Trellis paper measured it (section 5), and also times
+// deployment, scaling to many networks and isolation between networks. It is a user of the
+// layers below it: the setups it measures through are built by package setup (through the
+// spec, plan and substrate layers, as `trellis up` builds networks), the traffic and CPU time
+// are measured by package measure, and the figures go into a result.Report, which package
+// report renders (JSON, Markdown, plots) where a command asks for it. This package holds the
+// run's options and its parts, each a function that builds what it needs, measures and fills
+// its section of the report.
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/bench/result"
+	"github.com/trellisnet/trellis/internal/bench/setup"
 	"github.com/trellisnet/trellis/internal/state"
-	"github.com/vishvananda/netns"
 )
 
-// Parts of a run, in the order they run.
+// Parts of a run.
 const (
 	PartForward   = "forward"   // generator ceiling; sweep, peak and zero-loss rate per setup
 	PartCPU       = "cpu"       // CPU cost per forwarded frame
@@ -37,8 +35,40 @@ const (
 	PartProfile   = "profile"   // where the forwarding CPU's time goes (perf), per setup
 )
 
-// AllParts are the parts a full run makes.
-var AllParts = []string{PartForward, PartCPU, PartProfile, PartSizes, PartScaling, PartIsolation, PartDeploy}
+// part is one part of a run: run measures and adds its figures to r.rep.
+type part struct {
+	name string
+	run  func(r *runner) error
+}
+
+// parts run in this order. A new part is one line here, a method of runner in a file of its
+// own, a field of result.Report and a section of package report.
+var parts = []part{
+	{PartForward, (*runner).forward},
+	{PartCPU, (*runner).cpu},
+	{PartProfile, (*runner).profile},
+	{PartSizes, (*runner).sizes},
+	{PartScaling, (*runner).scaling},
+	{PartIsolation, (*runner).isolation},
+	{PartDeploy, (*runner).deploy},
+}
+
+// AllParts are the parts a full run makes, in the order they run.
+var AllParts = partNames()
+
+func partNames() []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, p.name)
+	}
+	return out
+}
+
+// Errors of Options.Check.
+var (
+	ErrUnknownPart = errors.New("no part named")
+	ErrOptions     = errors.New("bad bench options")
+)
 
 // Options say what a run measures and how long it takes.
 type Options struct {
@@ -57,6 +87,9 @@ type Options struct {
 	ZeroLossSteps int           // binary search steps
 	Log           io.Writer     // progress
 	Trellis       string        // the trellis binary that the tunnel setups run; "": this program
+	// StateDir is where the run records itself (STATE_DIR/bench/), so that what it leaves
+	// behind if it is killed is removed by the next run (setup.Clean).
+	StateDir string
 }
 
 // DefaultOptions is a full run.
@@ -75,6 +108,7 @@ func DefaultOptions() Options {
 		LossTolerance: 0.0001,
 		ZeroLossSteps: 6,
 		Log:           io.Discard,
+		StateDir:      state.DefaultDir,
 	}
 }
 
@@ -91,181 +125,100 @@ func QuickOptions() Options {
 	return o
 }
 
-// interrupted is set when the run is asked to stop.
-var interrupted atomic.Bool
-
-type runner struct {
-	opt            Options
-	log            io.Writer
-	rootNS         netns.NsHandle
-	genCPU, fwdCPU int
-	work           string // temporary directory of this run
-	st             *state.Store
-	rep            *Report
-	machines       int // pairs of simulated machines made so far
+// Check returns an error for options that a run cannot make: an unknown part or setup (the
+// error lists the known ones), fewer than one repetition, a chain of fewer than two nodes, or
+// a scaling step of no network.
+func (o *Options) Check() error {
+	var bad []string
+	for _, p := range o.Parts {
+		if !slices.Contains(AllParts, p) {
+			bad = append(bad, fmt.Sprintf("%q", p))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("--parts: %w %s; known: %s", ErrUnknownPart, strings.Join(bad, ", "), strings.Join(AllParts, ", "))
+	}
+	if err := setup.Check(o.Setups); err != nil {
+		return fmt.Errorf("--setups: %w", err)
+	}
+	if o.Repeat < 1 {
+		return fmt.Errorf("%w: --repeat must be at least 1, not %d", ErrOptions, o.Repeat)
+	}
+	for _, n := range o.Chains {
+		if n < 2 {
+			return fmt.Errorf("%w: --chains: a chain has at least 2 nodes, not %d", ErrOptions, n)
+		}
+	}
+	for _, n := range o.Networks {
+		if n < 1 {
+			return fmt.Errorf("%w: --networks: scaling needs at least 1 network, not %d", ErrOptions, n)
+		}
+	}
+	return nil
 }
 
-// ncpu is the number of CPUs the bench may use.
-func (r *runner) ncpu() int { return runtime.NumCPU() }
+// runner is one run: its options, its harness and the report it fills.
+type runner struct {
+	ctx    context.Context
+	opt    Options
+	h      *setup.Harness
+	rep    *result.Report
+	setups []string // setup.Direct, then the options' setups without repeats
+}
 
 // Run runs a benchmark and returns its report. Everything it creates (namespaces, veths,
-// trellis networks in a state directory of its own, processes) is removed before it returns,
-// also when it fails.
-func Run(opt Options) (rep *Report, err error) {
-	if os.Geteuid() != 0 {
-		return nil, errors.New("the bench creates namespaces, devices and eBPF programs: run it as root")
-	}
+// trellis networks in a state directory of its own, simulated machines, processes) is removed
+// before it returns, also when it fails; after a SIGKILL, the next run removes it. Cancelling
+// ctx (Ctrl-C) stops the run at the end of the current trial, and returns the figures so far
+// with the error.
+func Run(ctx context.Context, opt Options) (rep *result.Report, err error) {
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
-	if opt.Repeat < 1 {
-		return nil, errors.New("repeat must be at least 1")
+	if err := opt.Check(); err != nil {
+		return nil, err
 	}
-	for _, n := range opt.Chains {
-		if n < 2 {
-			return nil, fmt.Errorf("a chain has at least 2 nodes, not %d", n)
-		}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the bench creates namespaces, devices and eBPF programs: run it as root")
 	}
-	for _, n := range opt.Networks {
-		if n < 1 {
-			return nil, fmt.Errorf("scaling needs at least 1 network, not %d", n)
-		}
+	h, err := setup.Open(opt.StateDir, opt.Trellis, opt.Log)
+	if err != nil {
+		return nil, err
 	}
-	setups := []string{"direct"}
+	defer func() { err = errors.Join(err, h.Close()) }()
+	r := &runner{ctx: ctx, opt: opt, h: h, setups: []string{setup.Direct}}
 	for _, s := range opt.Setups {
-		k := findSetup(s)
-		switch {
-		case k == nil:
-			return nil, fmt.Errorf("no setup named %q; known: %s", s, strings.Join(setupNames(), ", "))
-		case k.build == nil:
-			return nil, fmt.Errorf("setup %s is not available yet: %s", s, k.Pending)
-		case s != "direct" && !slices.Contains(setups, s):
-			setups = append(setups, s)
+		if !slices.Contains(r.setups, s) {
+			r.setups = append(r.setups, s)
 		}
 	}
-	r := &runner{opt: opt, log: opt.Log, genCPU: -1, fwdCPU: -1}
-	if n := runtime.NumCPU(); n >= 2 {
-		r.genCPU, r.fwdCPU = 0, n-1
-	}
-	if r.rootNS, err = netns.Get(); err != nil {
-		return nil, err
-	}
-	defer r.rootNS.Close()
-	if r.work, err = os.MkdirTemp("", "trellis-bench-"); err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(r.work)
-	r.rep = newReport(opt, r)
-	// Ctrl-C or SIGTERM stops the run at the end of the current trial, and the setups are torn
-	// down as after a failure. (After SIGKILL, trellis nodes outlive the bench: the log names the
-	// state directory to run `trellis --state-dir DIR down --all` on.)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		if _, ok := <-sigs; ok {
-			interrupted.Store(true)
-		}
-	}()
-	defer func() { interrupted.Store(false) }()
-	r.logf("   work directory %s (trellis networks in its state/)\n", r.work)
+	r.rep = r.newReport()
+	r.logf("   work directory %s (trellis networks in its state/)\n", h.Work)
 	start := time.Now()
-	for _, part := range AllParts {
-		if !slices.Contains(opt.Parts, part) {
+	for _, p := range parts {
+		if !slices.Contains(opt.Parts, p.name) {
 			continue
 		}
 		t0 := time.Now()
-		r.logf("== %s\n", part)
-		var perr error
-		switch part {
-		case PartForward:
-			perr = r.forward(setups)
-		case PartCPU:
-			perr = r.cpu(setups)
-		case PartProfile:
-			perr = r.profile(setups)
-		case PartSizes:
-			perr = r.sizes(setups)
-		case PartScaling:
-			perr = r.scaling()
-		case PartIsolation:
-			perr = r.isolation()
-		case PartDeploy:
-			perr = r.deploy()
+		r.logf("== %s\n", p.name)
+		if err := p.run(r); err != nil {
+			return r.rep, fmt.Errorf("%s: %w", p.name, err)
 		}
-		if perr != nil {
-			return r.rep, fmt.Errorf("%s: %w", part, perr)
-		}
-		r.logf("   (%s took %.1fs)\n", part, time.Since(t0).Seconds())
+		r.logf("   (%s took %.1fs)\n", p.name, time.Since(t0).Seconds())
 	}
 	r.rep.TookSeconds = time.Since(start).Seconds()
 	return r.rep, nil
 }
 
-func setupNames() []string {
-	var out []string
-	for _, k := range setupKinds {
-		out = append(out, k.Name)
-	}
-	return out
+func (r *runner) logf(format string, args ...any) { fmt.Fprintf(r.opt.Log, format, args...) }
+
+// note adds a note to the report, and logs it.
+func (r *runner) note(format string, args ...any) {
+	r.rep.Notes = append(r.rep.Notes, strings.TrimSpace(fmt.Sprintf(format, args...)))
+	r.logf("   note: "+format+"\n", args...)
 }
 
-func (r *runner) logf(format string, args ...any) { fmt.Fprintf(r.log, format, args...) }
-
-// store is the state directory of the bench's own trellis networks, made on first use.
-func (r *runner) store() (*state.Store, error) {
-	if r.st == nil {
-		st, err := state.Open(filepath.Join(r.work, "state"))
-		if err != nil {
-			return nil, err
-		}
-		r.st = st
-	}
-	return r.st, nil
-}
-
-// namespace makes an anonymous network namespace that the rig frees at Close.
-func (r *runner) namespace(g *rig) (netns.NsHandle, error) {
-	ns, err := newNetns()
-	if err != nil {
-		return ns, err
-	}
-	g.onClose(func() error { return ns.Close() })
-	return ns, nil
-}
-
-// steer sends the receive processing of an interface to the forwarding CPU (RPS), so that the
-// node under test forwards on one CPU while the generator runs on another.
-func (r *runner) steer(ns netns.NsHandle, ifname string) error {
-	if r.fwdCPU < 0 {
-		return nil
-	}
-	return setRPS(ns, ifname, cpuMask(r.fwdCPU))
-}
-
-// build makes the named setups; on error, what was built is torn down.
-func (r *runner) build(names []string, nets int) ([]*rig, error) {
-	var rigs []*rig
-	for _, name := range names {
-		t0 := time.Now()
-		g, err := findSetup(name).build(r, nets)
-		if err == nil {
-			err = g.setFrames(r, r.opt.Size, r.opt.Flows)
-		}
-		if err != nil {
-			err = errors.Join(fmt.Errorf("building %s: %w", name, err), g.Close(), closeAll(rigs))
-			return nil, err
-		}
-		r.logf("   built %s (%d network(s)) in %.2fs\n", name, nets, time.Since(t0).Seconds())
-		rigs = append(rigs, g)
-	}
-	return rigs, nil
-}
-
-func closeAll(rigs []*rig) error {
-	var errs []error
-	for _, g := range rigs {
-		errs = append(errs, g.Close())
-	}
-	return errors.Join(errs...)
+// build makes the named setups with the run's frame size and flows.
+func (r *runner) build(names []string, nets int) ([]*setup.Rig, error) {
+	return r.h.Build(names, nets, r.opt.Size, r.opt.Flows)
 }

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/bench/report"
+	"github.com/trellisnet/trellis/internal/bench/result"
 )
 
 // TestQuickBench runs `trellis bench --quick` as a user would and checks that every figure is
@@ -22,28 +25,20 @@ func TestQuickBench(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the bench needs root")
 	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "trellis")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/trellis")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building trellis: %v\n%s", err, out)
-	}
+	bin := buildTrellis(t, dir)
 	tmp := filepath.Join(dir, "tmp") // the bench's work directory goes here, and must go again
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	cmd := exec.Command(bin, "bench", "--quick", "--out", out, "--markdown", filepath.Join(out, "benchmarks.md"))
+	stateDir := filepath.Join(dir, "state") // the bench records its run here
+	cmd := exec.Command(bin, "--state-dir", stateDir, "bench", "--quick", "--out", out, "--markdown", filepath.Join(out, "benchmarks.md"))
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	t0 := time.Now()
-	err = cmd.Start()
+	err := cmd.Start()
 	if err == nil {
 		err = cmd.Wait()
 	}
@@ -58,6 +53,9 @@ func TestQuickBench(t *testing.T) {
 	if left, _ := os.ReadDir(tmp); len(left) > 0 {
 		t.Errorf("the bench left its work directory behind: %v", left)
 	}
+	if left, _ := os.ReadDir(filepath.Join(stateDir, "bench")); len(left) > 0 {
+		t.Errorf("the bench left its run record behind: %v", left)
+	}
 	// The simulated machines of the tunnel setups are named trbenchPID-NONCE-mX.
 	if out, err := exec.Command("ip", "netns", "list").Output(); err == nil {
 		if prefix := fmt.Sprintf("trbench%d-", cmd.Process.Pid); strings.Contains(string(out), prefix) {
@@ -68,19 +66,35 @@ func TestQuickBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep Report
+	var rep result.Report
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatalf("bench.json: %v", err)
 	}
 	checkReport(t, &rep)
-	for _, f := range append(plotsOf(&rep), "benchmarks.md") {
+	for _, f := range append(report.PlotsOf(&rep), "benchmarks.md") {
 		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s not written (%v)", f, err)
 		}
 	}
 }
 
-func checkReport(t *testing.T, rep *Report) {
+// buildTrellis builds the trellis binary into dir.
+func buildTrellis(t *testing.T, dir string) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "trellis")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/trellis")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building trellis: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func checkReport(t *testing.T, rep *result.Report) {
 	t.Helper()
 	positive := func(what string, v float64) {
 		t.Helper()
@@ -88,7 +102,7 @@ func checkReport(t *testing.T, rep *Report) {
 			t.Errorf("%s = %v, want a positive finite figure", what, v)
 		}
 	}
-	stat := func(what string, s Stat) {
+	stat := func(what string, s result.Stat) {
 		t.Helper()
 		positive(what+" median", s.Median)
 		if s.Min > s.Median || s.Median > s.Max {
@@ -173,7 +187,7 @@ func checkReport(t *testing.T, rep *Report) {
 		}
 	}
 	if _, err := exec.LookPath("perf"); err == nil && rep.Config.ForwardingCPU >= 0 {
-		profiled := map[string]*ProfileResult{}
+		profiled := map[string]*result.ProfileResult{}
 		for _, p := range rep.Profiles {
 			profiled[p.Setup] = p
 			if p.Samples <= 0 || p.Frames <= 0 || len(p.Symbols) == 0 || len(p.Groups) == 0 {
@@ -235,7 +249,7 @@ func checkReport(t *testing.T, rep *Report) {
 	}
 }
 
-func hasGroup(p *ProfileResult, name string) bool {
+func hasGroup(p *result.ProfileResult, name string) bool {
 	for _, g := range p.Groups {
 		if g.Name == name && g.Percent > 0 {
 			return true

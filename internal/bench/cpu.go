@@ -1,19 +1,13 @@
 package bench
 
 import (
-	"bytes"
-	"compress/gzip"
 	"errors"
-	"fmt"
-	"io"
 	"math"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/trellisnet/trellis/internal/bench/measure"
+	"github.com/trellisnet/trellis/internal/bench/result"
+	"github.com/trellisnet/trellis/internal/bench/setup"
 )
 
 // cpuTrial is what the CPU part measures over one trial.
@@ -31,26 +25,26 @@ type cpuTrial struct {
 // the idle accounting, it does not count other processes that share the CPU. Each setup is
 // measured at 70% of its own zero-loss rate. The sink's share, measured in setup direct at the
 // same rate, is subtracted where the sink's work is on the forwarding CPU. The tunnel setups are
-// steered split (steerTunnel): the forwarding CPU does machine B's work only.
-func (r *runner) cpu(setups []string) (err error) {
-	if r.fwdCPU < 0 {
+// steered split (Rig.Split): the forwarding CPU does machine B's work only.
+func (r *runner) cpu() (err error) {
+	if r.h.FwdCPU < 0 {
 		r.note("one CPU only: the CPU cost per frame cannot be told apart from the generator's, not measured")
 		return nil
 	}
-	meter, merr := newSoftirqMeter()
+	meter, merr := measure.NewSoftirqMeter()
 	if merr != nil {
 		r.note("CPU cost not measured: the softirq tracepoints cannot be counted here (%v)", merr)
 		return nil
 	}
 	defer func() { err = errors.Join(err, meter.Close()) }()
-	rigs, err := r.build(setups, 1)
+	rigs, err := r.build(r.setups, 1)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, closeAll(rigs)) }()
+	defer func() { err = errors.Join(err, setup.CloseAll(rigs)) }()
 	for _, g := range rigs {
-		if g.split != nil {
-			if err := g.split(true); err != nil {
+		if g.Split != nil {
+			if err := g.Split(true); err != nil {
 				return err
 			}
 		}
@@ -66,27 +60,27 @@ func (r *runner) cpu(setups []string) (err error) {
 		}
 	}
 	for _, g := range rigs[1:] {
-		if rates[g.name] <= 0 { // no forwarding part in this run: find a rate quickly
-			t, err := g.trial(0, r.opt.Trial)
+		if rates[g.Name] <= 0 { // no forwarding part in this run: find a rate quickly
+			t, err := g.Trial(r.ctx, 0, r.opt.Trial)
 			if err != nil {
 				return err
 			}
-			rates[g.name] = 0.5 * t.Out
+			rates[g.Name] = 0.5 * t.Out
 		}
 	}
-	rateOf := func(g *rig) float64 { return rates[g.name] }
+	rateOf := func(g *setup.Rig) float64 { return rates[g.Name] }
 	for _, g := range rigs {
-		if _, err := g.trial(rateOf(g), warmup); err != nil {
+		if _, err := g.Trial(r.ctx, rateOf(g), warmup); err != nil {
 			return err
 		}
 	}
-	irqCharged := !irqTimeAccounting()
+	irqCharged := !measure.IRQTimeAccounting()
 	got := map[string][]cpuTrial{}
 	sinkAt := map[float64][]float64{} // the direct setup's cost on the forwarding CPU, by rate
 	for rep := 0; rep < r.opt.Repeat; rep++ {
 		for _, g := range rigs {
 			rates := []float64{rateOf(g)}
-			if g.name == "direct" { // the sink's share at every rate used
+			if g.Name == setup.Direct { // the sink's share at every rate used
 				rates = nil
 				for _, h := range rigs[1:] {
 					if !containsF(rates, rateOf(h)) {
@@ -99,22 +93,22 @@ func (r *runner) cpu(setups []string) (err error) {
 				if err != nil {
 					return err
 				}
-				if g.name == "direct" {
+				if g.Name == setup.Direct {
 					sinkAt[rate] = append(sinkAt[rate], c.fwdNS/c.frames)
 				} else {
-					got[g.name] = append(got[g.name], c)
+					got[g.Name] = append(got[g.Name], c)
 				}
 			}
 		}
 	}
 	for _, g := range rigs[1:] {
 		rate := rateOf(g)
-		sink := statOf(sinkAt[rate]).Median
-		if g.tunnel {
+		sink := result.StatOf(sinkAt[rate]).Median
+		if g.Tunnel {
 			sink = 0 // the sink is on machine A, not on the forwarding CPU
 		}
 		var raw, net, other, relay, busy []float64
-		for _, c := range got[g.name] {
+		for _, c := range got[g.Name] {
 			f := c.frames
 			if f == 0 {
 				f = math.NaN()
@@ -125,13 +119,13 @@ func (r *runner) cpu(setups []string) (err error) {
 			relay = append(relay, c.relayNS/f)
 			busy = append(busy, c.busyNS/f)
 		}
-		res := &CPUResult{Setup: g.name, RatePPS: rate, Raw: statOf(raw), Net: statOf(net), Other: statOf(other), Busy: statOf(busy), NodeMachineOnly: g.tunnel}
-		if g.name == "userspace" {
-			s := statOf(relay)
+		res := &result.CPUResult{Setup: g.Name, RatePPS: rate, Raw: result.StatOf(raw), Net: result.StatOf(net), Other: result.StatOf(other), Busy: result.StatOf(busy), NodeMachineOnly: g.Tunnel}
+		if g.Name == "userspace" {
+			s := result.StatOf(relay)
 			res.Relay = &s
 		}
 		r.rep.CPU = append(r.rep.CPU, res)
-		r.logf("   %-16s %.0f ns per frame (raw %.0f, sink %.0f; other CPUs %.0f; busy %.0f) at %s\n", g.name, res.Net.Median, res.Raw.Median, sink, res.Other.Median, res.Busy.Median, kpps(rate))
+		r.logf("   %-16s %.0f ns per frame (raw %.0f, sink %.0f; other CPUs %.0f; busy %.0f) at %s\n", g.Name, res.Net.Median, res.Raw.Median, sink, res.Other.Median, res.Busy.Median, result.Kpps(rate))
 	}
 	var native []float64
 	for _, c := range r.rep.CPU {
@@ -141,7 +135,7 @@ func (r *runner) cpu(setups []string) (err error) {
 	}
 	if native != nil {
 		for _, c := range r.rep.CPU {
-			c.Ratio = ratioStat(c.Net.Values, native)
+			c.Ratio = result.RatioStat(c.Net.Values, native)
 		}
 	}
 	return nil
@@ -151,52 +145,52 @@ func (r *runner) cpu(setups []string) (err error) {
 // irqCharged says that the kernel charges softirq time to the task it interrupts (no
 // IRQ_TIME_ACCOUNTING): the softirq time that ran on top of the relay is then in the relay's
 // CPU time as well as in the softirq counts, and is taken out of the former.
-func (r *runner) cpuTrial(meter *softirqMeter, g *rig, rate float64, dur time.Duration, irqCharged bool) (cpuTrial, error) {
+func (r *runner) cpuTrial(meter *measure.SoftirqMeter, g *setup.Rig, rate float64, dur time.Duration, irqCharged bool) (cpuTrial, error) {
 	var c cpuTrial
 	relay := 0
-	if g.relay != nil {
-		if relay = g.relay(); relay == 0 {
+	if g.Relay != nil {
+		if relay = g.Relay(); relay == 0 {
 			return c, errors.New("the relay process is gone")
 		}
 	}
-	if err := meter.watch(relay); err != nil {
+	if err := meter.Watch(relay); err != nil {
 		return c, err
 	}
-	defer meter.watch(0)
-	relay0, err := taskTime(relay)
+	defer meter.Watch(0)
+	relay0, err := measure.TaskTime(relay)
 	if err != nil {
 		return c, err
 	}
-	s0, err := meter.read()
+	s0, err := meter.Read()
 	if err != nil {
 		return c, err
 	}
-	busy, err := startBusy(r.fwdCPU)
+	busy, err := measure.StartBusy(r.h.FwdCPU)
 	if err != nil {
 		return c, err
 	}
-	t, err := g.trial(rate, dur)
+	t, err := g.Trial(r.ctx, rate, dur)
 	if err != nil {
 		return c, err
 	}
-	s1, err := meter.read()
+	s1, err := meter.Read()
 	if err != nil {
 		return c, err
 	}
-	b, _, err := busy.stop()
+	b, _, err := busy.Stop()
 	if err != nil {
 		return c, err
 	}
-	relay1, err := taskTime(relay)
+	relay1, err := measure.TaskTime(relay)
 	if err != nil {
 		return c, err
 	}
-	c.frames = float64(t.frames)
+	c.frames = float64(t.Frames)
 	c.busyNS = float64(b.Nanoseconds())
 	var onRelay uint64
-	for cpu := 0; cpu < meter.ncpu; cpu++ {
-		ns, task := s1.since(s0, cpu, softirqNetRX)
-		if cpu == r.fwdCPU {
+	for cpu := 0; cpu < meter.NCPU; cpu++ {
+		ns, task := s1.Since(s0, cpu, measure.SoftirqNetRX)
+		if cpu == r.h.FwdCPU {
 			c.fwdNS += float64(ns)
 		} else {
 			c.otherNS += float64(ns)
@@ -210,48 +204,6 @@ func (r *runner) cpuTrial(meter *softirqMeter, g *rig, rate float64, dur time.Du
 		}
 	}
 	return c, nil
-}
-
-// taskTime is the CPU time in nanoseconds that all threads of process pid have had so far
-// (the first field of each thread's schedstat); 0 for pid 0.
-func taskTime(pid int) (uint64, error) {
-	if pid == 0 {
-		return 0, nil
-	}
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(tasks) == 0 {
-		return 0, fmt.Errorf("process %d: no schedstat (%v)", pid, err)
-	}
-	var sum uint64
-	for _, t := range tasks {
-		data, err := os.ReadFile(t)
-		if err != nil {
-			continue // a thread that ended
-		}
-		if f := strings.Fields(string(data)); len(f) > 0 {
-			v, _ := strconv.ParseUint(f[0], 10, 64)
-			sum += v
-		}
-	}
-	return sum, nil
-}
-
-// irqTimeAccounting says whether the kernel was built with IRQ_TIME_ACCOUNTING, which keeps
-// interrupt and softirq time out of the time charged to the task they interrupt. Unknown
-// (no kernel config to read) counts as not.
-func irqTimeAccounting() bool {
-	var u unix.Utsname
-	unix.Uname(&u)
-	var config []byte
-	if data, err := os.ReadFile("/boot/config-" + unix.ByteSliceToString(u.Release[:])); err == nil {
-		config = data
-	} else if f, err := os.Open("/proc/config.gz"); err == nil {
-		defer f.Close()
-		if z, err := gzip.NewReader(f); err == nil {
-			config, _ = io.ReadAll(z)
-		}
-	}
-	return bytes.Contains(config, []byte("\nCONFIG_IRQ_TIME_ACCOUNTING=y\n"))
 }
 
 func containsF(xs []float64, x float64) bool {

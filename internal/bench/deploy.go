@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/bench/result"
+	"github.com/trellisnet/trellis/internal/bench/setup"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
@@ -67,7 +69,7 @@ print("%.6f %.6f" % (t1 - t0, t2 - t1))
 // deploy times `up` and `down` of chains of nodes through the substrate, as `trellis up` and
 // `trellis down` do them (without the process start of the CLI), and Mininet on the same chains.
 func (r *runner) deploy() error {
-	st, err := r.store()
+	st, err := r.h.Store()
 	if err != nil {
 		return err
 	}
@@ -75,7 +77,7 @@ func (r *runner) deploy() error {
 	if r.opt.Mininet && python == "" {
 		r.note("Mininet is not installed (apt-get install mininet): not compared")
 	}
-	script := filepath.Join(r.work, "mininet_chain.py")
+	script := filepath.Join(r.h.Work, "mininet_chain.py")
 	if err := os.WriteFile(script, []byte(mininetChain), 0o644); err != nil {
 		return err
 	}
@@ -92,7 +94,7 @@ func (r *runner) deploy() error {
 			_, err := substrate.Up(context.Background(), st, net, "", "(trellis bench)", io.Discard)
 			up := time.Since(t0).Seconds()
 			if err != nil {
-				downQuiet(st, name)
+				setup.DownQuiet(st, name)
 				return fmt.Errorf("chain of %d: %w", n, err)
 			}
 			t0 = time.Now()
@@ -110,11 +112,11 @@ func (r *runner) deploy() error {
 				}
 			}
 		}
-		res := &DeployResult{Tool: "trellis", Nodes: n, Up: statOf(ups), Down: statOf(downs)}
+		res := &result.DeployResult{Tool: "trellis", Nodes: n, Up: result.StatOf(ups), Down: result.StatOf(downs)}
 		r.rep.Deploy = append(r.rep.Deploy, res)
 		r.logf("   trellis %5d nodes: up %.2fs, down %.2fs\n", n, res.Up.Median, res.Down.Median)
 		if len(mups) > 0 {
-			m := &DeployResult{Tool: "mininet", Nodes: n, Up: statOf(mups), Down: statOf(mdowns)}
+			m := &result.DeployResult{Tool: "mininet", Nodes: n, Up: result.StatOf(mups), Down: result.StatOf(mdowns)}
 			r.rep.Deploy = append(r.rep.Deploy, m)
 			r.logf("   mininet %5d nodes: up %.2fs, down %.2fs\n", n, m.Up.Median, m.Down.Median)
 		}

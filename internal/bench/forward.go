@@ -5,6 +5,9 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/bench/result"
+	"github.com/trellisnet/trellis/internal/bench/setup"
 )
 
 // warmup runs each setup briefly before measuring: first frames fill caches and neighbour
@@ -15,14 +18,14 @@ const warmup = 150 * time.Millisecond
 // sweep of offered rates, the peak forwarding rate and the zero-loss rate. Setups are measured
 // in turn within each repetition, so a ratio to native compares figures taken minutes apart at
 // most, and noise from other work on the machine spreads over all setups alike.
-func (r *runner) forward(setups []string) (err error) {
-	rigs, err := r.build(setups, 1)
+func (r *runner) forward() (err error) {
+	rigs, err := r.build(r.setups, 1)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, closeAll(rigs)) }()
+	defer func() { err = errors.Join(err, setup.CloseAll(rigs)) }()
 	for _, g := range rigs {
-		if _, err := g.trial(0, warmup); err != nil {
+		if _, err := g.Trial(r.ctx, 0, warmup); err != nil {
 			return err
 		}
 	}
@@ -30,17 +33,17 @@ func (r *runner) forward(setups []string) (err error) {
 	var offered, delivered []float64
 	peaks := map[string][]float64{}
 	zls := map[string][]float64{}
-	results := map[string]*SetupResult{}
+	results := map[string]*result.SetupResult{}
 	for _, g := range measured {
-		results[g.name] = &SetupResult{Name: g.name, Description: findSetup(g.name).Desc}
+		results[g.Name] = &result.SetupResult{Name: g.Name, Description: setup.Find(g.Name).Desc}
 	}
 	for rep := 0; rep < r.opt.Repeat; rep++ {
-		t, err := direct.trial(0, r.opt.Trial)
+		t, err := direct.Trial(r.ctx, 0, r.opt.Trial)
 		if err != nil {
 			return err
 		}
 		offered, delivered = append(offered, t.In), append(delivered, t.Out)
-		r.logf("   rep %d: generator ceiling %s offered, %s at the sink\n", rep+1, kpps(t.In), kpps(t.Out))
+		r.logf("   rep %d: generator ceiling %s offered, %s at the sink\n", rep+1, result.Kpps(t.In), result.Kpps(t.Out))
 		for _, g := range measured {
 			sweep, err := r.sweep(g)
 			if err != nil {
@@ -52,43 +55,29 @@ func (r *runner) forward(setups []string) (err error) {
 			}
 			sweep = append(sweep, more...)
 			sort.Slice(sweep, func(i, j int) bool { return sweep[i].In < sweep[j].In })
-			res := results[g.name]
+			res := results[g.Name]
 			res.Sweeps = append(res.Sweeps, sweep)
-			peaks[g.name] = append(peaks[g.name], peakOf(sweep))
-			zls[g.name] = append(zls[g.name], zl)
-			r.logf("   rep %d: %-12s peak %s, zero-loss %s\n", rep+1, g.name, kpps(peakOf(sweep)), kpps(zl))
+			peaks[g.Name] = append(peaks[g.Name], result.PeakOf(sweep))
+			zls[g.Name] = append(zls[g.Name], zl)
+			r.logf("   rep %d: %-12s peak %s, zero-loss %s\n", rep+1, g.Name, result.Kpps(result.PeakOf(sweep)), result.Kpps(zl))
 		}
 	}
-	r.rep.Generator = &GenCeiling{Offered: statOf(offered), Delivered: statOf(delivered)}
+	r.rep.Generator = &result.GenCeiling{Offered: result.StatOf(offered), Delivered: result.StatOf(delivered)}
 	for _, g := range measured {
-		res := results[g.name]
-		res.Peak, res.ZeroLoss = statOf(peaks[g.name]), statOf(zls[g.name])
+		res := results[g.Name]
+		res.Peak, res.ZeroLoss = result.StatOf(peaks[g.Name]), result.StatOf(zls[g.Name])
 		if native, ok := peaks["native"]; ok {
-			res.PeakRatio = ratioStat(peaks[g.name], native)
-			res.ZeroLossRatio = ratioStat(zls[g.name], zls["native"])
+			res.PeakRatio = result.RatioStat(peaks[g.Name], native)
+			res.ZeroLossRatio = result.RatioStat(zls[g.Name], zls["native"])
 		}
 		r.rep.Setups = append(r.rep.Setups, res)
 	}
 	if p, ok := peaks["native"]; ok {
-		if gen := statOf(offered).Median; gen < 2*statOf(p).Median {
-			r.note("the generator offers %s at most, less than twice native's peak (%s): peaks near it may be the generator's limit", kpps(gen), kpps(statOf(p).Median))
+		if gen := result.StatOf(offered).Median; gen < 2*result.StatOf(p).Median {
+			r.note("the generator offers %s at most, less than twice native's peak (%s): peaks near it may be the generator's limit", result.Kpps(gen), result.Kpps(result.StatOf(p).Median))
 		}
 	}
 	return nil
-}
-
-// ratioStat divides a's values by b's of the same repetition.
-func ratioStat(a, b []float64) *Stat {
-	var rs []float64
-	for i := range a {
-		if i < len(b) && b[i] > 0 {
-			rs = append(rs, a[i]/b[i])
-		} else {
-			rs = append(rs, math.NaN())
-		}
-	}
-	s := statOf(rs)
-	return &s
 }
 
 // Offered rates of a sweep, as fractions of the generator's full rate. Past its peak a setup
@@ -103,19 +92,19 @@ var (
 
 // sweep measures output against input: at the generator's full rate, at fractions of it, then
 // around the rate that gave the most output. Trials come back in order of input rate.
-func (r *runner) sweep(g *rig) ([]Trial, error) {
-	full, err := g.trial(0, r.opt.Trial)
+func (r *runner) sweep(g *setup.Rig) ([]result.Trial, error) {
+	full, err := g.Trial(r.ctx, 0, r.opt.Trial)
 	if err != nil {
 		return nil, err
 	}
-	ts := []Trial{full}
+	ts := []result.Trial{full}
 	fracs, refine := sweepFull, refineFull
 	if r.opt.Quick {
 		fracs, refine = sweepQuick, refineQuick
 	}
 	best := full
 	for _, f := range fracs {
-		t, err := g.trial(f*full.In, r.opt.Trial)
+		t, err := g.Trial(r.ctx, f*full.In, r.opt.Trial)
 		if err != nil {
 			return nil, err
 		}
@@ -126,7 +115,7 @@ func (r *runner) sweep(g *rig) ([]Trial, error) {
 	}
 	if best.Offered > 0 {
 		for _, f := range refine {
-			t, err := g.trial(f*best.Offered, r.opt.Trial)
+			t, err := g.Trial(r.ctx, f*best.Offered, r.opt.Trial)
 			if err != nil {
 				return nil, err
 			}
@@ -139,7 +128,7 @@ func (r *runner) sweep(g *rig) ([]Trial, error) {
 
 // zeroLossFrom searches the zero-loss rate between the fastest sweep trial that lost nothing
 // and the slowest that lost frames; it returns the trials of the search too.
-func (r *runner) zeroLossFrom(g *rig, sweep []Trial) (float64, []Trial, error) {
+func (r *runner) zeroLossFrom(g *setup.Rig, sweep []result.Trial) (float64, []result.Trial, error) {
 	tol := r.opt.LossTolerance
 	lo, best, hi := 0.0, 0.0, math.Inf(1)
 	for _, t := range sweep {
@@ -161,10 +150,10 @@ func (r *runner) zeroLossFrom(g *rig, sweep []Trial) (float64, []Trial, error) {
 	if lo >= hi {
 		lo, best = 0, 0 // noise: a loss below a pass; search from zero
 	}
-	var tried []Trial
+	var tried []result.Trial
 	for i := 0; i < r.opt.ZeroLossSteps; i++ {
 		mid := (lo + hi) / 2
-		t, err := g.trial(mid, r.opt.Trial)
+		t, err := g.Trial(r.ctx, mid, r.opt.Trial)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -180,25 +169,25 @@ func (r *runner) zeroLossFrom(g *rig, sweep []Trial) (float64, []Trial, error) {
 
 // sizes measures the peak rate of every setup at every frame size: the best output of the
 // generator's full rate and of fractions of it.
-func (r *runner) sizes(setups []string) (err error) {
-	rigs, err := r.build(setups, 1)
+func (r *runner) sizes() (err error) {
+	rigs, err := r.build(r.setups, 1)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, closeAll(rigs)) }()
+	defer func() { err = errors.Join(err, setup.CloseAll(rigs)) }()
 	for _, size := range r.opt.Sizes {
 		for _, g := range rigs {
-			if err := g.setFrames(r, size, r.opt.Flows); err != nil {
+			if err := g.SetFrames(size, r.opt.Flows); err != nil {
 				return err
 			}
-			if _, err := g.trial(0, warmup); err != nil {
+			if _, err := g.Trial(r.ctx, 0, warmup); err != nil {
 				return err
 			}
 		}
 		peaks := map[string][]float64{}
 		for rep := 0; rep < r.opt.Repeat; rep++ {
 			for _, g := range rigs {
-				full, err := g.trial(0, r.opt.Trial)
+				full, err := g.Trial(r.ctx, 0, r.opt.Trial)
 				if err != nil {
 					return err
 				}
@@ -209,34 +198,27 @@ func (r *runner) sizes(setups []string) (err error) {
 					fracs = []float64{0.5}
 				}
 				for _, f := range fracs {
-					t, err := g.trial(f*full.In, r.opt.Trial)
+					t, err := g.Trial(r.ctx, f*full.In, r.opt.Trial)
 					if err != nil {
 						return err
 					}
 					best = max(best, t.Out)
 				}
-				peaks[g.name] = append(peaks[g.name], best)
+				peaks[g.Name] = append(peaks[g.Name], best)
 			}
 		}
 		for _, g := range rigs {
 			var gbps []float64
-			for _, p := range peaks[g.name] {
+			for _, p := range peaks[g.Name] {
 				gbps = append(gbps, p*float64(size)*8/1e9)
 			}
-			res := &SizeResult{Setup: g.name, Size: size, Peak: statOf(peaks[g.name]), Gbps: statOf(gbps)}
+			res := &result.SizeResult{Setup: g.Name, Size: size, Peak: result.StatOf(peaks[g.Name]), Gbps: result.StatOf(gbps)}
 			if native, ok := peaks["native"]; ok {
-				res.Ratio = ratioStat(peaks[g.name], native)
+				res.Ratio = result.RatioStat(peaks[g.Name], native)
 			}
 			r.rep.Sizes = append(r.rep.Sizes, res)
-			r.logf("   %4d bytes %-12s peak %s (%.2f Gbit/s)\n", size, g.name, kpps(res.Peak.Median), res.Gbps.Median)
+			r.logf("   %4d bytes %-12s peak %s (%.2f Gbit/s)\n", size, g.Name, result.Kpps(res.Peak.Median), res.Gbps.Median)
 		}
 	}
 	return nil
-}
-
-func kpps(v float64) string {
-	if v >= 1e6 {
-		return formatF(v/1e6, 2) + " Mpps"
-	}
-	return formatF(v/1e3, 1) + " kpps"
 }

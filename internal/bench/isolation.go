@@ -6,17 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/bench/measure"
+	"github.com/trellisnet/trellis/internal/bench/result"
+	"github.com/trellisnet/trellis/internal/bench/setup"
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/spec"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,32 +38,32 @@ func (r *runner) isolation() (err error) {
 		r.note("iperf3 is not installed (apt-get install iperf3): isolation not measured")
 		return nil
 	}
-	g := &rig{name: spec.Shortbridge}
+	g := r.h.NewRig(spec.Shortbridge)
 	defer func() { err = errors.Join(err, g.Close()) }()
-	if err := r.trellisNet(g, "bench-iso-a", spec.Shortbridge, false); err != nil {
+	if err := r.h.AddTrellisNet(g, "bench-iso-a", spec.Shortbridge, false); err != nil {
 		return err
 	}
-	g.nets = 1
-	if err := g.setFrames(r, r.opt.Size, r.opt.Flows); err != nil {
+	g.Nets = 1
+	if err := g.SetFrames(r.opt.Size, r.opt.Flows); err != nil {
 		return err
 	}
-	b, err := r.upBenchNet(g, "bench-iso-b", spec.Shortbridge)
+	b, err := r.h.UpBenchNet(g, "bench-iso-b", spec.Shortbridge)
 	if err != nil {
 		return err
 	}
 	// Network B carries a real two-way flow: routes through its node under test.
-	if err := addRoute(b.ns["src"], "10.2.0.0/24", nutInIP); err != nil {
+	if err := setup.AddRoute(b.NS["src"], "10.2.0.0/24", setup.NutIn); err != nil {
 		return err
 	}
-	if err := addRoute(b.ns["sink"], "10.1.0.0/24", nutOut); err != nil {
+	if err := setup.AddRoute(b.NS["sink"], "10.1.0.0/24", setup.NutOut); err != nil {
 		return err
 	}
-	if _, err := g.trial(0, warmup); err != nil {
+	if _, err := g.Trial(r.ctx, 0, warmup); err != nil {
 		return err
 	}
 	peak := 0.0
 	for _, f := range []float64{0.3, 0.5, 0.7, 0.9} {
-		t, err := g.trial(f*r.rep.generatorGuess(), r.opt.Trial)
+		t, err := g.Trial(r.ctx, f*r.rep.GeneratorGuess(), r.opt.Trial)
 		if err != nil {
 			return err
 		}
@@ -88,9 +88,9 @@ func (r *runner) isolation() (err error) {
 				out += res.out / float64(r.opt.Repeat)
 				busy += res.busy / float64(r.opt.Repeat)
 			}
-			row := &IsoResult{Load: load, Flow1PPS: f * peak, Flow1Out: out, CPUPercent: busy * 100, Flow2Loss: statOf(loss), Flow2Jitter: statOf(jitter)}
+			row := &result.IsoResult{Load: load, Flow1PPS: f * peak, Flow1Out: out, CPUPercent: busy * 100, Flow2Loss: result.StatOf(loss), Flow2Jitter: result.StatOf(jitter)}
 			r.rep.Isolation = append(r.rep.Isolation, row)
-			r.logf("   load %-4s flow 1 %s: CPU %.0f%%, flow 2 loss %.2f%% jitter %.3f ms\n", load, kpps(row.Flow1PPS), row.CPUPercent, row.Flow2Loss.Median, row.Flow2Jitter.Median)
+			r.logf("   load %-4s flow 1 %s: CPU %.0f%%, flow 2 loss %.2f%% jitter %.3f ms\n", load, result.Kpps(row.Flow1PPS), row.CPUPercent, row.Flow2Loss.Median, row.Flow2Jitter.Median)
 		}
 		stop()
 	}
@@ -106,22 +106,14 @@ func isoRates(quick bool) []float64 {
 	return []float64{0, 0.5, 2}
 }
 
-// generatorGuess is the generator's full rate if the run measured it, else a modest rate.
-func (rep *Report) generatorGuess() float64 {
-	if rep.Generator != nil && rep.Generator.Offered.Median > 0 {
-		return rep.Generator.Offered.Median
-	}
-	return 500e3
-}
-
 type isoMeasure struct {
 	loss, jitter, out, busy float64
 }
 
 // isoCell runs flow 2 for dur while the generator offers rate on network A.
-func (r *runner) isoCell(g *rig, b *benchNet, iperf string, rate float64, dur time.Duration) (isoMeasure, error) {
+func (r *runner) isoCell(g *setup.Rig, b *setup.BenchNet, iperf string, rate float64, dur time.Duration) (isoMeasure, error) {
 	var m isoMeasure
-	srv, err := node.Command(b.pids["sink"], iperf, "-s", "-1", "-p", "5201")
+	srv, err := node.Command(b.PIDs["sink"], iperf, "-s", "-1", "-p", "5201")
 	if err != nil {
 		return m, err
 	}
@@ -131,7 +123,7 @@ func (r *runner) isoCell(g *rig, b *benchNet, iperf string, rate float64, dur ti
 	defer func() { srv.Process.Kill(); srv.Wait() }()
 	time.Sleep(200 * time.Millisecond) // the server listens
 	secs := strconv.FormatFloat(dur.Seconds(), 'f', 1, 64)
-	cli, err := node.Command(b.pids["src"], iperf, "-c", sinkIP.String(), "-p", "5201", "-u", "-b", flow2Rate, "-l", flow2Len, "-t", secs, "--json")
+	cli, err := node.Command(b.PIDs["src"], iperf, "-c", setup.SinkIP.String(), "-p", "5201", "-u", "-b", flow2Rate, "-l", flow2Len, "-t", secs, "--json")
 	if err != nil {
 		return m, err
 	}
@@ -141,12 +133,12 @@ func (r *runner) isoCell(g *rig, b *benchNet, iperf string, rate float64, dur ti
 		return m, err
 	}
 	time.Sleep(100 * time.Millisecond) // iperf3's control connection
-	meter, err := startBusy(max(r.fwdCPU, 0))
+	meter, err := measure.StartBusy(max(r.h.FwdCPU, 0))
 	if err != nil {
 		return m, err
 	}
 	if rate > 0 {
-		t, err := g.trial(rate, dur)
+		t, err := g.Trial(r.ctx, rate, dur)
 		if err != nil {
 			cli.Process.Kill()
 			cli.Wait()
@@ -156,7 +148,7 @@ func (r *runner) isoCell(g *rig, b *benchNet, iperf string, rate float64, dur ti
 	} else {
 		time.Sleep(dur)
 	}
-	busy, el, _ := meter.stop()
+	busy, el, _ := meter.Stop()
 	m.busy = float64(busy) / float64(el)
 	done := make(chan error, 1)
 	go func() { done <- cli.Wait() }()
@@ -188,47 +180,31 @@ func (r *runner) isoCell(g *rig, b *benchNet, iperf string, rate float64, dur ti
 
 // startLoad starts the other load of an isolation row on the forwarding CPU: a busy loop, or a
 // loop of direct (uncached) 1 MiB writes and fsyncs to a file in the run's work directory.
-// The returned function ends it.
+// The returned function ends it. The shell's $0 names the work directory, so that setup.Clean
+// finds it if the bench is killed (and Pdeathsig ends it at once).
 func (r *runner) startLoad(kind string) (func(), error) {
 	var cmd *exec.Cmd
 	switch kind {
 	case "none":
 		return func() {}, nil
 	case "cpu":
-		cmd = exec.Command("/bin/sh", "-c", "while :; do :; done")
+		cmd = exec.Command("/bin/sh", "-c", "while :; do :; done", filepath.Join(r.h.Work, "load"))
 	case "disk":
-		file := filepath.Join(r.work, "disk-load")
-		cmd = exec.Command("/bin/sh", "-c", "while :; do dd if=/dev/zero of="+file+" bs=1M count=64 oflag=direct conv=fsync status=none; done")
+		file := filepath.Join(r.h.Work, "disk-load")
+		cmd = exec.Command("/bin/sh", "-c", "while :; do dd if=/dev/zero of="+file+" bs=1M count=64 oflag=direct conv=fsync status=none; done", filepath.Join(r.h.Work, "load"))
 	}
-	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true} // its dd children end with it
+	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL} // its dd children end with it
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	if r.fwdCPU >= 0 {
+	if r.h.FwdCPU >= 0 {
 		var set unix.CPUSet
-		set.Set(r.fwdCPU)
+		set.Set(r.h.FwdCPU)
 		unix.SchedSetaffinity(cmd.Process.Pid, &set) // inherited by dd
 	}
 	return func() {
 		unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
 		cmd.Wait()
-		os.Remove(filepath.Join(r.work, "disk-load"))
+		os.Remove(filepath.Join(r.h.Work, "disk-load"))
 	}, nil
-}
-
-// addRoute adds an IPv4 route in a namespace.
-func addRoute(ns netns.NsHandle, dst string, via net.IP) error {
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	_, d, err := net.ParseCIDR(dst)
-	if err != nil {
-		return err
-	}
-	if err := h.RouteAdd(&netlink.Route{Dst: d, Gw: via}); err != nil {
-		return fmt.Errorf("route to %s: %w", dst, err)
-	}
-	return nil
 }

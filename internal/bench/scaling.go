@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/spec"
 )
 
@@ -19,37 +20,33 @@ func (r *runner) scaling() (err error) {
 	if len(counts) == 0 {
 		return nil
 	}
-	g := &rig{name: spec.Shortbridge}
+	g := r.h.NewRig(spec.Shortbridge)
 	defer func() { err = errors.Join(err, g.Close()) }()
 	var one []float64
 	for _, n := range counts {
-		t0, before := time.Now(), g.nets
-		for i := g.nets; i < n; i++ {
-			if err := r.trellisNet(g, fmt.Sprintf("bench-scale-%d", i), spec.Shortbridge, false); err != nil {
+		t0, before := time.Now(), g.Nets
+		for i := g.Nets; i < n; i++ {
+			if err := r.h.AddTrellisNet(g, fmt.Sprintf("bench-scale-%d", i), spec.Shortbridge, false); err != nil {
 				return fmt.Errorf("network %d of %d: %w", i+1, n, err)
 			}
-			g.nets = i + 1
+			g.Nets = i + 1
 		}
 		build := time.Since(t0).Seconds()
-		if g.gen != nil { // new sources: open their sockets too
-			g.gen.Close()
-			g.gen = nil
-		}
-		if err := g.setFrames(r, r.opt.Size, r.opt.Flows); err != nil {
+		if err := g.SetFrames(r.opt.Size, r.opt.Flows); err != nil { // new sources' sockets too
 			return err
 		}
-		if _, err := g.trial(0, warmup); err != nil {
+		if _, err := g.Trial(r.ctx, 0, warmup); err != nil {
 			return err
 		}
 		var agg []float64
 		for rep := 0; rep < r.opt.Repeat; rep++ {
-			full, err := g.trial(0, r.opt.Trial)
+			full, err := g.Trial(r.ctx, 0, r.opt.Trial)
 			if err != nil {
 				return err
 			}
 			best := full.Out
 			for _, f := range []float64{0.3, 0.45, 0.6, 0.8} {
-				t, err := g.trial(f*full.In, r.opt.Trial)
+				t, err := g.Trial(r.ctx, f*full.In, r.opt.Trial)
 				if err != nil {
 					return err
 				}
@@ -60,9 +57,9 @@ func (r *runner) scaling() (err error) {
 		if n == counts[0] {
 			one = agg
 		}
-		res := &ScaleResult{Setup: g.name, Networks: n, Aggregate: statOf(agg), Ratio: ratioStat(agg, one), BuildSecs: build}
+		res := &result.ScaleResult{Setup: g.Name, Networks: n, Aggregate: result.StatOf(agg), Ratio: result.RatioStat(agg, one), BuildSecs: build}
 		r.rep.Scaling = append(r.rep.Scaling, res)
-		r.logf("   %5d networks: %s aggregate (%.2f of %d) — %d more built in %.1fs\n", n, kpps(res.Aggregate.Median), res.Ratio.Median, counts[0], n-before, build)
+		r.logf("   %5d networks: %s aggregate (%.2f of %d) — %d more built in %.1fs\n", n, result.Kpps(res.Aggregate.Median), res.Ratio.Median, counts[0], n-before, build)
 	}
 	if counts[0] != 1 {
 		r.note("scaling ratios are to %d networks, the smallest count of the run", counts[0])

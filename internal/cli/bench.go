@@ -4,17 +4,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/bench"
 	"github.com/trellisnet/trellis/internal/bench/embed"
+	"github.com/trellisnet/trellis/internal/bench/measure"
+	"github.com/trellisnet/trellis/internal/bench/report"
+	"github.com/trellisnet/trellis/internal/bench/result"
+	"github.com/trellisnet/trellis/internal/bench/setup"
 )
 
-func benchCmd(_ storeFunc) *cobra.Command {
+func benchCmd(store storeFunc) *cobra.Command {
 	var (
 		quick    bool
 		out      string
@@ -41,11 +47,16 @@ counts and drops them, for each setup in turn (native kernel forwarding with no 
 nodes joined by shortbridge or bridge connectors; a user-space relay in a trellis node; and
 links that cross two simulated machines in EGRE or VXLAN tunnels).
 Ratios to native are taken within the same run. The bench builds its own networks in a state
-directory of its own and removes everything it made before it exits; it leaves --state-dir alone.
+directory of its own (in its work directory, TMPDIR/trellis-bench-ID) and removes everything it
+made before it exits. It records itself in STATE_DIR/bench/ while it runs; if it is killed
+(kill -9), the next ` + "`trellis bench`" + ` (or ` + "`trellis bench clean`" + `) removes what it left behind:
+its simulated machines (network namespaces trbenchID-...), trellis nodes and devices, processes
+and work directory, touching nothing else. It leaves the networks of --state-dir alone.
 
 Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and with
 --markdown a page with the tables and plots (scripts/bench.sh makes docs/benchmarks.md so).
---quick runs every part, shorter and fewer times, in under two minutes.
+--quick runs every part, shorter and fewer times, in under two minutes. An unknown name in
+--parts or --setups is an error that lists the known ones.
 --parts embed runs the offline embedding simulator, which needs no root (docs/embedding.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -88,20 +99,32 @@ Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and
 				}
 			}
 			opt.Log = cmd.ErrOrStderr()
+			var runEmbed bool
+			opt.Parts, runEmbed = embed.TakePart(opt.Parts)
+			if err := opt.Check(); err != nil {
+				return err
+			}
+			st, err := store()
+			if err != nil {
+				return err
+			}
+			opt.StateDir = st.Dir
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			var runEmbed bool
-			opt.Parts, runEmbed = embed.TakePart(opt.Parts)
-			rep, runErr := &bench.Report{Started: time.Now()}, error(nil)
-			if len(opt.Parts) > 0 {
-				rep, runErr = bench.Run(opt)
-			}
-			if runEmbed && rep != nil && runErr == nil {
-				rep.Embed, runErr = embed.RunCLI(cmd.Context(), embed.Options{Quick: quick, Traces: traces, WriteTrace: wtrace, Log: opt.Log}, out)
+			// Ctrl-C or SIGTERM stops the run at the end of the current trial; the setups are
+			// torn down as after a failure.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, runErr := &result.Report{Started: time.Now()}, error(nil)
+			if len(opt.Parts) > 0 { // the embed part alone needs no root and no harness
+				rep, runErr = bench.Run(ctx, opt)
 			}
 			if rep == nil {
 				return runErr
+			}
+			if runEmbed && runErr == nil {
+				rep.Embed, runErr = embed.RunCLI(ctx, embed.Options{Quick: quick, Traces: traces, WriteTrace: wtrace, Log: opt.Log}, out)
 			}
 			data, err := json.MarshalIndent(rep, "", "  ")
 			if err != nil {
@@ -114,15 +137,15 @@ Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and
 			if runErr != nil {
 				return fmt.Errorf("%w (figures so far in %s)", runErr, jsonPath)
 			}
-			if err := bench.Plot(rep, out); err != nil {
+			if err := report.Plot(rep, out); err != nil {
 				return fmt.Errorf("plots: %w", err)
 			}
 			if markdown != "" {
-				if err := bench.WriteMarkdown(rep, markdown, out); err != nil {
+				if err := report.WriteMarkdown(rep, markdown, out); err != nil {
 					return err
 				}
 			}
-			bench.Summary(cmd.OutOrStdout(), rep)
+			report.Summary(cmd.OutOrStdout(), rep)
 			fmt.Fprintf(cmd.OutOrStdout(), "figures: %s\n", jsonPath)
 			return nil
 		},
@@ -132,8 +155,8 @@ Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and
 	f.BoolVar(&quick, "quick", false, "every part, fewer and shorter trials: under two minutes")
 	f.StringVar(&out, "out", "bench-results", "directory for bench.json and the plots")
 	f.StringVar(&markdown, "markdown", "", "also write the tables and plots as a Markdown page to this file")
-	f.StringVar(&parts, "parts", strings.Join(def.Parts, ","), "parts to run")
-	f.StringVar(&setups, "setups", strings.Join(def.Setups, ","), "forwarding setups (besides direct, the generator's ceiling)")
+	f.StringVar(&parts, "parts", strings.Join(def.Parts, ","), "parts to run, of "+strings.Join(bench.AllParts, ", "))
+	f.StringVar(&setups, "setups", strings.Join(def.Setups, ","), "forwarding setups (besides direct, the generator's ceiling), of "+strings.Join(setup.Names(), ", "))
 	f.IntVar(&repeat, "repeat", def.Repeat, "how many times each figure is measured (2 with --quick)")
 	f.DurationVar(&trial, "trial", def.Trial, "length of one generator run (250ms with --quick)")
 	f.IntVar(&size, "size", def.Size, "Ethernet frame size in bytes, without FCS")
@@ -144,7 +167,7 @@ Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and
 	f.BoolVar(&mininet, "mininet", def.Mininet, "time Mininet on the same chains when it is installed")
 	f.StringArrayVar(&traces, "trace", nil, "embed part: replay this trace file instead of generated workloads (repeatable)")
 	f.StringVar(&wtrace, "write-trace", "", "embed part: write each generated instance to FILE-WORKLOAD-SEED.json")
-	cmd.AddCommand(relayCmd(), reportCmd())
+	cmd.AddCommand(relayCmd(), reportCmd(), cleanCmd(store))
 	return cmd
 }
 
@@ -153,11 +176,11 @@ func relayCmd() *cobra.Command {
 	var listen, to string
 	var cpu int
 	cmd := &cobra.Command{
-		Use:    bench.RelayCmd,
+		Use:    measure.RelayCmd,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return bench.Relay(listen, to, cpu)
+			return measure.Relay(listen, to, cpu)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "UDP address to receive on")
@@ -178,28 +201,53 @@ func reportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var rep bench.Report
+			var rep result.Report
 			if err := json.Unmarshal(data, &rep); err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
 			if out == "" {
 				out = filepath.Dir(args[0])
 			}
-			if err := bench.Plot(&rep, out); err != nil {
+			if err := report.Plot(&rep, out); err != nil {
 				return err
 			}
 			if markdown != "" {
-				if err := bench.WriteMarkdown(&rep, markdown, out); err != nil {
+				if err := report.WriteMarkdown(&rep, markdown, out); err != nil {
 					return err
 				}
 			}
-			bench.Summary(cmd.OutOrStdout(), &rep)
+			report.Summary(cmd.OutOrStdout(), &rep)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&markdown, "markdown", "", "write the Markdown page to this file")
 	cmd.Flags().StringVar(&out, "out", "", "directory for the plots (default: beside the JSON)")
 	return cmd
+}
+
+// cleanCmd removes what killed bench runs left behind.
+func cleanCmd(store storeFunc) *cobra.Command {
+	return &cobra.Command{
+		Use:   "clean",
+		Short: "Remove what bench runs that were killed left behind (the next bench run does it too)",
+		Long: `Remove what bench runs of this state directory left behind when they were killed (kill -9):
+their simulated machines (network namespaces trbenchID-...), trellis nodes, devices and eBPF
+programs, processes, work directories and records in STATE_DIR/bench/. Runs whose process still
+runs are left alone, and so is everything that no bench run made. Every ` + "`trellis bench`" + ` does this
+first by itself.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := store()
+			if err != nil {
+				return err
+			}
+			cleaned, err := setup.Clean(st.Dir)
+			for _, id := range cleaned {
+				fmt.Fprintf(cmd.OutOrStdout(), "removed what bench run %s left behind\n", id)
+			}
+			return err
+		},
+	}
 }
 
 func splitList(s string) []string {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trellisnet/trellis/internal/plan"
 	_ "github.com/trellisnet/trellis/internal/kinds/all"
+	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 )
 

@@ -1,4 +1,4 @@
-package bench
+package measure
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -33,8 +34,8 @@ const minBurst = 32
 // longer burst would overflow a receive queue and count as loss of the node under test.
 const maxDebt = 256
 
-// txPort is one source interface and its packet socket.
-type txPort struct {
+// TxPort is one source interface and its packet socket.
+type TxPort struct {
 	fd     int
 	addr   unix.RawSockaddrLinklayer
 	frames [][]byte // the flows' frames, sent in turn
@@ -43,10 +44,11 @@ type txPort struct {
 	msgs   [maxBatch]unix.Mmsghdr
 }
 
-// openTxPort opens a packet socket on interface ifname of namespace ns.
-func openTxPort(ns netns.NsHandle, ifname string, frames [][]byte) (*txPort, error) {
-	p := &txPort{fd: -1, frames: frames}
-	err := inNetns(ns, func() error {
+// OpenTxPort opens a packet socket on interface ifname of namespace ns; SetFrames gives it
+// the frames to send.
+func OpenTxPort(ns netns.NsHandle, ifname string) (*TxPort, error) {
+	p := &TxPort{fd: -1}
+	err := netnsutil.Do(ns, func() error {
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol 0: receives nothing
 		if err != nil {
 			return fmt.Errorf("packet socket: %w", err)
@@ -103,9 +105,16 @@ func interfaceIndex(name string) (int, error) {
 	return int(ifr.Uint32()), nil
 }
 
+// SetFrames makes the port send these frames, in turn, from the first.
+func (p *TxPort) SetFrames(frames [][]byte) {
+	p.frames = frames
+	p.flow = 0
+}
+
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-func (p *txPort) Close() {
+// Close closes the socket.
+func (p *TxPort) Close() {
 	if p.fd >= 0 {
 		unix.Close(p.fd)
 		p.fd = -1
@@ -115,7 +124,7 @@ func (p *txPort) Close() {
 // send hands n frames (n <= maxBatch) to the kernel and returns how many it took. A frame that
 // the next hop's receive queue refused is taken all the same (the veth counts it as dropped):
 // that is loss, not an error.
-func (p *txPort) send(n int) (int, error) {
+func (p *TxPort) send(n int) (int, error) {
 	for i := 0; i < n; i++ {
 		f := p.frames[p.flow]
 		p.flow++
@@ -142,28 +151,29 @@ func (p *txPort) send(n int) (int, error) {
 	return n, nil
 }
 
-// generator sends frames over one or more transmit ports at a controlled rate, from one thread
+// Generator sends frames over one or more transmit ports at a controlled rate, from one thread
 // pinned to one CPU.
-type generator struct {
-	ports []*txPort
-	cpu   int // -1: not pinned
+type Generator struct {
+	Ports []*TxPort
+	CPU   int // -1: not pinned
 }
 
-func (g *generator) Close() {
-	for _, p := range g.ports {
+// Close closes every port.
+func (g *Generator) Close() {
+	for _, p := range g.Ports {
 		p.Close()
 	}
 }
 
-// run offers rate frames per second (0: as fast as it can) for dur, spreading them over the
+// Run offers rate frames per second (0: as fast as it can) for dur, spreading them over the
 // ports in bursts of at most maxBatch, and returns how many frames it handed to the kernel.
-func (g *generator) run(rate float64, dur time.Duration) (uint64, error) {
+func (g *Generator) Run(rate float64, dur time.Duration) (uint64, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if g.cpu >= 0 {
+	if g.CPU >= 0 {
 		var all, one unix.CPUSet
 		if err := unix.SchedGetaffinity(0, &all); err == nil {
-			one.Set(g.cpu)
+			one.Set(g.CPU)
 			if err := unix.SchedSetaffinity(0, &one); err == nil {
 				defer unix.SchedSetaffinity(0, &all)
 			}
@@ -193,9 +203,9 @@ func (g *generator) run(rate float64, dur time.Duration) (uint64, error) {
 			}
 			n = int(min(owed-sent, maxBatch))
 		}
-		p := g.ports[pi]
+		p := g.Ports[pi]
 		pi++
-		if pi == len(g.ports) {
+		if pi == len(g.Ports) {
 			pi = 0
 		}
 		q, err := p.send(n)

@@ -1,15 +1,16 @@
-package bench
+// Package result holds the figures of a bench run as they are written to bench.json: the
+// report, one type per part, and the statistics of repeated figures. It has no behaviour beyond
+// computing those statistics, so the bench's parts (which fill it), its report renderer (which
+// reads it) and anything reading a bench.json share one definition.
+package result
 
 import (
-	"fmt"
-	"os"
-	"runtime"
+	"math"
+	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/bench/embed"
-	"golang.org/x/sys/unix"
 )
 
 // Report holds every figure of a run, and the machine it ran on.
@@ -27,7 +28,7 @@ type Report struct {
 	Scaling     []*ScaleResult   `json:"scaling,omitempty"`
 	Isolation   []*IsoResult     `json:"isolation,omitempty"`
 	Deploy      []*DeployResult  `json:"deploy,omitempty"`
-	Embed       []*embed.Result  `json:"embed,omitempty"` // --parts embed: internal/bench/embed
+	Embed       []*embed.Result  `json:"embed,omitempty"` // the offline embedding simulator
 	Notes       []string         `json:"notes,omitempty"`
 }
 
@@ -122,45 +123,104 @@ type DeployResult struct {
 	Down  Stat   `json:"down_seconds"`
 }
 
-func newReport(opt Options, r *runner) *Report {
-	return &Report{
-		Started: time.Now().UTC(),
-		Command: strings.Join(os.Args, " "),
-		Machine: machine(),
-		Config: Config{Quick: opt.Quick, Parts: opt.Parts, Repeat: opt.Repeat, TrialSeconds: opt.Trial.Seconds(),
-			FrameSize: opt.Size, Flows: opt.Flows, LossTolerance: opt.LossTolerance, GeneratorCPU: r.genCPU, ForwardingCPU: r.fwdCPU, TesterCPU: r.testerCPU()},
-	}
+// ProfileResult is where one setup's forwarding CPU spent its time.
+type ProfileResult struct {
+	Setup   string       `json:"setup"`
+	RatePPS float64      `json:"rate_pps"` // offered rate during the profile
+	Frames  float64      `json:"frames"`   // delivered during the profile
+	Samples int          `json:"samples"`  // of the forwarding CPU, idle excluded
+	Freq    int          `json:"freq_hz"`
+	Symbols []ProfileRow `json:"symbols"` // the top kernel symbols
+	Groups  []ProfileRow `json:"groups"`  // every sample, grouped by what the code does
 }
 
-func machine() Machine {
-	m := Machine{Cores: runtime.NumCPU()}
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
+// ProfileRow is a symbol or group's share of the forwarding CPU's busy samples, and its cost per
+// frame delivered.
+type ProfileRow struct {
+	Name       string  `json:"name"`
+	Percent    float64 `json:"percent"`
+	NSPerFrame float64 `json:"ns_per_frame"`
+}
+
+// Trial is one run of the generator at one offered rate.
+type Trial struct {
+	Offered float64 `json:"offered_pps"` // what the generator was asked for; 0: as fast as it can
+	In      float64 `json:"in_pps"`      // what the generator handed to the source interface (some refused by the next hop)
+	Out     float64 `json:"out_pps"`     // what the sink counted
+	Loss    float64 `json:"loss"`        // 1 - out/in
+	Frames  uint64  `json:"-"`           // counted at the sink
+}
+
+// PeakOf is the highest output rate among trials.
+func PeakOf(ts []Trial) float64 {
+	p := 0.0
+	for _, t := range ts {
+		p = max(p, t.Out)
+	}
+	return p
+}
+
+// Stat is a figure repeated: its median, minimum and maximum, and every value.
+type Stat struct {
+	Median float64   `json:"median"`
+	Min    float64   `json:"min"`
+	Max    float64   `json:"max"`
+	Values []float64 `json:"values"`
+}
+
+// StatOf is the statistics of repeated values; a value that could not be measured (NaN or
+// infinite) is left out, as JSON has no NaN.
+func StatOf(vs []float64) Stat {
+	var ok []float64
+	for _, v := range vs {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			ok = append(ok, v)
 		}
 	}
-	var u unix.Utsname
-	if unix.Uname(&u) == nil {
-		m.Kernel = unix.ByteSliceToString(u.Release[:])
+	s := Stat{Values: ok}
+	if len(ok) == 0 {
+		return s
 	}
-	var si unix.Sysinfo_t
-	if unix.Sysinfo(&si) == nil {
-		m.MemoryGB = float64(si.Totalram) * float64(si.Unit) / (1 << 30)
+	ok = append([]float64(nil), ok...)
+	sort.Float64s(ok)
+	s.Min, s.Max = ok[0], ok[len(ok)-1]
+	if n := len(ok); n%2 == 1 {
+		s.Median = ok[n/2]
+	} else {
+		s.Median = (ok[n/2-1] + ok[n/2]) / 2
 	}
-	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(data)); len(f) > 0 {
-			m.Load1, _ = strconv.ParseFloat(f[0], 64)
+	return s
+}
+
+// RatioStat divides a's values by b's of the same repetition.
+func RatioStat(a, b []float64) *Stat {
+	var rs []float64
+	for i := range a {
+		if i < len(b) && b[i] > 0 {
+			rs = append(rs, a[i]/b[i])
+		} else {
+			rs = append(rs, math.NaN())
 		}
 	}
-	return m
+	s := StatOf(rs)
+	return &s
 }
 
-func (r *runner) note(format string, args ...any) {
-	r.rep.Notes = append(r.rep.Notes, strings.TrimSpace(fmt.Sprintf(format, args...)))
-	r.logf("   note: "+format+"\n", args...)
+// GeneratorGuess is the generator's full rate if the run measured it, else a modest rate.
+func (rep *Report) GeneratorGuess() float64 {
+	if rep.Generator != nil && rep.Generator.Offered.Median > 0 {
+		return rep.Generator.Offered.Median
+	}
+	return 500e3
 }
 
-func formatF(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+// FormatF formats v with prec decimals.
+func FormatF(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+
+// Kpps formats a rate in frames per second as kpps, or Mpps from a million on.
+func Kpps(v float64) string {
+	if v >= 1e6 {
+		return FormatF(v/1e6, 2) + " Mpps"
+	}
+	return FormatF(v/1e3, 1) + " kpps"
+}

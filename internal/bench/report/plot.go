@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/trellisnet/trellis/internal/bench/result"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -24,10 +25,10 @@ const (
 )
 
 // Plot draws the report's figures as PNG files in dir.
-func Plot(rep *Report, dir string) error {
+func Plot(rep *result.Report, dir string) error {
 	for _, f := range []struct {
 		file string
-		make func(*Report) (*plot.Plot, error)
+		make func(*result.Report) (*plot.Plot, error)
 	}{{PlotCurves, curvesPlot}, {PlotPeak, peakPlot}, {PlotSizes, sizesPlot}, {PlotScaling, scalingPlot}, {PlotDeploy, deployPlot}} {
 		p, err := f.make(rep)
 		if err != nil {
@@ -43,8 +44,8 @@ func Plot(rep *Report, dir string) error {
 	return nil
 }
 
-// plotsOf lists the plot files the report has figures for.
-func plotsOf(rep *Report) []string {
+// PlotsOf lists the plot files the report has figures for.
+func PlotsOf(rep *result.Report) []string {
 	var out []string
 	if len(rep.Setups) > 0 {
 		out = append(out, PlotCurves, PlotPeak)
@@ -73,19 +74,19 @@ func newPlot(title, x, y string) *plot.Plot {
 }
 
 // medianRep returns the index of the repetition whose peak is the median one.
-func medianRep(s *SetupResult) int {
+func medianRep(s *result.SetupResult) int {
 	idx := make([]int, len(s.Sweeps))
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.Slice(idx, func(a, b int) bool { return peakOf(s.Sweeps[idx[a]]) < peakOf(s.Sweeps[idx[b]]) })
+	sort.Slice(idx, func(a, b int) bool { return result.PeakOf(s.Sweeps[idx[a]]) < result.PeakOf(s.Sweeps[idx[b]]) })
 	if len(idx) == 0 {
 		return -1
 	}
 	return idx[(len(idx)-1)/2]
 }
 
-func curvesPlot(rep *Report) (*plot.Plot, error) {
+func curvesPlot(rep *result.Report) (*plot.Plot, error) {
 	if len(rep.Setups) == 0 {
 		return nil, nil
 	}
@@ -121,7 +122,7 @@ func curvesPlot(rep *Report) (*plot.Plot, error) {
 	return p, nil
 }
 
-func peakPlot(rep *Report) (*plot.Plot, error) {
+func peakPlot(rep *result.Report) (*plot.Plot, error) {
 	if len(rep.Setups) == 0 {
 		return nil, nil
 	}
@@ -166,7 +167,7 @@ func peakPlot(rep *Report) (*plot.Plot, error) {
 	return p, nil
 }
 
-func sizesPlot(rep *Report) (*plot.Plot, error) {
+func sizesPlot(rep *result.Report) (*plot.Plot, error) {
 	if len(rep.Sizes) == 0 {
 		return nil, nil
 	}
@@ -188,7 +189,7 @@ func sizesPlot(rep *Report) (*plot.Plot, error) {
 	return p, nil
 }
 
-func scalingPlot(rep *Report) (*plot.Plot, error) {
+func scalingPlot(rep *result.Report) (*plot.Plot, error) {
 	if len(rep.Scaling) == 0 {
 		return nil, nil
 	}
@@ -212,7 +213,7 @@ func scalingPlot(rep *Report) (*plot.Plot, error) {
 	return p, nil
 }
 
-func deployPlot(rep *Report) (*plot.Plot, error) {
+func deployPlot(rep *result.Report) (*plot.Plot, error) {
 	if len(rep.Deploy) == 0 {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package bench
+package measure
 
 import (
 	"encoding/binary"
@@ -10,22 +10,22 @@ import (
 // the 4-byte FCS (which a veth never carries): a "64-byte frame" here is 14 bytes of Ethernet
 // header, 20 of IPv4, 8 of UDP and 22 of payload.
 const (
-	MinFrame = 60
-	MaxFrame = 1514
-	hdrLen   = 14 + 20 + 8
+	MinFrame  = 60
+	MaxFrame  = 1514
+	HeaderLen = 14 + 20 + 8 // Ethernet, IPv4 and UDP headers
 )
 
-// flowAddrs says where the generated frames go: MACs of the first hop, IPv4 addresses of the
+// FlowAddrs says where the generated frames go: MACs of the first hop, IPv4 addresses of the
 // source and the final destination, and the UDP ports. Flow i uses source port SrcPort+i.
-type flowAddrs struct {
+type FlowAddrs struct {
 	SrcMAC, DstMAC net.HardwareAddr
 	SrcIP, DstIP   net.IP
 	SrcPort        uint16
 	DstPort        uint16
 }
 
-// udpFrames builds one frame per flow, of size bytes each.
-func udpFrames(a flowAddrs, size, flows int) ([][]byte, error) {
+// UDPFrames builds one frame per flow, of size bytes each.
+func UDPFrames(a FlowAddrs, size, flows int) ([][]byte, error) {
 	if size < MinFrame || size > MaxFrame {
 		return nil, fmt.Errorf("frame size %d: must be between %d and %d bytes", size, MinFrame, MaxFrame)
 	}
@@ -52,7 +52,7 @@ func udpFrames(a flowAddrs, size, flows int) ([][]byte, error) {
 		binary.BigEndian.PutUint16(udp[2:], a.DstPort)
 		binary.BigEndian.PutUint16(udp[4:], uint16(size-34))
 		// UDP checksum 0: none, allowed over IPv4.
-		for j := hdrLen; j < size; j++ {
+		for j := HeaderLen; j < size; j++ {
 			f[j] = byte(j)
 		}
 		out[i] = f

@@ -1,4 +1,4 @@
-package bench
+package measure
 
 import (
 	"encoding/binary"
@@ -27,20 +27,23 @@ const sinkFilterName = "trellis_bench_sink"
 
 // trialTagOffset is where a frame carries its trial's number: the first two bytes of the UDP
 // payload, which every setup (the user-space relay too) carries unchanged to the sink.
-const trialTagOffset = hdrLen
+const trialTagOffset = HeaderLen
 
 var memlockOnce sync.Once
 
-// sinkCounter is a loaded drop-and-count program, the trial it counts and its per-CPU counters.
-type sinkCounter struct {
+func removeMemlock() { memlockOnce.Do(func() { rlimit.RemoveMemlock() }) }
+
+// Sink is a loaded drop-and-count program, the trial it counts and its per-CPU counters.
+type Sink struct {
 	counts *ebpf.Map // per-CPU array, one entry: packets and bytes of the current trial
 	trial  *ebpf.Map // array, one entry: the current trial's tag as the program loads it
 	prog   *ebpf.Program
 }
 
-func newSinkCounter() (s *sinkCounter, err error) {
-	memlockOnce.Do(func() { rlimit.RemoveMemlock() })
-	s = &sinkCounter{}
+// NewSink loads the sink program; Attach puts it on interfaces.
+func NewSink() (s *Sink, err error) {
+	removeMemlock()
+	s = &Sink{}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -97,8 +100,8 @@ func newSinkCounter() (s *sinkCounter, err error) {
 	return s, nil
 }
 
-// setTrial makes the sink count frames tagged tag (as tagFrame writes it) as the current trial.
-func (s *sinkCounter) setTrial(tag uint16) error {
+// SetTrial makes the sink count frames tagged tag (as tagFrame writes it) as the current trial.
+func (s *Sink) SetTrial(tag uint16) error {
 	var b [2]byte
 	binary.BigEndian.PutUint16(b[:], tag)
 	// The program loads the two bytes, zero-extended, as a word in the machine's byte order.
@@ -111,9 +114,9 @@ func (s *sinkCounter) setTrial(tag uint16) error {
 // tagFrame writes tag into frame f where the sink reads it.
 func tagFrame(f []byte, tag uint16) { binary.BigEndian.PutUint16(f[trialTagOffset:], tag) }
 
-// attach puts the program on the tc ingress of interface ifname in namespace ns. The filter goes
+// Attach puts the program on the tc ingress of interface ifname in namespace ns. The filter goes
 // with the interface; the bench's own reference goes with Close.
-func (s *sinkCounter) attach(ns netns.NsHandle, ifname string) error {
+func (s *Sink) Attach(ns netns.NsHandle, ifname string) error {
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
 		return err
@@ -139,9 +142,9 @@ func (s *sinkCounter) attach(ns netns.NsHandle, ifname string) error {
 	return nil
 }
 
-// read returns the packets and bytes of the current trial counted so far, over all CPUs (the
+// Read returns the packets and bytes of the current trial counted so far, over all CPUs (the
 // counts go on from trial to trial).
-func (s *sinkCounter) read() (packets, bytes uint64, err error) {
+func (s *Sink) Read() (packets, bytes uint64, err error) {
 	var per [][2]uint64
 	if err := s.counts.Lookup(uint32(0), &per); err != nil {
 		return 0, 0, fmt.Errorf("reading sink counters: %w", err)
@@ -153,7 +156,8 @@ func (s *sinkCounter) read() (packets, bytes uint64, err error) {
 	return packets, bytes, nil
 }
 
-func (s *sinkCounter) Close() {
+// Close unloads the program (the filters go with their interfaces).
+func (s *Sink) Close() {
 	s.prog.Close() // nil-safe, as are the maps'
 	s.trial.Close()
 	s.counts.Close()

@@ -1,8 +1,6 @@
-package bench
+package setup
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/vishvananda/netlink"
@@ -54,19 +53,16 @@ type simMachine struct {
 }
 
 // machinePair makes machines A and B joined by their underlay, for rig g, which removes them at
-// Close. Every name holds the bench's pid and a random nonce, so that two benches (or the
-// integration tests' machines) never collide.
-func (r *runner) machinePair(g *rig) (a, b *simMachine, err error) {
+// Close. Their names hold the run's id (Run), so that two benches (or the integration tests'
+// machines) never collide, and Clean finds them after a crash.
+func (h *Harness) machinePair(g *Rig) (a, b *simMachine, err error) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, nil, fmt.Errorf("the tunnel setups run trellis in simulated machines with `ip netns exec` (iproute2): %w", err)
 	}
-	var nonce [3]byte
-	rand.Read(nonce[:])
-	prefix := fmt.Sprintf("trbench%d-%s", os.Getpid(), hex.EncodeToString(nonce[:]))
-	r.machines++
+	h.machines++
 	for i, host := range []string{"ma", "mb"} {
-		m := &simMachine{host: host, netns: prefix + "-" + host, addr: fmt.Sprintf("198.18.%d.%d", 100+r.machines%100, i+1),
-			state: filepath.Join(r.work, fmt.Sprintf("state-%d-%s", r.machines, host)), work: r.work, bin: r.opt.Trellis}
+		m := &simMachine{host: host, netns: h.run.machineNetns(h.machines, host), addr: fmt.Sprintf("198.18.%d.%d", 100+h.machines%100, i+1),
+			state: h.run.machineState(h.machines, host), work: h.Work, bin: h.Trellis}
 		if out, err := exec.Command("ip", "netns", "add", m.netns).CombinedOutput(); err != nil {
 			return nil, nil, fmt.Errorf("ip netns add %s: %v: %s", m.netns, err, strings.TrimSpace(string(out)))
 		}
@@ -90,7 +86,7 @@ func (r *runner) machinePair(g *rig) (a, b *simMachine, err error) {
 		return nil, nil, err
 	}
 	for _, m := range []*simMachine{a, b} {
-		if err := sysctlIn(m.ns, map[string]string{"net/ipv6/conf/all/disable_ipv6": "1", "net/ipv6/conf/default/disable_ipv6": "1"}); err != nil {
+		if err := netnsutil.Sysctl(m.ns, map[string]string{"net/ipv6/conf/all/disable_ipv6": "1", "net/ipv6/conf/default/disable_ipv6": "1"}); err != nil {
 			return nil, nil, err
 		}
 		h, err := netlink.NewHandleAt(m.ns)
@@ -132,7 +128,8 @@ func (m *simMachine) trellis(args ...string) error {
 	defer os.Remove(out.Name())
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C of the bench lets it finish
+	// Ctrl-C of the bench lets it finish; if the bench is killed, it goes too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
 		return err
@@ -161,8 +158,8 @@ type spreadNet struct {
 // upSpread brings network name, from topology, up on machines a and b (the machine of the node
 // under test first), and registers its removal with the rig: `trellis down` on each machine
 // before the machines themselves are removed.
-func (r *runner) upSpread(g *rig, name string, topology []byte, a, b *simMachine) (*spreadNet, error) {
-	file := filepath.Join(r.work, fmt.Sprintf("%s-%d.yaml", name, r.machines))
+func (h *Harness) upSpread(g *Rig, name string, topology []byte, a, b *simMachine) (*spreadNet, error) {
+	file := filepath.Join(h.Work, fmt.Sprintf("%s-%d.yaml", name, h.machines))
 	if err := os.WriteFile(file, topology, 0o644); err != nil {
 		return nil, err
 	}
@@ -183,12 +180,12 @@ func (r *runner) upSpread(g *rig, name string, topology []byte, a, b *simMachine
 		s.plans[m.host] = rec.Plan
 		for nd, pid := range rec.Nodes {
 			s.pids[nd] = pid
-			h, err := netns.GetFromPid(pid)
+			nh, err := netns.GetFromPid(pid)
 			if err != nil {
 				return nil, fmt.Errorf("node %s of %s: %w", nd, name, err)
 			}
-			s.ns[nd] = h
-			g.onClose(func() error { return h.Close() })
+			s.ns[nd] = nh
+			g.onClose(func() error { return nh.Close() })
 		}
 	}
 	return s, nil
@@ -255,26 +252,26 @@ func spreadTopology(name, tunnel, connector, addrA, addrB string) []byte {
 
 // tunnelSetup returns the builder of a setup whose node under test is on another machine than
 // its source and sink, joined to them by tunnel links with the given connector.
-func tunnelSetup(name, tunnel, connector string) func(r *runner, nets int) (*rig, error) {
-	return func(r *runner, nets int) (*rig, error) {
-		g := &rig{name: name, nets: 1, tunnel: true}
+func tunnelSetup(name, tunnel, connector string) func(h *Harness, nets int) (*Rig, error) {
+	return func(h *Harness, nets int) (*Rig, error) {
+		g := &Rig{Name: name, Nets: 1, Tunnel: true, genCPU: h.GenCPU}
 		if nets != 1 {
 			return g, errors.New("the tunnel setups have one network")
 		}
-		a, b, err := r.machinePair(g)
+		a, b, err := h.machinePair(g)
 		if err != nil {
 			return g, err
 		}
 		netName := "bench-" + name
-		s, err := r.upSpread(g, netName, spreadTopology(netName, tunnel, connector, a.addr, b.addr), a, b)
+		s, err := h.upSpread(g, netName, spreadTopology(netName, tunnel, connector, a.addr, b.addr), a, b)
 		if err != nil {
 			return g, err
 		}
-		g.split = func(split bool) error { return r.steerTunnel(a, b, s, split) }
-		if err := g.split(false); err != nil {
+		g.Split = func(split bool) error { return h.steerTunnel(a, b, s, split) }
+		if err := g.Split(false); err != nil {
 			return g, err
 		}
-		return g, g.finish(r, s.ns["src"], "eth1", s.ns["nut"], "eth1", s.ns["sink"], "eth1", sinkIP)
+		return g, g.finish(s.ns["src"], "eth1", s.ns["nut"], "eth1", s.ns["sink"], "eth1", SinkIP)
 	}
 }
 
@@ -292,39 +289,30 @@ func tunnelSetup(name, tunnel, connector string) func(r *runner, nets int) (*rig
 // tunnels); machine A's eth0 and the source's port to the tester CPU, which does machine A's
 // work (the source's and the sink's ends of the tunnels, and the sink). The CPU part measures
 // both CPUs: the node's machine's share and the whole path's.
-func (r *runner) steerTunnel(a, b *simMachine, s *spreadNet, split bool) error {
-	if r.fwdCPU < 0 {
+func (h *Harness) steerTunnel(a, b *simMachine, s *spreadNet, split bool) error {
+	if h.FwdCPU < 0 {
 		return nil
 	}
-	none := cpuMask(-1)
-	srcPort, bEth0, aEth0 := cpuMask(r.fwdCPU), none, none
+	none := netnsutil.CPUMask(-1)
+	srcPort, bEth0, aEth0 := netnsutil.CPUMask(h.FwdCPU), none, none
 	if split {
-		tester := cpuMask(r.testerCPU())
-		srcPort, bEth0, aEth0 = tester, cpuMask(r.fwdCPU), tester
+		tester := netnsutil.CPUMask(h.TesterCPU())
+		srcPort, bEth0, aEth0 = tester, netnsutil.CPUMask(h.FwdCPU), tester
 	}
-	if err := setRPS(b.ns, "eth0", bEth0); err != nil {
+	if err := netnsutil.SetRPS(b.ns, "eth0", bEth0); err != nil {
 		return err
 	}
-	if err := setRPS(a.ns, "eth0", aEth0); err != nil {
+	if err := netnsutil.SetRPS(a.ns, "eth0", aEth0); err != nil {
 		return err
 	}
 	for _, l := range s.plans[a.host].Links {
 		for _, p := range l.Ports {
 			if p.Node == "src" {
-				if err := setRPS(a.ns, p.Name, srcPort); err != nil {
+				if err := netnsutil.SetRPS(a.ns, p.Name, srcPort); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	return nil
-}
-
-// testerCPU is where machine A of the tunnel setups works: a CPU of its own when there are at
-// least three, else the generator's.
-func (r *runner) testerCPU() int {
-	if n := r.ncpu(); n >= 3 {
-		return 1
-	}
-	return max(r.genCPU, 0)
 }

@@ -1,4 +1,4 @@
-package bench
+package measure
 
 // The CPU cost of forwarding is the time the forwarding CPU spends in the NET_RX softirq,
 // counted by two eBPF programs on the tracepoints irq:softirq_entry and irq:softirq_exit
@@ -14,33 +14,33 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
+	"github.com/trellisnet/trellis/internal/netnsutil"
 	"golang.org/x/sys/unix"
 )
 
 // Softirq vectors (include/linux/interrupt.h).
 const (
-	softirqNetTX = 2
-	softirqNetRX = 3
+	SoftirqNetTX = 2
+	SoftirqNetRX = 3
 	nrSoftirqs   = 10
 )
 
-// softirqMeter counts the time every CPU spends in every softirq vector, while it is open.
-type softirqMeter struct {
+// SoftirqMeter counts the time every CPU spends in every softirq vector, while it is open.
+type SoftirqMeter struct {
 	objs  softirqObjects
 	links []link.Link
-	ncpu  int
+	NCPU  int // possible CPUs: samples have one row per CPU
 }
 
-// softirqSample is the meter's totals at one instant: per CPU, per vector.
-type softirqSample struct {
+// SoftirqSample is the meter's totals at one instant: per CPU, per vector.
+type SoftirqSample struct {
 	ns, count, taskNS [][nrSoftirqs]uint64 // [cpu][vec]
 }
 
-// newSoftirqMeter loads the programs and attaches them to the two tracepoints.
-func newSoftirqMeter() (*softirqMeter, error) {
-	memlockOnce.Do(func() { rlimit.RemoveMemlock() })
-	m := &softirqMeter{}
+// NewSoftirqMeter loads the programs and attaches them to the two tracepoints.
+func NewSoftirqMeter() (*SoftirqMeter, error) {
+	removeMemlock()
+	m := &SoftirqMeter{}
 	if err := loadSoftirqObjects(&m.objs, nil); err != nil {
 		return nil, fmt.Errorf("loading the softirq counters: %w", err)
 	}
@@ -49,7 +49,7 @@ func newSoftirqMeter() (*softirqMeter, error) {
 		m.Close()
 		return nil, err
 	}
-	m.ncpu = ncpu
+	m.NCPU = ncpu
 	err = withTracefs(func() error {
 		for _, p := range []struct {
 			name string
@@ -73,7 +73,7 @@ func newSoftirqMeter() (*softirqMeter, error) {
 // withTracefs runs f where tracefs is mounted: link.Tracepoint reads the tracepoint's id from
 // it. Where no tracefs is mounted (a minimal system), f runs on a thread of its own with a
 // private mount namespace that has tracefs on /sys/kernel/tracing; nothing is mounted anywhere
-// else, and the thread is thrown away afterwards (withPrivateMount, as setRPS does with sysfs). The attached
+// else, and the thread is thrown away afterwards (netnsutil.WithPrivateMount, as netnsutil.SetRPS does with sysfs). The attached
 // perf event does not need tracefs once it is open.
 func withTracefs(f func() error) error {
 	var st unix.Statfs_t
@@ -83,21 +83,21 @@ func withTracefs(f func() error) error {
 	if unix.Statfs("/sys/kernel/debug/tracing", &st) == nil && (st.Type == unix.TRACEFS_MAGIC || st.Type == unix.DEBUGFS_MAGIC) {
 		return f()
 	}
-	return withPrivateMount(func() error { return nil }, "tracefs", "/sys/kernel/tracing", f)
+	return netnsutil.WithPrivateMount(func() error { return nil }, "tracefs", "/sys/kernel/tracing", f)
 }
 
-// watch makes the meter count apart the softirq time that runs on top of process tgid (0:
+// Watch makes the meter count apart the softirq time that runs on top of process tgid (0:
 // none).
-func (m *softirqMeter) watch(tgid int) error {
+func (m *SoftirqMeter) Watch(tgid int) error {
 	return m.objs.Watch.Put(uint32(0), uint32(tgid))
 }
 
-// read returns the totals so far.
-func (m *softirqMeter) read() (softirqSample, error) {
-	s := softirqSample{
-		ns:     make([][nrSoftirqs]uint64, m.ncpu),
-		count:  make([][nrSoftirqs]uint64, m.ncpu),
-		taskNS: make([][nrSoftirqs]uint64, m.ncpu),
+// Read returns the totals so far.
+func (m *SoftirqMeter) Read() (SoftirqSample, error) {
+	s := SoftirqSample{
+		ns:     make([][nrSoftirqs]uint64, m.NCPU),
+		count:  make([][nrSoftirqs]uint64, m.NCPU),
+		taskNS: make([][nrSoftirqs]uint64, m.NCPU),
 	}
 	for vec := uint32(0); vec < nrSoftirqs; vec++ {
 		var per []softirqSoftirqTime
@@ -105,7 +105,7 @@ func (m *softirqMeter) read() (softirqSample, error) {
 			return s, fmt.Errorf("reading the softirq counters: %w", err)
 		}
 		for cpu, v := range per {
-			if cpu < m.ncpu {
+			if cpu < m.NCPU {
 				s.ns[cpu][vec], s.count[cpu][vec], s.taskNS[cpu][vec] = v.Ns, v.Count, v.TaskNs
 			}
 		}
@@ -113,16 +113,17 @@ func (m *softirqMeter) read() (softirqSample, error) {
 	return s, nil
 }
 
-// since returns the time spent in vector vec on cpu between an earlier sample and s, and the
+// Since returns the time spent in vector vec on cpu between an earlier sample and s, and the
 // part of it that ran on top of the watched task.
-func (s softirqSample) since(earlier softirqSample, cpu, vec int) (ns, taskNS uint64) {
+func (s SoftirqSample) Since(earlier SoftirqSample, cpu, vec int) (ns, taskNS uint64) {
 	if cpu < 0 || cpu >= len(s.ns) || cpu >= len(earlier.ns) {
 		return 0, 0
 	}
 	return s.ns[cpu][vec] - earlier.ns[cpu][vec], s.taskNS[cpu][vec] - earlier.taskNS[cpu][vec]
 }
 
-func (m *softirqMeter) Close() error {
+// Close detaches and unloads the programs.
+func (m *SoftirqMeter) Close() error {
 	var errs []error
 	for _, l := range m.links {
 		errs = append(errs, l.Close())
