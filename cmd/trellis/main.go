@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/trellisnet/trellis/internal/cli"
-	_ "github.com/trellisnet/trellis/internal/kinds/all" // every node, link and tunnel kind
 	"github.com/trellisnet/trellis/internal/node"
 )
 

@@ -4,6 +4,7 @@ package cli
 
 import (
 	"github.com/spf13/cobra"
+	_ "github.com/trellisnet/trellis/internal/kinds/all" // the kinds the files may name
 	"github.com/trellisnet/trellis/internal/state"
 )
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	_ "github.com/trellisnet/trellis/internal/kinds/all" // the kinds the files may name
 	"io"
 	"net"
 	"os"
