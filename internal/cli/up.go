@@ -57,7 +57,7 @@ the one --host names; it gets its nodes and its ends of the links that cross to 
 			out := cmd.OutOrStdout()
 			switch {
 			case res.Created:
-				fmt.Fprintf(out, "network %s is up%s (%.2fs)\n", n.Name, onHost(host), res.Took.Seconds())
+				fmt.Fprintf(out, "network %s is up%s: %d nodes, %d links (%.2fs)\n", n.Name, onHost(host), res.Nodes, res.Links, res.Took.Seconds())
 			case len(res.Changes) > 0:
 				fmt.Fprintf(out, "network %s changed%s (%.2fs):\n", n.Name, onHost(host), res.Took.Seconds())
 				for _, c := range res.Changes {

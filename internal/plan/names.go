@@ -38,7 +38,7 @@ func (a *Names) Keep(p *Plan) {
 			used["port/"+l.Name+"/"+port.String()] = true
 		}
 		for _, t := range l.Tunnels {
-			used["tunnel/"+l.Name+"/"+t.Host] = true
+			used["tunnel/"+l.Name+"/"+t.Host], used["tunnel/"+l.Name] = true, true
 		}
 	}
 	for id := range a.IDs {

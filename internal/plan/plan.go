@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 
 	"github.com/trellisnet/trellis/internal/spec"
@@ -60,6 +61,7 @@ type Port struct {
 	Node   string
 	Ifname string
 	Name   string          // device name in the substrate
+	MAC    string          // the virtual interface's MAC address, derived from its identity
 	Impair spec.Impairment `json:",omitzero"`  // applied to the frames the interface sends
 	Down   bool            `json:",omitempty"` // this endpoint's carrier is off
 }
@@ -97,6 +99,7 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 			}
 			port := Port{Node: e.Node, Ifname: e.Ifname, Impair: l.ImpairmentFrom(e)}
 			port.Name = names.device(p.NetID, 'p', "port/"+l.Name+"/"+port.String())
+			port.MAC = MAC(n.Name, e.Node, e.Ifname)
 			pl.Ports = append(pl.Ports, port)
 		}
 		if len(pl.Ports) == 0 {
@@ -117,15 +120,21 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 // fits the tunnel into the underlay.
 func (p *Plan) addTunnels(n *spec.Network, index int, pl *Link, remote map[string]bool, names *Names) error {
 	l := n.Links[index]
+	kind, _ := spec.LookupTunnelKind(p.Tunnel)
 	underlay := n.Host(p.Host).MTU
 	for _, h := range n.Hosts {
 		if !remote[h.Name] {
 			continue
 		}
 		underlay = min(underlay, h.MTU)
-		id := "tunnel/" + l.Name + "/" + h.Name
-		pl.Tunnels = append(pl.Tunnels, Tunnel{Host: h.Name, Remote: h.Address, Key: TunnelKey(n.Name, l.Name),
-			Device: names.device(p.NetID, 't', id), Encap: names.device(p.NetID, 'u', id)})
+		t := Tunnel{Host: h.Name, Remote: h.Address, Key: TunnelKey(n.Name, l.Name)}
+		if kind.OneDevice {
+			t.Device = names.device(p.NetID, 't', "tunnel/"+l.Name)
+		} else {
+			id := "tunnel/" + l.Name + "/" + h.Name
+			t.Device, t.Encap = names.device(p.NetID, 't', id), names.device(p.NetID, 'u', id)
+		}
+		pl.Tunnels = append(pl.Tunnels, t)
 	}
 	fit := underlay - spec.TunnelOverhead(p.Tunnel)
 	if pl.MTU > fit {
@@ -150,6 +159,15 @@ func Digest(nd *spec.Node) string {
 	}{nd.Kind, nd.Addresses, nd.Exec, nd.Files, nd.Sysctl}) // maps marshal in key order
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
+}
+
+// MAC derives the MAC address of a virtual interface from the network, node and interface
+// names: locally administered and unicast, the same every time, so that a node started anew
+// keeps its interfaces' addresses and its neighbours' ARP and ND caches stay right.
+func MAC(network, node, ifname string) string {
+	sum := sha256.Sum256([]byte("trellis-mac/" + network + "/" + node + "/" + ifname))
+	sum[0] = sum[0]&0xfc | 0x02
+	return net.HardwareAddr(sum[:6]).String()
 }
 
 // NetID derives a network's short identifier from its state scope and name.

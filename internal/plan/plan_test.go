@@ -90,11 +90,15 @@ func TestMakeForHost(t *testing.T) {
 	}
 }
 
-func TestMakeVXLANMTU(t *testing.T) {
+func TestMakeVXLANSharesOneDevice(t *testing.T) {
 	n := parse(t, strings.Replace(spread, "hosts:", "tunnel: vxlan\nhosts:", 1))
 	p, err := plan.Make(n, "scope", "m1", &plan.Names{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	lan := p.Links[2]
+	if lan.Tunnels[0].Device != lan.Tunnels[1].Device || plan.DeviceKind(lan.Tunnels[0].Device) != 't' || lan.Tunnels[0].Encap != "" {
+		t.Errorf("VXLAN LAN devices: %+v", lan.Tunnels)
 	}
 	if p.Links[0].MTU != 1500-50 {
 		t.Errorf("VXLAN MTU %d, want underlay minus 50", p.Links[0].MTU)

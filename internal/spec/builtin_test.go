@@ -9,5 +9,5 @@ func init() {
 	// Inner Ethernet header, outer IPv4, GRE with a key.
 	RegisterTunnelKind(EGRE, TunnelKind{Overhead: 14 + 20 + 8})
 	// Inner Ethernet header, outer IPv4, UDP, VXLAN.
-	RegisterTunnelKind(VXLAN, TunnelKind{Overhead: 14 + 20 + 8 + 8})
+	RegisterTunnelKind(VXLAN, TunnelKind{Overhead: 14 + 20 + 8 + 8, OneDevice: true})
 }

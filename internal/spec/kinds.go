@@ -26,7 +26,10 @@ type LinkKind struct {
 // may be nil.
 type TunnelKind struct {
 	Overhead int
-	Check    func(n *Network) []*Error
+	// OneDevice: one device carries a link to all its other machines (VXLAN), rather than
+	// one per machine (EGRE's tunnel ports).
+	OneDevice bool
+	Check     func(n *Network) []*Error
 }
 
 // registry holds kinds by the name used in topology files.

@@ -127,7 +127,7 @@ func linkChanges(a, b *plan.Link, tunnelKind bool) []string {
 	}
 	add("connector", a.Connector, b.Connector)
 	add("rate", spec.FormatRate(a.Rate), spec.FormatRate(b.Rate))
-	add("mtu", a.MTU, b.MTU)
+	add("mtu", mtuText(a.MTU), mtuText(b.MTU))
 	add("state", stateWord(a.Down), stateWord(b.Down))
 	ap, bp := portsByEndpoint(a), portsByEndpoint(b)
 	for _, ep := range sortedKeys(bp) {
@@ -201,4 +201,11 @@ func impairText(im spec.Impairment) string {
 		parts = append(parts, "jitter "+im.Jitter.String()+" "+im.Distribution)
 	}
 	return strings.Join(parts, ", ")
+}
+
+func mtuText(mtu int) string {
+	if mtu == 0 {
+		return "default"
+	}
+	return fmt.Sprint(mtu)
 }

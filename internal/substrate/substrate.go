@@ -22,6 +22,8 @@ import (
 // Result says what Up did.
 type Result struct {
 	Created bool     // the network was created
+	Nodes   int      // nodes and links of the network on this machine
+	Links   int
 	Changes []Change // what was changed on a running network
 	Took    time.Duration
 }
@@ -51,13 +53,14 @@ func Up(ctx context.Context, st *state.Store, n *spec.Network, host, file string
 func create(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer, start time.Time) (*Result, error) {
 	names := &plan.Names{}
 	p, err := plan.Make(n, st.ID, host, names)
+	if err == nil {
+		err = preflight(p, n)
+	}
+	if err == nil {
+		err = checkNetID(st, p)
+	}
 	if err != nil {
-		return nil, err
-	}
-	if err := preflight(p, n); err != nil {
-		return nil, err
-	}
-	if err := checkNetID(st, p); err != nil {
+		st.Delete(n.Name) // the lock file just made: nothing else exists
 		return nil, err
 	}
 	rec := &state.Record{Name: p.Network, NetID: p.NetID, File: file, Status: state.Creating,
@@ -75,7 +78,7 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 		}
 		return nil, err
 	}
-	return &Result{Created: true, Took: time.Since(start)}, nil
+	return &Result{Created: true, Nodes: len(p.Nodes), Links: len(p.Links), Took: time.Since(start)}, nil
 }
 
 // change converges a network that has a record: up, or interrupted while being created or

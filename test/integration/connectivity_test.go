@@ -168,7 +168,7 @@ links:
     connector: shortbridge
 `)
 	mustTrellis(t, e.state, "up", path)
-	if c := inspect(t, e.state, "sbconn").link(t, "link1").Connector; c != "shortbridge" {
+	if c := inspect(t, e.state, "sbconn").link(t, "a:eth1--b:eth1").Connector; c != "shortbridge" {
 		t.Fatalf("link1 has connector %q, want shortbridge", c)
 	}
 	t.Run("ipv4", func(t *testing.T) {
@@ -206,7 +206,7 @@ links:
     connector: bridge
 `)
 	mustTrellis(t, e.state, "up", path)
-	if c := inspect(t, e.state, "brconn").link(t, "link1").Connector; c != "bridge" {
+	if c := inspect(t, e.state, "brconn").link(t, "a:eth1--b:eth1--c:eth1").Connector; c != "bridge" {
 		t.Fatalf("link1 has connector %q, want bridge", c)
 	}
 	t.Run("ipv4", func(t *testing.T) {
@@ -274,8 +274,8 @@ func TestIsolation(t *testing.T) {
 			t.Errorf("node %s: both networks' nodes are in network namespace %s", node, ia)
 		}
 	}
-	for i, ep := range A.link(t, "link1").Endpoints {
-		if p := B.link(t, "link1").Endpoints[i].Port; p == ep.Port {
+	for i, ep := range A.link(t, "a:eth1--b:eth1").Endpoints {
+		if p := B.link(t, "a:eth1--b:eth1").Endpoints[i].Port; p == ep.Port {
 			t.Errorf("both networks use port %s", p)
 		}
 	}

@@ -1000,7 +1000,7 @@ func TestRateOverTunnel(t *testing.T) {
 				}
 				path := writeTopo(t, strings.Replace(topo, "    rate: 50mbit\n", line, 1))
 				for i := 1; i <= 2; i++ {
-					if out := m.trellis(t, i, "up", path); !strings.Contains(out, "rate changed on capped") {
+					if out := m.trellis(t, i, "up", path); !strings.Contains(out, "~ link capped: rate ") {
 						t.Errorf("up with rate %q on m%d said %q, want the rate of link capped changed", rate, i, out)
 					}
 					if r := m.inspect(t, i, name).link(t, "capped").Rate; r != rate {

@@ -59,7 +59,7 @@ func tbfOf(t *testing.T, port string) (*netlink.Tbf, string) {
 // checkShaper checks that both ports of a link are shaped at bps (0: not shaped).
 func checkShaper(t *testing.T, info *netInfo, bps uint64, tcRate string) {
 	t.Helper()
-	for _, ep := range info.link(t, "link1").Endpoints {
+	for _, ep := range info.link(t, "a:eth1--b:eth1").Endpoints {
 		tbf, tc := tbfOf(t, ep.Port)
 		switch {
 		case bps == 0 && tbf != nil:
@@ -83,18 +83,18 @@ func TestRateChangeLive(t *testing.T) {
 	mustTrellis(t, e.state, "up", path)
 	info := inspect(t, e.state, "ratelive")
 	pids := info.pids()
-	if r := info.link(t, "link1").Rate; r != "10mbit" {
+	if r := info.link(t, "a:eth1--b:eth1").Rate; r != "10mbit" {
 		t.Errorf("inspect shows rate %q, want 10mbit", r)
 	}
 	checkShaper(t, info, 10_000_000, "10Mbit")
 	ping(t, e.state, "ratelive", "a", "10.0.0.2")
 
 	rewriteTopo(t, path, rateTopo("ratelive", "    rate: 50mbit\n"))
-	if out := mustTrellis(t, e.state, "up", path); !strings.Contains(out, "rate changed on link1") {
-		t.Errorf("up with a new rate said %q, want it to say the rate of link1 changed", out)
+	if out := mustTrellis(t, e.state, "up", path); !strings.Contains(out, "~ link a:eth1--b:eth1: rate ") {
+		t.Errorf("up with a new rate said %q, want it to say the rate of link a:eth1--b:eth1 changed", out)
 	}
 	info = inspect(t, e.state, "ratelive")
-	if r := info.link(t, "link1").Rate; r != "50mbit" {
+	if r := info.link(t, "a:eth1--b:eth1").Rate; r != "50mbit" {
 		t.Errorf("inspect shows rate %q, want 50mbit", r)
 	}
 	checkShaper(t, info, 50_000_000, "50Mbit")
@@ -104,11 +104,11 @@ func TestRateChangeLive(t *testing.T) {
 	ping(t, e.state, "ratelive", "b", "10.0.0.1")
 
 	rewriteTopo(t, path, rateTopo("ratelive", ""))
-	if out := mustTrellis(t, e.state, "up", path); !strings.Contains(out, "rate changed on link1") {
-		t.Errorf("up without the rate said %q, want it to say the rate of link1 changed", out)
+	if out := mustTrellis(t, e.state, "up", path); !strings.Contains(out, "~ link a:eth1--b:eth1: rate ") {
+		t.Errorf("up without the rate said %q, want it to say the rate of link a:eth1--b:eth1 changed", out)
 	}
 	info = inspect(t, e.state, "ratelive")
-	if r := info.link(t, "link1").Rate; r != "" {
+	if r := info.link(t, "a:eth1--b:eth1").Rate; r != "" {
 		t.Errorf("inspect shows rate %q, want none", r)
 	}
 	checkShaper(t, info, 0, "")
@@ -164,7 +164,7 @@ func TestRateAccuracy(t *testing.T) {
 			got := res.End.SumReceived.BitsPerSecond
 			ratio := onWire(got, 1500) / c.bps
 			drops := uint64(0)
-			for _, ep := range inspect(t, e.state, name).link(t, "link1").Endpoints {
+			for _, ep := range inspect(t, e.state, name).link(t, "a:eth1--b:eth1").Endpoints {
 				drops += ep.Drops
 			}
 			line := fmt.Sprintf("rate %-7s cap %10.0f bit/s  measured %12.0f bit/s (receiver, %.1f s, %d bytes)  ratio %.4f  [sender %.0f bit/s, %d retransmits, %d shaper drops]",

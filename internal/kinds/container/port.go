@@ -32,6 +32,9 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 		PeerName:      p.Ifname,
 		PeerNamespace: netlink.NsFd(ns.ns),
 	}
+	if mac, err := net.ParseMAC(p.MAC); err == nil {
+		veth.PeerHardwareAddr = mac
+	}
 	if err := netlink.LinkAdd(veth); err != nil {
 		return nil, fmt.Errorf("port %s for %s: %w", p.Name, p, err)
 	}

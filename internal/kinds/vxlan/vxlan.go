@@ -25,12 +25,12 @@ const Overhead = 14 + 20 + 8 + 8
 // Port is the IANA port of VXLAN, as Linux `ip link add type vxlan dstport 4789` uses.
 const Port = 4789
 
-func init() { kinds.RegisterTunnel(Name, Kind{}, spec.TunnelKind{Overhead: Overhead}) }
+func init() { kinds.RegisterTunnel(Name, Kind{}, spec.TunnelKind{Overhead: Overhead, OneDevice: true}) }
 
 // Kind is the VXLAN tunnel kind.
 type Kind struct{}
 
-// Ensure makes the link's VXLAN device (named after its first tunnel) if it is missing, and
+// Ensure makes the link's VXLAN device (all its tunnels name the same one) if it is missing, and
 // gives it a forwarding entry for every machine of the link.
 func (Kind) Ensure(ctx context.Context, env *kinds.Env, l *plan.Link, ports []netlink.Link, direct bool) (kinds.Members, error) {
 	t := l.Tunnels[0]
