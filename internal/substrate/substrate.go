@@ -21,8 +21,8 @@ import (
 
 // Result says what Up did.
 type Result struct {
-	Created bool     // the network was created
-	Nodes   int      // nodes and links of the network on this machine
+	Created bool // the network was created
+	Nodes   int  // nodes and links of the network on this machine
 	Links   int
 	Changes []Change // what was changed on a running network
 	Took    time.Duration
