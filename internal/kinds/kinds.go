@@ -50,6 +50,8 @@ type Node interface {
 	// with the node's addresses for it, and returns the substrate end. If the port exists,
 	// Port returns it unchanged.
 	Port(ctx context.Context, env *Env, in Instance, n *plan.Node, p plan.Port, mtu int) (netlink.Link, error)
+	// Addresses gives the virtual interface of port p exactly p.Addresses, live.
+	Addresses(ctx context.Context, env *Env, in Instance, p plan.Port) error
 	// Exec runs the node's start commands.
 	Exec(ctx context.Context, env *Env, in Instance, n *plan.Node) error
 }

@@ -30,8 +30,9 @@ type Plan struct {
 // Node is a node on this machine.
 type Node struct {
 	*spec.Node
-	// Digest identifies the node's own settings (kind, addresses, sysctl, files, exec): a
-	// running node whose digest differs must restart to take the new settings.
+	// Digest identifies the node's own settings (kind, loopback addresses, sysctl, files,
+	// exec): a running node whose digest differs must restart to take the new settings. The
+	// addresses of its link interfaces are not part of it: they change live, with the ports.
 	Digest string
 }
 
@@ -62,6 +63,8 @@ type Port struct {
 	Ifname string
 	Name   string          // device name in the substrate
 	MAC    string          // the virtual interface's MAC address, derived from its identity
+	// Addresses of the virtual interface (from its node's addresses): they change live.
+	Addresses []string `json:",omitempty"`
 	Impair spec.Impairment `json:",omitzero"`  // applied to the frames the interface sends
 	Down   bool            `json:",omitempty"` // this endpoint's carrier is off
 }
@@ -100,6 +103,7 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 			port := Port{Node: e.Node, Ifname: e.Ifname, Impair: l.ImpairmentFrom(e)}
 			port.Name = names.device(p.NetID, 'p', "port/"+l.Name+"/"+port.String())
 			port.MAC = MAC(n.Name, e.Node, e.Ifname)
+			port.Addresses = n.Node(e.Node).Addresses[e.Ifname]
 			pl.Ports = append(pl.Ports, port)
 		}
 		if len(pl.Ports) == 0 {
@@ -151,12 +155,12 @@ func (p *Plan) addTunnels(n *spec.Network, index int, pl *Link, remote map[strin
 // Digest identifies the settings of a node that only a restart can apply.
 func Digest(nd *spec.Node) string {
 	data, _ := json.Marshal(struct {
-		Kind      string
-		Addresses map[string][]string
-		Exec      []string
-		Files     []spec.File
-		Sysctl    map[string]string
-	}{nd.Kind, nd.Addresses, nd.Exec, nd.Files, nd.Sysctl}) // maps marshal in key order
+		Kind     string
+		Loopback []string
+		Exec     []string
+		Files    []spec.File
+		Sysctl   map[string]string
+	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl}) // maps marshal in key order
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
 }

@@ -84,7 +84,7 @@ func nodeChanges(a, b *spec.Node) []string {
 	fields := []struct {
 		name string
 		x, y any
-	}{{"kind", a.Kind, b.Kind}, {"addresses", a.Addresses, b.Addresses}, {"sysctl", a.Sysctl, b.Sysctl},
+	}{{"kind", a.Kind, b.Kind}, {"loopback addresses", a.Addresses["lo"], b.Addresses["lo"]}, {"sysctl", a.Sysctl, b.Sysctl},
 		{"files", a.Files, b.Files}, {"exec", a.Exec, b.Exec}}
 	for _, f := range fields {
 		if !reflect.DeepEqual(f.x, f.y) {
@@ -139,6 +139,9 @@ func linkChanges(a, b *plan.Link, tunnelKind bool) []string {
 		y := bp[ep]
 		if x.Impair != y.Impair {
 			out = append(out, fmt.Sprintf("impairment from %s %s -> %s", ep, impairText(x.Impair), impairText(y.Impair)))
+		}
+		if !reflect.DeepEqual(x.Addresses, y.Addresses) {
+			out = append(out, fmt.Sprintf("addresses of %s %v -> %v", ep, x.Addresses, y.Addresses))
 		}
 		if x.Down != y.Down {
 			out = append(out, fmt.Sprintf("endpoint %s %s -> %s", ep, stateWord(x.Down), stateWord(y.Down)))

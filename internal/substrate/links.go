@@ -88,6 +88,9 @@ func (a *applier) join(ctx context.Context, l *plan.Link, ports []netlink.Link) 
 		return err
 	}
 	for i, port := range l.Ports {
+		if err := a.addresses(ctx, port); err != nil {
+			return err
+		}
 		im := dataplane.Impairment{Loss: port.Impair.Loss, LossCorrelation: port.Impair.LossCorrelation,
 			Duplicate: port.Impair.Duplicate, Corrupt: port.Impair.Corrupt}
 		if err := dataplane.SetImpairment(ports[i].Attrs().Index, im); err != nil {
@@ -122,4 +125,20 @@ func sameLink(a, b *plan.Link) bool {
 	ja, _ := json.Marshal(a) // a plan.Link always marshals
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
+}
+
+// addresses gives a port's virtual interface the plan's addresses.
+func (a *applier) addresses(ctx context.Context, port plan.Port) error {
+	n := a.env.Plan.Node(port.Node)
+	k, err := kinds.NodeKind(n.Kind)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	in := a.running[port.Node]
+	a.mu.Unlock()
+	if err := k.Addresses(ctx, a.env, in, port); err != nil {
+		return fmt.Errorf("port %s: %w", port, err)
+	}
+	return nil
 }

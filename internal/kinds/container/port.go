@@ -47,7 +47,7 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 	if err := ns.sysctl(values); err != nil {
 		return nil, err
 	}
-	if err := ns.configureInterface(p.Ifname, n.Addresses[p.Ifname]); err != nil {
+	if err := ns.configureInterface(p.Ifname, p.Addresses); err != nil {
 		return nil, err
 	}
 	return netdev.ByName(p.Name)
@@ -120,4 +120,40 @@ func (n *nodeNS) addAddresses(ifname string, addrs []string) error {
 		}
 	}
 	return nil
+}
+
+// Addresses gives a node's virtual interface exactly the addresses of its port: those it should
+// not have are removed (link-local IPv6 addresses, which the kernel makes, stay), the others
+// added.
+func (Kind) Addresses(ctx context.Context, env *kinds.Env, in kinds.Instance, p plan.Port) error {
+	ns, err := openNS(in.PID)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	link, err := ns.nl.LinkByName(p.Ifname)
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", p.Ifname, err)
+	}
+	have, err := ns.nl.AddrList(link, netlink.FAMILY_ALL)
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", p.Ifname, err)
+	}
+	want := map[string]bool{}
+	for _, a := range p.Addresses {
+		ip, ipnet, err := net.ParseCIDR(a)
+		if err != nil {
+			return err
+		}
+		ipnet.IP = ip
+		want[ipnet.String()] = true
+	}
+	for _, a := range have {
+		if !want[a.IPNet.String()] && !a.IP.IsLinkLocalUnicast() {
+			if err := ns.nl.AddrDel(link, &a); err != nil {
+				return fmt.Errorf("interface %s: removing %s: %w", p.Ifname, a.IPNet, err)
+			}
+		}
+	}
+	return ns.addAddresses(p.Ifname, p.Addresses)
 }
