@@ -61,12 +61,12 @@ type Tunnel struct {
 type Port struct {
 	Node   string
 	Ifname string
-	Name   string          // device name in the substrate
-	MAC    string          // the virtual interface's MAC address, derived from its identity
+	Name   string // device name in the substrate
+	MAC    string // the virtual interface's MAC address, derived from its identity
 	// Addresses of the virtual interface (from its node's addresses): they change live.
-	Addresses []string `json:",omitempty"`
-	Impair spec.Impairment `json:",omitzero"`  // applied to the frames the interface sends
-	Down   bool            `json:",omitempty"` // this endpoint's carrier is off
+	Addresses []string        `json:",omitempty"`
+	Impair    spec.Impairment `json:",omitzero"`  // applied to the frames the interface sends
+	Down      bool            `json:",omitempty"` // this endpoint's carrier is off
 }
 
 func (p Port) String() string { return p.Node + ":" + p.Ifname }

@@ -126,7 +126,7 @@ func linkChanges(a, b *plan.Link, tunnelKind bool) []string {
 		}
 	}
 	add("connector", a.Connector, b.Connector)
-	add("rate", spec.FormatRate(a.Rate), spec.FormatRate(b.Rate))
+	add("rate", rateText(a.Rate), rateText(b.Rate))
 	add("mtu", mtuText(a.MTU), mtuText(b.MTU))
 	add("state", stateWord(a.Down), stateWord(b.Down))
 	ap, bp := portsByEndpoint(a), portsByEndpoint(b)
@@ -211,4 +211,11 @@ func mtuText(mtu int) string {
 		return "default"
 	}
 	return fmt.Sprint(mtu)
+}
+
+func rateText(bps uint64) string {
+	if bps == 0 {
+		return "none"
+	}
+	return spec.FormatRate(bps)
 }

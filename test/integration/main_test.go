@@ -357,6 +357,8 @@ type linkInfo struct {
 	Connector string         `json:"connector"`
 	Rate      string         `json:"rate"`
 	Bridge    string         `json:"bridge"`
+	State     string         `json:"state"`
+	MTU       int            `json:"mtu"`
 	Endpoints []endpointInfo `json:"endpoints"`
 }
 
@@ -369,6 +371,7 @@ type endpointInfo struct {
 	TxBytes   uint64 `json:"tx_bytes"`
 	RxBytes   uint64 `json:"rx_bytes"`
 	Drops     uint64 `json:"drops"`
+	State     string `json:"state"`
 }
 
 func inspect(t testing.TB, stateDir, network string) *netInfo {
