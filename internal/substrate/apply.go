@@ -10,7 +10,6 @@ import (
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/state"
-	"github.com/vishvananda/netlink"
 )
 
 // applier converges the machine from plan old (what was last applied; nil when nothing can
@@ -21,17 +20,20 @@ type applier struct {
 	mu      sync.Mutex
 	running map[string]kinds.Instance // nodes running now, by name
 	fresh   map[string]bool           // nodes started by this apply
-	devs    map[string]netlink.Link   // this network's substrate devices, by name
+	known   map[string]bool           // this network's substrate devices that exist, by name
 }
 
 // apply converges the machine to env.Plan and records it in rec: stop the nodes that go or
 // restart, delete the devices the plan no longer has, start nodes, make and join every link
 // that is new or changed, then run the start commands of the nodes just started.
-func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Record) error {
-	a := &applier{env: env, old: old, fresh: map[string]bool{}}
-	var err error
-	if a.running, err = runningNodes(env); err != nil {
-		return err
+// running holds the nodes that run now (nil: find them).
+func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Record, running map[string]kinds.Instance) error {
+	a := &applier{env: env, old: old, fresh: map[string]bool{}, running: running}
+	if a.running == nil {
+		var err error
+		if a.running, err = runningNodes(env); err != nil {
+			return err
+		}
 	}
 	p := env.Plan
 	steps := []struct {
@@ -58,9 +60,11 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 	for name, in := range a.running {
 		rec.Nodes[name] = in.PID
 	}
-	// Record the pids before running user commands, which may take long.
-	if err := env.Store.Save(rec); err != nil {
-		return err
+	if len(a.fresh) > 0 {
+		// Record the pids before running user commands, which may take long.
+		if err := env.Store.Save(rec); err != nil {
+			return err
+		}
 	}
 	if err := parallel(len(p.Nodes), func(i int) error { return a.exec(ctx, p.Nodes[i]) }); err != nil {
 		return err
@@ -130,13 +134,29 @@ func (a *applier) stopNodes(ctx context.Context) error {
 
 // removeGone undoes what the old plan has and the new one has not: tunnels that go (through
 // their kind), connectors that change kind, ports whose link changed MTU (they are made anew),
-// then deletes every device of the network that the plan does not name.
+// then deletes every device of the network that the plan does not name. Without an old plan
+// it lists the network's devices in the kernel; with one, it knows them from the old plan.
 func (a *applier) removeGone(ctx context.Context) error {
 	p := a.env.Plan
-	if err := a.listDevices(); err != nil {
-		return err
-	}
-	if a.old != nil {
+	if a.old == nil {
+		if err := a.listDevices(); err != nil {
+			return err
+		}
+	} else {
+		// Ports of nodes that stopped, or are not running (they died, or the machine
+		// restarted), went with their nodes.
+		a.known = deviceNames(a.old)
+		for _, n := range a.old.Nodes {
+			if _, ok := a.running[n.Name]; ok {
+				continue
+			}
+			for name := range portsOf(a.old, n.Name) {
+				if err := netdev.Delete(name); err != nil {
+					return err
+				}
+				delete(a.known, name)
+			}
+		}
 		for _, ol := range a.old.Links {
 			if err := a.removeOldParts(ctx, ol, p.Link(ol.Name)); err != nil {
 				return fmt.Errorf("link %s: %w", ol.Name, err)
@@ -144,15 +164,28 @@ func (a *applier) removeGone(ctx context.Context) error {
 		}
 	}
 	keep := deviceNames(p)
-	for name := range a.devs {
+	for name := range a.known {
 		if !keep[name] {
 			if err := netdev.Delete(name); err != nil {
 				return err
 			}
-			delete(a.devs, name)
+			delete(a.known, name)
 		}
 	}
 	return nil
+}
+
+// portsOf returns the names of the ports of node name in plan p.
+func portsOf(p *plan.Plan, name string) map[string]bool {
+	out := map[string]bool{}
+	for _, l := range p.Links {
+		for _, port := range l.Ports {
+			if port.Node == name {
+				out[port.Name] = true
+			}
+		}
+	}
+	return out
 }
 
 // removeOldParts removes what of old link ol the new link nl (nil if it goes) does not keep.
@@ -181,7 +214,11 @@ func (a *applier) removeOldParts(ctx context.Context, ol, nl *plan.Link) error {
 		if err != nil {
 			return err
 		}
-		if err := lk.Leave(ctx, a.env, ol, a.members(ol)); err != nil {
+		m, err := a.members(ol)
+		if err != nil {
+			return err
+		}
+		if err := lk.Leave(ctx, a.env, ol, m); err != nil {
 			return err
 		}
 	}
@@ -190,7 +227,7 @@ func (a *applier) removeOldParts(ctx context.Context, ol, nl *plan.Link) error {
 			if err := netdev.Delete(port.Name); err != nil {
 				return err
 			}
-			delete(a.devs, port.Name)
+			delete(a.known, port.Name)
 		}
 	}
 	return nil
@@ -211,10 +248,10 @@ func (a *applier) listDevices() error {
 	if err != nil {
 		return err
 	}
-	a.devs = map[string]netlink.Link{}
+	a.known = map[string]bool{}
 	for _, d := range all {
 		if plan.DeviceNetID(d.Attrs().Name) == a.env.Plan.NetID {
-			a.devs[d.Attrs().Name] = d
+			a.known[d.Attrs().Name] = true
 		}
 	}
 	return nil
@@ -236,21 +273,27 @@ func deviceNames(p *plan.Plan) map[string]bool {
 }
 
 // members returns the devices of link l that exist now.
-func (a *applier) members(l *plan.Link) kinds.Members {
+func (a *applier) members(l *plan.Link) (kinds.Members, error) {
 	var m kinds.Members
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	for _, port := range l.Ports {
-		if d := a.devs[port.Name]; d != nil {
+		d, err := netdev.ByName(port.Name)
+		if err != nil {
+			return m, err
+		}
+		if d != nil {
 			m.Ports = append(m.Ports, d)
 		}
 	}
 	for _, t := range l.Tunnels {
-		if d := a.devs[t.Device]; d != nil {
+		d, err := netdev.ByName(t.Device)
+		if err != nil {
+			return m, err
+		}
+		if d != nil {
 			m.Tunnels = append(m.Tunnels, d)
 		}
 	}
-	return m
+	return m, nil
 }
 
 // startNode starts a node of the plan that is not running.

@@ -18,16 +18,16 @@ import (
 // sets its shapers, joins its connector, sets impairments and finally the carrier state. A link
 // that is unchanged and whole is not touched.
 func (a *applier) link(ctx context.Context, l *plan.Link) error {
-	made, ports, err := a.ports(ctx, l)
-	if err != nil {
-		return fmt.Errorf("link %s: %w", l.Name, err)
-	}
 	var ol *plan.Link
 	if a.old != nil && a.old.Tunnel == a.env.Plan.Tunnel {
 		ol = a.old.Link(l.Name)
 	}
-	if !made && ol != nil && sameLink(ol, l) {
-		return nil
+	_, ports, err := a.ports(ctx, l, ol == nil || !sameLink(ol, l))
+	if err != nil {
+		return fmt.Errorf("link %s: %w", l.Name, err)
+	}
+	if ports == nil {
+		return nil // unchanged and whole
 	}
 	if err := a.join(ctx, l, ports); err != nil {
 		return fmt.Errorf("link %s: %w", l.Name, err)
@@ -35,27 +35,38 @@ func (a *applier) link(ctx context.Context, l *plan.Link) error {
 	return nil
 }
 
-// ports returns the link's ports, making those that are missing.
-func (a *applier) ports(ctx context.Context, l *plan.Link) (bool, []netlink.Link, error) {
+// ports makes the link's ports that are missing, and returns them all if any was made or
+// the link changed (changed); otherwise it touches nothing and returns none.
+func (a *applier) ports(ctx context.Context, l *plan.Link, changed bool) (bool, []netlink.Link, error) {
 	made := false
+	for _, port := range l.Ports {
+		a.mu.Lock()
+		known, in := a.known[port.Name], a.running[port.Node]
+		a.mu.Unlock()
+		if known {
+			continue
+		}
+		n := a.env.Plan.Node(port.Node)
+		k, err := kinds.NodeKind(n.Kind)
+		if err != nil {
+			return made, nil, err
+		}
+		if _, err = k.Port(ctx, a.env, in, n, port, l.MTU); err != nil {
+			return made, nil, fmt.Errorf("port %s: %w", port, err)
+		}
+		made = true
+		a.mu.Lock()
+		a.known[port.Name] = true
+		a.mu.Unlock()
+	}
+	if !made && !changed {
+		return false, nil, nil
+	}
 	out := make([]netlink.Link, len(l.Ports))
 	for i, port := range l.Ports {
-		a.mu.Lock()
-		dev, in := a.devs[port.Name], a.running[port.Node]
-		a.mu.Unlock()
-		if dev == nil {
-			n := a.env.Plan.Node(port.Node)
-			k, err := kinds.NodeKind(n.Kind)
-			if err != nil {
-				return made, nil, err
-			}
-			if dev, err = k.Port(ctx, a.env, in, n, port, l.MTU); err != nil {
-				return made, nil, fmt.Errorf("port %s: %w", port, err)
-			}
-			made = true
-			a.mu.Lock()
-			a.devs[port.Name] = dev
-			a.mu.Unlock()
+		dev, err := netlink.LinkByName(port.Name)
+		if err != nil {
+			return made, nil, fmt.Errorf("port %s: %w", port, err)
 		}
 		out[i] = dev
 	}

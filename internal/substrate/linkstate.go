@@ -48,7 +48,7 @@ func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpo
 	}
 	old := rec.Plan
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
-	if err := apply(ctx, env, old, rec); err != nil {
+	if err := apply(ctx, env, old, rec, nil); err != nil {
 		return rollback(st, rec, old, log, err)
 	}
 	return nil

@@ -69,7 +69,7 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 		return nil, err
 	}
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
-	if err := apply(ctx, env, nil, rec); err != nil {
+	if err := apply(ctx, env, nil, rec, nil); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w; run `trellis up` again to finish, or `trellis down %s`", err, p.Network)
 		}
@@ -116,7 +116,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 	if prevStatus != state.Up {
 		old = nil // interrupted: trust nothing but the kernel
 	}
-	if err := apply(ctx, env, old, rec); err != nil {
+	if err := apply(ctx, env, old, rec, running); err != nil {
 		if ctx.Err() != nil || old == nil {
 			return nil, fmt.Errorf("%w; the network is partly changed: run `trellis up` again to finish", err)
 		}
@@ -128,7 +128,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 // rollback takes a network whose live change failed back to plan old.
 func rollback(st *state.Store, rec *state.Record, old *plan.Plan, log io.Writer, cause error) error {
 	env := &kinds.Env{Store: st, Plan: old, Log: log}
-	if err := apply(context.Background(), env, nil, rec); err != nil {
+	if err := apply(context.Background(), env, nil, rec, nil); err != nil {
 		return errors.Join(cause, fmt.Errorf("and taking the network back to what it was failed too (run `trellis up` again): %w", err))
 	}
 	return fmt.Errorf("%w; the network was taken back to what it was", cause)
