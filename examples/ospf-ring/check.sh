@@ -11,7 +11,7 @@
 TRELLIS=${1:-trellis}
 STATE_DIR=${2:-/var/lib/trellis}
 NET=ospf-ring
-ROUTERS="1 2 3 4"
+ROUTERS=${ROUTERS:-"1 2 3 4"}  # ROUTERS="1 2 3 4 5" for ring5.yaml
 TIMEOUT=60
 
 tr_exec() { # tr_exec NODE CMD...
