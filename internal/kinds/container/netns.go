@@ -2,11 +2,8 @@ package container
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
-	"strings"
 
+	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -35,47 +32,10 @@ func (n *nodeNS) Close() {
 	n.ns.Close()
 }
 
-// sysctl writes net.* sysctls in the node's network namespace. /proc/sys/net shows the network
-// namespace of the thread that opens it, so one locked thread switches in and back.
+// sysctl writes net.* sysctls in the node's network namespace.
 func (n *nodeNS) sysctl(values map[string]string) error {
-	runtime.LockOSThread()
-	origin, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
+	if len(values) == 0 {
+		return nil
 	}
-	defer origin.Close()
-	if err := netns.Set(n.ns); err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	werr := writeSysctls(values)
-	if err := netns.Set(origin); err != nil {
-		// Leave the thread locked: the runtime discards it with the goroutine, rather than
-		// let it run other goroutines inside the node.
-		return fmt.Errorf("returning from node network namespace: %w", err)
-	}
-	runtime.UnlockOSThread()
-	return werr
-}
-
-func writeSysctls(values map[string]string) error {
-	for k, v := range values {
-		if err := writeSysctl(k, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeSysctl writes one sysctl, named as sysctl(8) names it: with dots, or with slashes.
-func writeSysctl(key, value string) error {
-	if !strings.Contains(key, "/") {
-		key = strings.ReplaceAll(key, ".", "/")
-	}
-	path := filepath.Join("/proc/sys", key)
-	if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
-		return fmt.Errorf("sysctl %s=%s: %w", key, value, err)
-	}
-	return nil
+	return netnsutil.Sysctl(n.ns, values)
 }

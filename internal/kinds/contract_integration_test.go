@@ -1,0 +1,278 @@
+//go:build integration
+
+package kinds_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/trellisnet/trellis/internal/kinds"
+	_ "github.com/trellisnet/trellis/internal/kinds/all"
+	"github.com/trellisnet/trellis/internal/netdev"
+	"github.com/trellisnet/trellis/internal/netnsutil"
+	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/state"
+	"github.com/vishvananda/netlink"
+)
+
+// The contract every kind keeps, checked for every registered kind: making twice is making
+// once, removing twice is removing once, and removing what a crash left half made removes what
+// exists. Each test runs in a network namespace of its own, so the host is never touched.
+
+// TestMain lets the test binary be a node's init and run commands in nodes, as trellis does.
+func TestMain(m *testing.M) {
+	switch {
+	case os.Args[0] == node.InitArg0:
+		node.InitMain()
+	case len(os.Args) > 2 && os.Args[1] == node.ExecArg && os.Args[2] == "--":
+		node.ExecMain(os.Args[3:])
+	}
+	os.Exit(m.Run())
+}
+
+// fixture is a network namespace standing in for a machine, with a state directory and a plan
+// of two nodes a and b on link "l" (ports p0 and p1), and a tunnel from this machine
+// (198.18.0.1, on device "underlay") to another (198.18.0.2).
+type fixture struct {
+	env  *kinds.Env
+	link *plan.Link
+}
+
+func inMachine(t *testing.T, f func(fx *fixture)) {
+	t.Helper()
+	ns, err := netnsutil.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	st, err := state.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = netnsutil.Do(ns, func() error {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "underlay"}, PeerName: "wire"}); err != nil {
+			return err
+		}
+		u, err := netdev.UpQuiet("underlay")
+		if err != nil {
+			return err
+		}
+		if err := netlink.AddrAdd(u, &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(198, 18, 0, 1), Mask: net.CIDRMask(24, 32)}}); err != nil {
+			return err
+		}
+		netID := plan.NetID(st.ID, "contract")
+		p := &plan.Plan{Network: "contract", NetID: netID, Host: "m1", Local: netip.MustParseAddr("198.18.0.1")}
+		l := &plan.Link{Name: "l", MTU: 1400, Device: plan.DeviceName(netID, 'b', 9)}
+		for i, n := range []string{"a", "b"} {
+			p.Nodes = append(p.Nodes, &plan.Node{Node: &spec.Node{Name: n, Kind: spec.DefaultNodeKind,
+				Addresses: map[string][]string{"eth1": {"10.0.0." + string(rune('1'+i)) + "/24"}}}, Digest: "d"})
+			l.Ports = append(l.Ports, plan.Port{Node: n, Ifname: "eth1", Name: plan.DeviceName(netID, 'p', i),
+				MAC: plan.MAC("contract", n, "eth1"), Addresses: []string{"10.0.0." + string(rune('1'+i)) + "/24"}})
+		}
+		p.Links = []*plan.Link{l}
+		f(&fixture{env: &kinds.Env{Store: st, Plan: p, Log: os.Stderr}, link: l})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNodeKindContract(t *testing.T) {
+	names, _, _ := kinds.Names()
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			k, _ := kinds.NodeKind(name)
+			inMachine(t, func(fx *fixture) {
+				ctx := context.Background()
+				n := fx.env.Plan.Nodes[0]
+				in, err := k.Start(ctx, fx.env, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer k.Stop(ctx, fx.env, in)
+				running, err := k.Running(fx.env)
+				if err != nil || running[n.Name].PID != in.PID || running[n.Name].Digest != n.Digest {
+					t.Fatalf("Running = %v, %v; want %s with pid %d and digest %s", running, err, n.Name, in.PID, n.Digest)
+				}
+				port := fx.link.Ports[0]
+				d1, err := k.Port(ctx, fx.env, in, n, port, fx.link.MTU)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d2, err := k.Port(ctx, fx.env, in, n, port, fx.link.MTU)
+				if err != nil || d2.Attrs().Index != d1.Attrs().Index {
+					t.Errorf("Port twice: %v, index %d then %d; want the same port", err, d1.Attrs().Index, d2.Attrs().Index)
+				}
+				for range 2 {
+					port.Addresses = []string{"10.0.0.9/24", "fd00::9/64"}
+					if err := k.Addresses(ctx, fx.env, in, port); err != nil {
+						t.Fatal(err)
+					}
+				}
+				out, _ := nodeRun(t, in.PID, "ip", "-o", "addr", "show", "eth1")
+				if strings.Contains(out, "10.0.0.1/") || !strings.Contains(out, "10.0.0.9/24") || strings.Count(out, "fd00::9/64") != 1 {
+					t.Errorf("Addresses twice: eth1 has\n%s\nwant exactly 10.0.0.9/24 and fd00::9/64 (and link-local)", out)
+				}
+				for i := range 2 {
+					if err := k.Stop(ctx, fx.env, in); err != nil {
+						t.Errorf("Stop #%d: %v", i+1, err)
+					}
+				}
+				if running, _ := k.Running(fx.env); len(running) != 0 {
+					t.Errorf("after Stop, Running = %v", running)
+				}
+				if dev, _ := netdev.ByName(port.Name); dev != nil {
+					t.Errorf("port %s outlived its node", port.Name)
+				}
+			})
+		})
+	}
+}
+
+// nodeRun runs a command in a node.
+func nodeRun(t *testing.T, pid int, argv ...string) (string, error) {
+	cmd, err := node.Command(pid, argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// ports makes the fixture's two ports as plain veth pairs (their other ends stay in the
+// machine): link kinds need nothing else.
+func ports(t *testing.T, fx *fixture) []netlink.Link {
+	var out []netlink.Link
+	for _, p := range fx.link.Ports {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: p.Name, MTU: fx.link.MTU}, PeerName: p.Name + "x"}); err != nil {
+			t.Fatal(err)
+		}
+		dev, err := netdev.UpQuiet(p.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, dev)
+	}
+	return out
+}
+
+func TestLinkKindContract(t *testing.T) {
+	_, names, _ := kinds.Names()
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			k, _ := kinds.LinkKind(name)
+			inMachine(t, func(fx *fixture) {
+				ctx := context.Background()
+				m := kinds.Members{Ports: ports(t, fx)}
+				before := devices(t)
+				if err := k.Leave(ctx, fx.env, fx.link, m); err != nil {
+					t.Errorf("Leave before Join: %v", err)
+				}
+				for i := range 2 {
+					if err := k.Join(ctx, fx.env, fx.link, m); err != nil {
+						t.Fatalf("Join #%d: %v", i+1, err)
+					}
+				}
+				joined := devices(t)
+				for i := range 2 {
+					if err := k.Leave(ctx, fx.env, fx.link, m); err != nil {
+						t.Errorf("Leave #%d: %v", i+1, err)
+					}
+				}
+				if after := devices(t); after != before {
+					t.Errorf("after Join twice and Leave twice the machine has\n%s\nwant as before Join:\n%s\n(joined: %s)", after, before, joined)
+				}
+			})
+		})
+	}
+}
+
+func TestTunnelKindContract(t *testing.T) {
+	_, _, names := kinds.Names()
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			k, _ := kinds.TunnelKind(name)
+			inMachine(t, func(fx *fixture) {
+				ctx := context.Background()
+				fx.env.Plan.Tunnel = name
+				rules, _ := spec.LookupTunnelKind(name)
+				tun := plan.Tunnel{Host: "m2", Remote: netip.MustParseAddr("198.18.0.2"), Key: 0x1234,
+					Device: plan.DeviceName(fx.env.Plan.NetID, 't', 7)}
+				if !rules.OneDevice {
+					tun.Encap = plan.DeviceName(fx.env.Plan.NetID, 'u', 7)
+				}
+				fx.link.Tunnels = []plan.Tunnel{tun}
+				fx.link.Ports = fx.link.Ports[:1]
+				p := ports(t, fx)
+				before := devices(t)
+				if err := k.Remove(ctx, fx.env, fx.link); err != nil {
+					t.Errorf("Remove before Ensure: %v", err)
+				}
+				var first kinds.Members
+				for i := range 2 {
+					m, err := k.Ensure(ctx, fx.env, fx.link, p, true)
+					if err != nil {
+						t.Fatalf("Ensure #%d: %v", i+1, err)
+					}
+					if i == 0 {
+						first = m
+					} else if len(m.Tunnels) != len(first.Tunnels) || m.Tunnels[0].Attrs().Index != first.Tunnels[0].Attrs().Index {
+						t.Errorf("Ensure twice gave other devices: %v then %v", first.Tunnels, m.Tunnels)
+					}
+				}
+				// A crash half-way: the devices exist, the rest may not; Remove removes them.
+				for i := range 2 {
+					if err := k.Remove(ctx, fx.env, fx.link); err != nil {
+						t.Errorf("Remove #%d: %v", i+1, err)
+					}
+				}
+				if after := devices(t); after != before {
+					t.Errorf("after Ensure twice and Remove twice the machine has\n%s\nwant as before:\n%s", after, before)
+				}
+				if _, err := k.Ensure(ctx, fx.env, fx.link, p, true); err != nil {
+					t.Fatal(err)
+				}
+				netdev.Delete(tun.Device) // half of what Ensure made
+				if err := k.Remove(ctx, fx.env, fx.link); err != nil {
+					t.Errorf("Remove after a crash: %v", err)
+				}
+				if after := devices(t); after != before {
+					t.Errorf("after Remove of a half-made tunnel the machine has\n%s\nwant as before:\n%s", after, before)
+				}
+			})
+		})
+	}
+}
+
+// devices describes the calling thread's namespace: its devices with their masters, and
+// its tc filters, one line each.
+func devices(t *testing.T) string {
+	links, err := netdev.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, l := range links {
+		b.WriteString(l.Attrs().Name)
+		if l.Attrs().MasterIndex != 0 {
+			b.WriteString(" (enslaved)")
+		}
+		for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+			filters, _ := netlink.FilterList(l, parent)
+			for _, f := range filters {
+				if bf, ok := f.(*netlink.BpfFilter); ok {
+					b.WriteString(" filter:" + bf.Name)
+				}
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
