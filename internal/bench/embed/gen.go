@@ -45,52 +45,55 @@ func DefaultWX100() WX100 {
 // uniformInt draws an integer in [lo, hi], both included (numpy's randint(lo, hi+1)).
 func uniformInt(rng *rand.Rand, lo, hi int) int { return lo + rng.IntN(hi-lo+1) }
 
-// poisson draws from a Poisson distribution of mean lambda (Knuth; lambda is small here).
-func poisson(rng *rand.Rand, lambda float64) int {
-	l, k, p := math.Exp(-lambda), 0, 1.0
-	for {
-		p *= rng.Float64()
-		if p <= l {
-			return k
-		}
-		k++
-	}
-}
-
-// Generate makes the WX100 instance of a seed.
+// Generate makes the WX100 instance of a seed: Virne's own instance for that seed (experiment
+// seed in Virne's settings), drawn in Virne's order from the same streams. Virne seeds
+// Python's random and numpy with the seed, draws the substrate's topology (networkx, Python's
+// stream), then its node CPU and link bandwidth (numpy); seeds both again, draws every
+// request's size, then every lifetime, then every arrival gap (numpy), then request by request
+// the topology (networkx) and the node CPU and link bandwidth (numpy).
 func (w WX100) Generate(seed uint64) *Instance {
-	rng := rand.New(rand.NewPCG(seed, 0x5758313030))
+	py, np := newPyRandom(seed), newNumpyRandom(seed)
 	in := &Instance{Workload: "wx100", Seed: seed, Problem: pe.VNE}
-	in.Sub.Links = waxman(rng, w.Nodes, w.Alpha, w.Beta)
+	in.Sub.Links = waxman(py, w.Nodes, w.Alpha, w.Beta)
 	in.Sub.Nodes = make([]pe.Node, w.Nodes)
 	for i := range in.Sub.Nodes {
-		in.Sub.Nodes[i].CPU = float64(uniformInt(rng, w.SubLow, w.SubHigh))
+		in.Sub.Nodes[i].CPU = float64(np.randint(w.SubLow, w.SubHigh))
 	}
 	for i := range in.Sub.Links {
-		in.Sub.Links[i].BW = float64(uniformInt(rng, w.SubLow, w.SubHigh))
+		in.Sub.Links[i].BW = float64(np.randint(w.SubLow, w.SubHigh))
+	}
+	py, np = newPyRandom(seed), newNumpyRandom(seed)
+	in.Requests = make([]pe.Request, w.Requests)
+	for i := range in.Requests {
+		in.Requests[i].ID = i
+		in.Requests[i].Nodes = make([]pe.VNode, np.randint(w.SizeLow, w.SizeHigh))
+	}
+	for i := range in.Requests {
+		in.Requests[i].Lifetime = np.exponential(w.MeanLifetime)
 	}
 	t := 0.0
-	for i := 0; i < w.Requests; i++ {
-		n := uniformInt(rng, w.SizeLow, w.SizeHigh)
-		r := pe.Request{ID: i, Lifetime: rng.ExpFloat64() * w.MeanLifetime}
-		t += float64(poisson(rng, 1/w.Rate))
-		r.Arrival = t
-		for _, e := range gnp(rng, n, w.LinkProb) {
-			r.Links = append(r.Links, pe.VLink{A: e[0], B: e[1], BW: float64(uniformInt(rng, w.BWLow, w.BWHigh))})
-		}
-		r.Nodes = make([]pe.VNode, n)
+	for i := range in.Requests {
+		t += float64(np.poisson(1 / w.Rate))
+		in.Requests[i].Arrival = t
+	}
+	for i := range in.Requests {
+		r := &in.Requests[i]
+		edges := gnp(py, len(r.Nodes), w.LinkProb)
 		for j := range r.Nodes {
-			r.Nodes[j].CPU = float64(uniformInt(rng, w.CPULow, w.CPUHigh))
+			r.Nodes[j].CPU = float64(np.randint(w.CPULow, w.CPUHigh))
 		}
-		in.Requests = append(in.Requests, r)
+		for _, e := range edges {
+			r.Links = append(r.Links, pe.VLink{A: e[0], B: e[1], BW: float64(np.randint(w.BWLow, w.BWHigh))})
+		}
 	}
 	return in
 }
 
-// waxman is networkx's waxman_graph(n, beta=alpha, alpha=beta) as Virne calls it: points uniform
-// in the unit square, L the largest distance between two of them, and an edge between u and v
-// with probability alpha·exp(-d(u,v) / (beta·L)); drawn again until connected.
-func waxman(rng *rand.Rand, n int, alpha, beta float64) []pe.Link {
+// waxman is networkx's waxman_graph(n, beta=alpha, alpha=beta) as Virne calls it, with its
+// draws: points uniform in the unit square (x then y, node by node), L the largest distance
+// between two of them, and for each pair u<v in order an edge with probability
+// alpha·exp(-d(u,v) / (beta·L)); drawn again until connected.
+func waxman(rng *mt19937, n int, alpha, beta float64) []pe.Link {
 	for {
 		x, y := make([]float64, n), make([]float64, n)
 		for i := range x {
@@ -120,8 +123,9 @@ func waxman(rng *rand.Rand, n int, alpha, beta float64) []pe.Link {
 	}
 }
 
-// gnp is an Erdős–Rényi G(n, p) graph (pairs i<j in order), drawn again until connected.
-func gnp(rng *rand.Rand, n int, p float64) [][2]int {
+// gnp is networkx's erdos_renyi_graph(n, p) with its draws (one per pair i<j, in order), drawn
+// again until connected.
+func gnp(rng *mt19937, n int, p float64) [][2]int {
 	for {
 		var edges [][2]int
 		for i := 0; i < n; i++ {

@@ -2,6 +2,7 @@ package embed
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -137,6 +138,56 @@ func TestKShortest(t *testing.T) {
 	if len(got) != 2 || len(got[0]) != 2 || len(got[1]) != 3 {
 		t.Fatalf("paths %v", got)
 	}
+}
+
+// TestKShortestOrderAsNetworkx checks that the paths and their order, ties included, are those of
+// networkx's shortest_simple_paths, which Virne's GRC-Rank takes the first 10 of. The expected
+// lists were printed by networkx 3.6 for a 3×3 grid whose links are added in the order below.
+func TestKShortestOrderAsNetworkx(t *testing.T) {
+	links := [][2]int{{0, 1}, {1, 2}, {3, 4}, {4, 5}, {6, 7}, {7, 8}, {0, 3}, {3, 6}, {1, 4}, {4, 7}, {2, 5}, {5, 8}}
+	s := &Substrate{Nodes: make([]Node, 9)}
+	for _, l := range links {
+		s.Links = append(s.Links, Link{A: l[0], B: l[1], BW: 1})
+	}
+	tests := []struct {
+		a, b int
+		want [][]int
+	}{
+		{0, 8, [][]int{{0, 3, 6, 7, 8}, {0, 1, 2, 5, 8}, {0, 3, 4, 7, 8}, {0, 1, 4, 7, 8}, {0, 3, 4, 5, 8}, {0, 1, 4, 5, 8}, {0, 3, 6, 7, 4, 5, 8}, {0, 1, 2, 5, 4, 7, 8}, {0, 3, 4, 1, 2, 5, 8}, {0, 1, 4, 3, 6, 7, 8}}},
+		{8, 0, [][]int{{8, 5, 2, 1, 0}, {8, 7, 6, 3, 0}, {8, 5, 4, 1, 0}, {8, 7, 4, 1, 0}, {8, 5, 4, 3, 0}, {8, 7, 4, 3, 0}, {8, 5, 2, 1, 4, 3, 0}, {8, 7, 6, 3, 4, 1, 0}, {8, 5, 4, 7, 6, 3, 0}, {8, 7, 4, 5, 2, 1, 0}}},
+		{2, 6, [][]int{{2, 5, 8, 7, 6}, {2, 1, 0, 3, 6}, {2, 5, 4, 7, 6}, {2, 1, 4, 7, 6}, {2, 5, 4, 3, 6}, {2, 1, 4, 3, 6}, {2, 5, 8, 7, 4, 3, 6}, {2, 1, 0, 3, 4, 7, 6}, {2, 5, 4, 1, 0, 3, 6}, {2, 1, 4, 5, 8, 7, 6}}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%d-%d", tt.a, tt.b), func(t *testing.T) {
+			st, err := NewState(VNE, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := st.KShortest(tt.a, tt.b, 10)
+			if len(got) != len(tt.want) {
+				t.Fatalf("%d paths, want %d", len(got), len(tt.want))
+			}
+			for i, links := range got {
+				if nodes := nodesOf(s, tt.a, links); !slices.Equal(nodes, tt.want[i]) {
+					t.Fatalf("path %d: %v, want %v", i, nodes, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+// nodesOf lists the nodes a path of links visits from a.
+func nodesOf(s *Substrate, a int, links []int) []int {
+	nodes := []int{a}
+	for _, k := range links {
+		if l := s.Links[k]; l.A == a {
+			a = l.B
+		} else {
+			a = l.A
+		}
+		nodes = append(nodes, a)
+	}
+	return nodes
 }
 
 // randomInstance is a random connected substrate and requests that stress it.

@@ -26,7 +26,9 @@ func (g *GRC) Name() string { return "grc-rank" }
 
 // GRCRank computes the GRC vector r = (1-d)·c + d·M·r, where c is each node's share of the total
 // capacity and M[u][v] = bw(u,v) / Σ_w bw(w,v), iterated from r = c until the change (L2) is
-// below sigma. A node with no bandwidth spreads nothing.
+// below sigma. A node with no bandwidth spreads nothing (networkx leaves a zero row of M at
+// zero). With no capacity at all every rank is 0, so byRank keeps index order, as Virne's NaN
+// ranks do.
 func GRCRank(cap []float64, links []VLink, d, sigma float64) []float64 {
 	n := len(cap)
 	c := make([]float64, n)
@@ -34,12 +36,11 @@ func GRCRank(cap []float64, links []VLink, d, sigma float64) []float64 {
 	for _, v := range cap {
 		total += v
 	}
+	if total == 0 { // Virne's c = cap / Σcap is NaN throughout: every node ranks alike
+		return c
+	}
 	for i, v := range cap {
-		if total > 0 {
-			c[i] = v / total
-		} else {
-			c[i] = 1 / float64(n)
-		}
+		c[i] = v / total
 	}
 	deg := make([]float64, n)
 	for _, l := range links {

@@ -47,111 +47,177 @@ func (st *State) walkBack(dst int, dist, prev []int) []int {
 }
 
 // KShortest returns up to k loop-free paths (as link lists) from a to b on the whole substrate,
-// fewest hops first, ignoring free bandwidth (Yen's algorithm). Results are cached per pair.
+// fewest hops first, ignoring free bandwidth. The paths and their order, ties included, are
+// those of networkx's shortest_simple_paths(G, a, b) without weights (Yen's algorithm with a
+// bidirectional breadth-first search), which Virne takes the first k of: G's neighbours are in
+// the order of the substrate's links. Results are cached per ordered pair.
 func (st *State) KShortest(a, b, k int) [][]int {
 	key := [2]int{a, b}
 	if p, ok := st.paths[key]; ok { // every caller asks for the same k
 		return p[:min(k, len(p))]
 	}
-	p := st.yen(a, b, k)
+	nodePaths := st.simplePaths(a, b, k)
+	p := make([][]int, len(nodePaths))
+	for i, np := range nodePaths {
+		p[i] = st.linksOf(np)
+	}
 	st.paths[key] = p
 	return p
 }
 
-// hopPath is a shortest path by hops avoiding blocked nodes and links, as nodes and links.
-func (st *State) hopPath(a, b int, nodeOff map[int]bool, linkOff map[int]bool) ([]int, []int) {
-	n := len(st.Adj)
-	dist, prev := make([]int, n), make([]int, n)
-	for i := range dist {
-		dist[i] = -1
-	}
-	dist[a] = 0
-	q := []int{a}
-	for h := 0; h < len(q) && dist[b] < 0; h++ {
-		u := q[h]
-		for _, e := range st.Adj[u] {
-			if dist[e.Node] >= 0 || nodeOff[e.Node] || linkOff[e.Link] {
-				continue
+// linksOf turns a node path into the links joining its consecutive nodes.
+func (st *State) linksOf(nodes []int) []int {
+	links := make([]int, 0, len(nodes)-1)
+	for i := 1; i < len(nodes); i++ {
+		for _, e := range st.Adj[nodes[i-1]] {
+			if e.Node == nodes[i] {
+				links = append(links, e.Link)
+				break
 			}
-			dist[e.Node], prev[e.Node] = dist[u]+1, e.Link
-			q = append(q, e.Node)
 		}
 	}
-	if dist[b] < 0 {
-		return nil, nil
-	}
-	links := st.walkBack(b, dist, prev)
-	return st.nodesOf(a, links), links
+	return links
 }
 
-// nodesOf lists the nodes a path of links visits, starting at a.
-func (st *State) nodesOf(a int, links []int) []int {
-	nodes := []int{a}
-	for _, k := range links {
-		l := st.Sub.Links[k]
-		if l.A == a {
-			a = l.B
-		} else {
-			a = l.A
+// pathBuffer is networkx's PathBuffer: candidates by cost, then by order of arrival; a path
+// already waiting is not added again.
+type pathBuffer struct {
+	cost, num []int
+	paths     [][]int
+	next      int
+}
+
+func (pb *pathBuffer) push(cost int, path []int) {
+	for _, p := range pb.paths {
+		if slices.Equal(p, path) {
+			return
 		}
-		nodes = append(nodes, a)
 	}
-	return nodes
+	pb.cost, pb.num, pb.paths = append(pb.cost, cost), append(pb.num, pb.next), append(pb.paths, path)
+	pb.next++
 }
 
-func (st *State) yen(a, b, k int) [][]int {
-	nodes, links := st.hopPath(a, b, nil, nil)
-	if links == nil {
-		return nil
+func (pb *pathBuffer) pop() []int {
+	best := 0
+	for i := range pb.paths {
+		if pb.cost[i] < pb.cost[best] || (pb.cost[i] == pb.cost[best] && pb.num[i] < pb.num[best]) {
+			best = i
+		}
 	}
-	type cand struct{ nodes, links []int }
-	found := []cand{{nodes, links}}
-	var pool []cand
+	p := pb.paths[best]
+	pb.cost = slices.Delete(pb.cost, best, best+1)
+	pb.num = slices.Delete(pb.num, best, best+1)
+	pb.paths = slices.Delete(pb.paths, best, best+1)
+	return p
+}
+
+// simplePaths is networkx's shortest_simple_paths (unweighted), stopped after k paths, as node
+// lists.
+func (st *State) simplePaths(a, b, k int) [][]int {
+	var found [][]int
+	var buf pathBuffer
+	var prev []int
 	for len(found) < k {
-		last := found[len(found)-1]
-		for i := 0; i < len(last.links); i++ {
-			spur := last.nodes[i]
-			rootNodes, rootLinks := last.nodes[:i+1], last.links[:i]
-			linkOff, nodeOff := map[int]bool{}, map[int]bool{}
-			for _, f := range found {
-				if len(f.links) > i && slices.Equal(f.links[:i], rootLinks) {
-					linkOff[f.links[i]] = true
+		if prev == nil {
+			if p := st.biBFS(a, b, nil, nil); p != nil {
+				buf.push(len(p), p)
+			}
+		} else {
+			nodeOff := make([]bool, len(st.Adj))
+			edgeOff := map[[2]int]bool{}
+			for i := 1; i < len(prev); i++ {
+				root := prev[:i]
+				for _, p := range found {
+					if len(p) > i && slices.Equal(p[:i], root) {
+						edgeOff[[2]int{p[i-1], p[i]}] = true
+					}
 				}
-			}
-			for _, v := range rootNodes[:i] {
-				nodeOff[v] = true
-			}
-			sn, sl := st.hopPath(spur, b, nodeOff, linkOff)
-			if sl == nil {
-				continue
-			}
-			c := cand{append(slices.Clone(rootNodes), sn[1:]...), append(slices.Clone(rootLinks), sl...)}
-			dup := false
-			for _, p := range append(pool, found...) {
-				if slices.Equal(p.links, c.links) {
-					dup = true
-					break
+				if spur := st.biBFS(root[i-1], b, nodeOff, edgeOff); spur != nil {
+					buf.push(i+len(spur), append(slices.Clone(root[:i-1]), spur...))
 				}
-			}
-			if !dup {
-				pool = append(pool, c)
+				nodeOff[root[i-1]] = true
 			}
 		}
-		if len(pool) == 0 {
+		if len(buf.paths) == 0 {
 			break
 		}
-		best := 0
-		for i, c := range pool {
-			if len(c.links) < len(pool[best].links) {
-				best = i
+		prev = buf.pop()
+		found = append(found, prev)
+	}
+	return found
+}
+
+// biBFS is networkx's _bidirectional_shortest_path: breadth-first from both ends, always
+// growing the smaller fringe (the forward one on a tie), stopping at the first node seen from
+// both sides. nodeOff and edgeOff (either orientation) are left out. It returns the node path,
+// or nil if there is none.
+func (st *State) biBFS(src, dst int, nodeOff []bool, edgeOff map[[2]int]bool) []int {
+	if nodeOff != nil && (nodeOff[src] || nodeOff[dst]) {
+		return nil
+	}
+	if src == dst {
+		return []int{src}
+	}
+	n := len(st.Adj)
+	pred, succ := make([]int, n), make([]int, n)
+	inPred, inSucc := make([]bool, n), make([]bool, n)
+	pred[src], inPred[src], succ[dst], inSucc[dst] = -1, true, -1, true
+	usable := func(v, w int) bool {
+		return (nodeOff == nil || !nodeOff[w]) && !edgeOff[[2]int{v, w}] && !edgeOff[[2]int{w, v}]
+	}
+	forward, reverse := []int{src}, []int{dst}
+	meet := -1
+	for len(forward) > 0 && len(reverse) > 0 && meet < 0 {
+		if len(forward) <= len(reverse) {
+			level := forward
+			forward = nil
+		fwd:
+			for _, v := range level {
+				for _, e := range st.Adj[v] {
+					w := e.Node
+					if !usable(v, w) {
+						continue
+					}
+					if !inPred[w] {
+						forward, pred[w], inPred[w] = append(forward, w), v, true
+					}
+					if inSucc[w] {
+						meet = w
+						break fwd
+					}
+				}
+			}
+		} else {
+			level := reverse
+			reverse = nil
+		rev:
+			for _, v := range level {
+				for _, e := range st.Adj[v] {
+					w := e.Node
+					if !usable(v, w) {
+						continue
+					}
+					if !inSucc[w] {
+						reverse, succ[w], inSucc[w] = append(reverse, w), v, true
+					}
+					if inPred[w] {
+						meet = w
+						break rev
+					}
+				}
 			}
 		}
-		found = append(found, pool[best])
-		pool = slices.Delete(pool, best, best+1)
 	}
-	out := make([][]int, len(found))
-	for i, f := range found {
-		out[i] = f.links
+	if meet < 0 {
+		return nil
 	}
-	return out
+	var path []int
+	for w := meet; w >= 0; w = succ[w] {
+		path = append(path, w)
+	}
+	for w := pred[meet]; w >= 0; w = pred[w] {
+		path = append([]int{w}, path...)
+	}
+	return path
+
 }
