@@ -15,6 +15,8 @@ unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 go vet -tags integration ./...
 echo "test: fuzzing the topology parser (30s)"
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 30s ./internal/spec
+echo "test: fuzzing the topology file through the plan (20s)"
+go test -run '^$' -fuzz '^FuzzPlan$' -fuzztime 20s ./internal/plan
 echo "test: go test"
 # -p 1: one package at a time. The benchmark's smoke test floods the machine, and the rate
 # tests measure throughput: run together on two cores, each would spoil the other.
