@@ -77,7 +77,10 @@ func (p Port) String() string { return p.Node + ":" + p.Ifname }
 // record; empty for a new network); Make allocates names for new objects in it.
 func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 	p := &Plan{Network: n.Name, NetID: NetID(scope, n.Name), Host: host}
-	placed := Place(n)
+	placed, err := Place(n)
+	if err != nil {
+		return nil, err
+	}
 	if host != "" {
 		h := n.Host(host)
 		if h == nil {

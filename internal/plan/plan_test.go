@@ -38,7 +38,10 @@ func parse(t *testing.T, doc string) *spec.Network {
 }
 
 func TestPlaceBalances(t *testing.T) {
-	got := plan.Place(parse(t, spread))
+	got, err := plan.Place(parse(t, spread))
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]string{"a": "m3", "b": "m1", "c": "m2", "d": "m1", "e": "m2"}
 	for node, host := range want {
 		if got[node] != host {
@@ -196,6 +199,58 @@ func TestNamesAreStable(t *testing.T) {
 			for id, name := range after {
 				if old, ok := used[name]; ok && old != id {
 					t.Errorf("%s gets %s, which was %s's", id, name, old)
+				}
+			}
+		})
+	}
+}
+
+func TestPlaceByCapacity(t *testing.T) {
+	hosts := "hosts:\n  m1: {address: 198.18.0.1, cpu: 2, memory: 1G}\n  m2: {address: 198.18.0.2, cpu: 2, memory: 1G, rate: 1gbit}\n"
+	node := func(name, extra string) string { return "  " + name + ": {cpu: 1, memory: 256M" + extra + "}\n" }
+	cases := []struct {
+		name    string
+		nodes   string
+		links   string
+		wantErr string // "" to succeed
+		pinned  map[string]string
+	}{
+		{"fits and keeps neighbours together", node("a", "") + node("b", "") + node("c", "") + node("d", ""),
+			"  - endpoints: [a:e1, b:e1]\n    rate: 100mbit\n  - endpoints: [c:e1, d:e1]\n    rate: 100mbit\n", "", nil},
+		{"pinned node stays", node("a", ", host: m2") + node("b", ""), "  - endpoints: [a:e1, b:e1]\n", "", map[string]string{"a": "m2"}},
+		{"cpu short", node("a", "") + node("b", "") + node("c", "") + node("d", "") + node("e", ""), "  - endpoints: [a:e1, b:e1]\n", "cpu", nil},
+		{"memory short", "  a: {memory: 2G}\n  b:\n", "  - endpoints: [a:e1, b:e1]\n", "memory", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := parse(t, "name: cap\n"+hosts+"nodes:\n"+c.nodes+"links:\n"+c.links)
+			got, err := plan.Place(n)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) || !strings.Contains(err.Error(), ": hosts: the network does not fit") {
+					t.Fatalf("Place = %v, %v; want an error at hosts naming %s", got, err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cpu := map[string]float64{}
+			for _, nd := range n.Nodes {
+				cpu[got[nd.Name]] += nd.Needs.CPU
+			}
+			for m, used := range cpu {
+				if used > 2 {
+					t.Errorf("machine %s holds %g cores of nodes, has 2: %v", m, used, got)
+				}
+			}
+			for nd, m := range c.pinned {
+				if got[nd] != m {
+					t.Errorf("node %s on %s, pinned to %s", nd, got[nd], m)
+				}
+			}
+			for _, l := range n.Links {
+				if l.Rate > 0 && got[l.Endpoints[0].Node] != got[l.Endpoints[1].Node] {
+					t.Errorf("link %s crosses machines though both fit on one: %v", l.Name, got)
 				}
 			}
 		})

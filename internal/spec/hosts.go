@@ -55,10 +55,11 @@ func (p *parser) host(k, v *yaml.Node, seen map[netip.Addr]string) *Host {
 	field := join("hosts", k.Value)
 	h := &Host{Name: k.Value, MTU: DefaultUnderlayMTU, Line: k.Line}
 	p.checkName(k, field, k.Value, maxNodeName)
-	f, ok := p.fields(v, field, "address", "mtu")
+	f, ok := p.fields(v, field, "address", "mtu", "cpu", "memory", "rate")
 	if !ok {
 		return h
 	}
+	h.Capacity = p.capacity(f, field, true)
 	if a := f["address"]; a == nil {
 		p.fail(v, field+".address", "missing", "give the machine's underlay IPv4 address, e.g. `address: 198.18.0.1`")
 	} else if addr, err := netip.ParseAddr(a.Value); err != nil || !addr.Is4() || a.Kind != yaml.ScalarNode {

@@ -19,7 +19,7 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
 		return nd // `r1:` with nothing under it
 	}
-	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl")
+	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory")
 	for k, v := range f {
 		nd.lines[k] = v.Line
 	}
@@ -41,6 +41,7 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	if s := f["sysctl"]; s != nil {
 		p.sysctls(nd, s, field+".sysctl")
 	}
+	nd.Needs = p.capacity(f, field, false)
 	return nd
 }
 

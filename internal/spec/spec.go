@@ -53,7 +53,9 @@ type Host struct {
 	Name    string
 	Address netip.Addr // underlay IPv4 address: tunnels run between these
 	MTU     int        // underlay MTU; links that cross machines get this minus the tunnel's overhead
-	Line    int
+	// Capacity is what the machine offers to placement (cpu cores, memory, NIC rate).
+	Capacity Capacity
+	Line     int
 }
 
 // Node is a virtual host: a container with its own network stack, or another registered kind.
@@ -66,7 +68,9 @@ type Node struct {
 	Exec      []string          // shell commands run in order at start, inside the node
 	Files     []File            // written into the node's private file system before Exec
 	Sysctl    map[string]string // net.* sysctls; forwarding defaults filled in
-	Line      int
+	// Needs is what placement counts for the node: cpu cores and memory.
+	Needs Capacity `json:",omitzero"`
+	Line  int
 
 	index   int            // position in the file's nodes, for field names in messages
 	lines   map[string]int // line of each key's value: "kind", "host", "addresses.eth1", ...
