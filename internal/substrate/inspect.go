@@ -89,7 +89,7 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 		return nil, err
 	}
 	if rec == nil {
-		return nil, fmt.Errorf("no network named %s in %s", name, st.Dir)
+		return nil, fmt.Errorf("%w %s in %s", ErrNoNetwork, name, st.Dir)
 	}
 	env := &kinds.Env{Store: st, Plan: rec.Plan}
 	found, err := runningNodes(env)

@@ -12,6 +12,9 @@ import (
 	"github.com/trellisnet/trellis/internal/state"
 )
 
+// ErrNoNetwork is returned when the state directory has no network of the name given.
+var ErrNoNetwork = errors.New("no network named")
+
 // ErrNoLink is returned when a network has no link (or endpoint) of the name given.
 var ErrNoLink = errors.New("no such link")
 
@@ -30,7 +33,7 @@ func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpo
 		return err
 	}
 	if rec == nil {
-		return fmt.Errorf("no network named %s in %s", network, st.Dir)
+		return fmt.Errorf("%w %s in %s", ErrNoNetwork, network, st.Dir)
 	}
 	if rec.Status != state.Up {
 		return fmt.Errorf("network %s is %s: run `trellis up` with its file first", network, rec.Status)

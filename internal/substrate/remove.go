@@ -26,7 +26,7 @@ func Down(st *state.Store, name string) error {
 	}
 	if rec == nil {
 		st.Delete(name) // the lock file just made
-		return fmt.Errorf("no network named %s in %s", name, st.Dir)
+		return fmt.Errorf("%w %s in %s", ErrNoNetwork, name, st.Dir)
 	}
 	return remove(st, rec)
 }

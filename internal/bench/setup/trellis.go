@@ -125,7 +125,7 @@ func (h *Harness) UpBenchNet(g *Rig, name, connector string) (*BenchNet, error) 
 
 // DownQuiet removes a bench network; one that is not there is no error.
 func DownQuiet(st *state.Store, name string) error {
-	if err := substrate.Down(st, name); err != nil && !strings.Contains(err.Error(), "no network named") {
+	if err := substrate.Down(st, name); err != nil && !errors.Is(err, substrate.ErrNoNetwork) {
 		return fmt.Errorf("trellis down %s: %w", name, err)
 	}
 	return nil
