@@ -109,7 +109,7 @@ func TestOSPFRingLive(t *testing.T) {
 			t.Errorf("router %s: node process %d -> %d", r, pid, after[r])
 		}
 	}
-	if got := birds(); !mapsEqual2(got, daemons) {
+	if got := birds(); !mapsEqual(got, daemons) {
 		t.Errorf("BIRD daemons changed: %v -> %v", daemons, got)
 	}
 
@@ -132,16 +132,4 @@ func TestOSPFRingLive(t *testing.T) {
 	mustTrellis(t, e.state, "link", "ospf-ring", "r1-r2", "up")
 	mustTrellis(t, e.state, "down", "ospf-ring")
 	e.assertClean()
-}
-
-func mapsEqual2(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
