@@ -102,7 +102,7 @@ func (s *Store) Load(name string) (*Record, error) {
 
 // Save writes a record atomically: a crash leaves the old or the new one, never half.
 func (s *Store) Save(r *Record) error {
-	data, err := json.MarshalIndent(r, "", "  ")
+	data, err := json.Marshal(r) // compact: a network of 1000 nodes records about 1 MB
 	if err != nil {
 		return err
 	}

@@ -219,3 +219,20 @@ func rateText(bps uint64) string {
 	}
 	return spec.FormatRate(bps)
 }
+
+// settingsOnly tells whether changes only change links' settings in place: rate,
+// impairments, state or the addresses of their interfaces.
+func settingsOnly(changes []Change) bool {
+	for _, c := range changes {
+		if c.Op != "change" || c.Object != "link" {
+			return false
+		}
+		for _, w := range c.What {
+			if !strings.HasPrefix(w, "rate ") && !strings.HasPrefix(w, "impairment ") && !strings.HasPrefix(w, "state ") &&
+				!strings.HasPrefix(w, "endpoint ") && !strings.HasPrefix(w, "addresses of ") {
+				return false
+			}
+		}
+	}
+	return true
+}

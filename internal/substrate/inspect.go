@@ -6,7 +6,6 @@ import (
 
 	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/kinds"
-	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/vishvananda/netlink"
@@ -109,22 +108,31 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 		}
 		info.Nodes = append(info.Nodes, ni)
 	}
+	devs, drops, err := substrateDevices(rec.NetID)
+	if err != nil {
+		return nil, err
+	}
 	for _, l := range rec.Plan.Links {
 		li := LinkInfo{Name: l.Name, Connector: l.Connector, MTU: l.MTU, State: stateWord(l.Down)}
-		if dev, _ := netdev.ByName(l.Device); dev != nil {
+		if devs[l.Device] != nil {
 			li.Bridge = l.Device
 		}
 		if l.Rate > 0 {
 			li.Rate = spec.FormatRate(l.Rate)
 		}
 		for _, p := range l.Ports {
-			ei := EndpointInfo{Node: p.Node, Interface: p.Ifname, Port: p.Name, State: portState(p.Name)}
+			ei := EndpointInfo{Node: p.Node, Interface: p.Ifname, Port: p.Name, State: "missing"}
+			dev := devs[p.Name]
+			if dev != nil {
+				ei.State = stateWord(dev.Attrs().Flags&net.FlagUp == 0)
+				ei.Drops = drops[dev.Attrs().Index]
+			}
 			if !p.Impair.IsZero() {
 				ei.Impairment = impairText(p.Impair)
-			}
-			if dev, _ := netdev.ByName(p.Name); dev != nil {
-				if c, err := dataplane.ReadImpairCounters(dev.Attrs().Index); err == nil {
-					ei.ImpairDrops, ei.Duplicated, ei.Corrupted = c.Dropped, c.Duplicated, c.Corrupted
+				if dev != nil {
+					if c, err := dataplane.ReadImpairCounters(dev.Attrs().Index); err == nil {
+						ei.ImpairDrops, ei.Duplicated, ei.Corrupted = c.Dropped, c.Duplicated, c.Corrupted
+					}
 				}
 			}
 			if a := seen[p.Node+":"+p.Ifname]; a != nil {
@@ -133,7 +141,6 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 					ei.TxPackets, ei.TxBytes, ei.RxPackets, ei.RxBytes = s.TxPackets, s.TxBytes, s.RxPackets, s.RxBytes
 				}
 			}
-			ei.Drops = shaperDrops(p.Name)
 			li.Endpoints = append(li.Endpoints, ei)
 		}
 		for _, t := range l.Tunnels {
@@ -182,29 +189,26 @@ func interfaces(pid int, nodeName string, seen map[string]*netlink.LinkAttrs) []
 	return out
 }
 
-// shaperDrops reads how many frames a port's shaper dropped.
-func shaperDrops(port string) uint64 {
-	link, err := netlink.LinkByName(port)
+// substrateDevices lists network netID's substrate devices by name, and the frames each
+// device's shaper dropped by ifindex: one dump of each, whatever the size of the network.
+func substrateDevices(netID string) (map[string]netlink.Link, map[int]uint64, error) {
+	links, err := devicesOf(netID)
 	if err != nil {
-		return 0
+		return nil, nil, err
 	}
-	qdiscs, err := netlink.QdiscList(link)
+	devs := make(map[string]netlink.Link, len(links))
+	for _, l := range links {
+		devs[l.Attrs().Name] = l
+	}
+	drops := map[int]uint64{}
+	qdiscs, err := netlink.QdiscList(nil)
 	if err != nil {
-		return 0
+		return devs, drops, nil // counters are for show: the network is there all the same
 	}
 	for _, q := range qdiscs {
 		if tbf, ok := q.(*netlink.Tbf); ok && tbf.Statistics != nil {
-			return uint64(tbf.Statistics.Queue.Drops)
+			drops[tbf.LinkIndex] = uint64(tbf.Statistics.Queue.Drops)
 		}
 	}
-	return 0
-}
-
-// portState says whether a port is up (its node interface has carrier) or down.
-func portState(name string) string {
-	dev, err := netdev.ByName(name)
-	if err != nil || dev == nil {
-		return "missing"
-	}
-	return stateWord(dev.Attrs().Flags&net.FlagUp == 0)
+	return devs, drops, nil
 }

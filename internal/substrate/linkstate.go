@@ -15,6 +15,10 @@ import (
 // ErrNoNetwork is returned when the state directory has no network of the name given.
 var ErrNoNetwork = errors.New("no network named")
 
+// ErrNotUp is returned for a live change to a network whose creation or last change was
+// interrupted.
+var ErrNotUp = errors.New("the network is not up")
+
 // ErrNoLink is returned when a network has no link (or endpoint) of the name given.
 var ErrNoLink = errors.New("no such link")
 
@@ -33,10 +37,11 @@ func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpo
 		return err
 	}
 	if rec == nil {
+		st.Delete(network) // the lock file just made
 		return fmt.Errorf("%w %s in %s", ErrNoNetwork, network, st.Dir)
 	}
 	if rec.Status != state.Up {
-		return fmt.Errorf("network %s is %s: run `trellis up` with its file first", network, rec.Status)
+		return fmt.Errorf("network %s: %w (it is %s): run `trellis up` with its file first", network, ErrNotUp, rec.Status)
 	}
 	p, err := copyPlan(rec.Plan)
 	if err != nil {

@@ -105,12 +105,18 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return &Result{Took: time.Since(start)}, nil
 	}
 	prevStatus := rec.Status
-	rec.Status, rec.File, rec.Names, rec.Target = state.Changing, file, names, p
-	if prevStatus == state.Creating {
-		rec.Status = state.Creating
-	}
-	if err := st.Save(rec); err != nil {
-		return nil, err
+	rec.File, rec.Names = file, names
+	// A change that makes, deletes or restarts nothing (a link's rate, impairments, state or
+	// addresses) needs no mark: if it is interrupted, the record's plan still differs from the
+	// file, and the next up applies the difference again.
+	if prevStatus != state.Up || !settingsOnly(changes) {
+		rec.Status, rec.Target = state.Changing, p
+		if prevStatus == state.Creating {
+			rec.Status = state.Creating
+		}
+		if err := st.Save(rec); err != nil {
+			return nil, err
+		}
 	}
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
 	if prevStatus != state.Up {
