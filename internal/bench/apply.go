@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/bench/result"
@@ -76,7 +77,7 @@ func (r *runner) apply() (err error) {
 	path := filepath.Join(r.h.Work, name+".yaml")
 	res := &result.ApplyResult{Nodes: n, Load1: load1()}
 	defer func() { err = errors.Join(err, setup.DownQuiet(st, name)) }()
-	build, _, err := r.upFile(st, path, ratedChain(name, n, n/2-1, 0))
+	build, _, err := r.upFile(st, path, ratedChain(name, n, n/2-1, 0), io.Discard)
 	if err != nil {
 		return fmt.Errorf("chain of %d: %w", n, err)
 	}
@@ -85,7 +86,12 @@ func (r *runner) apply() (err error) {
 	times := map[string][]float64{}
 	for rep := 0; rep < r.opt.Repeat; rep++ {
 		for i, step := range applySteps(n, rep) {
-			secs, got, err := r.upFile(st, path, ratedChain(name, step.nodes, n/2-1, step.mbit))
+			progress := io.Discard // the first repetition logs where up's time goes
+			if rep == 0 {
+				r.logf("   %s:\n", step.change)
+				progress = &indent{w: r.opt.Log}
+			}
+			secs, got, err := r.upFile(st, path, ratedChain(name, step.nodes, n/2-1, step.mbit), progress)
 			if err == nil {
 				err = checkApplied(step, got)
 			}
@@ -110,9 +116,9 @@ func (r *runner) apply() (err error) {
 	return nil
 }
 
-// upFile writes a topology file to path and brings it up as `trellis up PATH` does, returning
-// the seconds it took and what up changed.
-func (r *runner) upFile(st *state.Store, path string, data []byte) (float64, []substrate.Change, error) {
+// upFile writes a topology file to path and brings it up as `trellis up -v PATH` does, with its
+// progress to log, returning the seconds it took and what up changed.
+func (r *runner) upFile(st *state.Store, path string, data []byte, log io.Writer) (float64, []substrate.Change, error) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		return 0, nil, err
 	}
@@ -123,7 +129,7 @@ func (r *runner) upFile(st *state.Store, path string, data []byte) (float64, []s
 	}
 	// The bench's own context is not handed down: Ctrl-C ends the run after this step, not in
 	// the middle of a change that the deferred down would then have to finish.
-	res, err := substrate.Up(context.Background(), st, n, "", path, io.Discard)
+	res, err := substrate.Up(context.Background(), st, n, "", path, log)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -136,4 +142,18 @@ func changeTexts(cs []substrate.Change) []string {
 		out = append(out, c.String())
 	}
 	return out
+}
+
+// indent writes each line to w indented as the bench's log is.
+type indent struct{ w io.Writer }
+
+func (d *indent) Write(p []byte) (int, error) {
+	for _, line := range strings.SplitAfter(string(p), "\n") {
+		if line != "" {
+			if _, err := io.WriteString(d.w, "     "+line); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(p), nil
 }
