@@ -33,6 +33,8 @@ const (
 	PartIsolation = "isolation" // a flow's loss and jitter under another network's load
 	PartDeploy    = "deploy"    // up and down of node chains, and Mininet
 	PartProfile   = "profile"   // where the forwarding CPU's time goes (perf), per setup
+	PartApply     = "apply"     // live changes to a running chain: up of an unchanged or edited file
+	PartImpair    = "impair"    // link impairments configured against delivered
 )
 
 // part is one part of a run: run measures and adds its figures to r.rep.
@@ -51,6 +53,8 @@ var parts = []part{
 	{PartScaling, (*runner).scaling},
 	{PartIsolation, (*runner).isolation},
 	{PartDeploy, (*runner).deploy},
+	{PartApply, (*runner).apply},
+	{PartImpair, (*runner).impair},
 }
 
 // AllParts are the parts a full run makes, in the order they run.
@@ -83,6 +87,8 @@ type Options struct {
 	Networks      []int         // numbers of parallel virtual networks of the scaling part
 	Chains        []int         // node counts of the deploy part
 	Mininet       bool          // time Mininet on the same chains, if it is installed
+	ApplyNodes    int           // nodes of the running chain of the apply part
+	ImpairFrames  int           // numbered frames per measurement of the impair part
 	LossTolerance float64       // the "zero-loss" search accepts this fraction of frames lost
 	ZeroLossSteps int           // binary search steps
 	Log           io.Writer     // progress
@@ -105,6 +111,8 @@ func DefaultOptions() Options {
 		Networks:      []int{1, 8, 64, 256, 512, 1024},
 		Chains:        []int{10, 100, 1000},
 		Mininet:       true,
+		ApplyNodes:    1000,
+		ImpairFrames:  20000,
 		LossTolerance: 0.0001,
 		ZeroLossSteps: 6,
 		Log:           io.Discard,
@@ -121,13 +129,15 @@ func QuickOptions() Options {
 	o.Sizes = []int{64, 1500}
 	o.Networks = []int{1, 8}
 	o.Chains = []int{10}
+	o.ApplyNodes = 100
+	o.ImpairFrames = 2000
 	o.ZeroLossSteps = 3
 	return o
 }
 
 // Check returns an error for options that a run cannot make: an unknown part or setup (the
-// error lists the known ones), fewer than one repetition, a chain of fewer than two nodes, or
-// a scaling step of no network.
+// error lists the known ones), fewer than one repetition, a chain of fewer than two nodes, a
+// scaling step of no network, or an impairment measured over fewer than minImpairFrames.
 func (o *Options) Check() error {
 	var bad []string
 	for _, p := range o.Parts {
@@ -149,6 +159,12 @@ func (o *Options) Check() error {
 			return fmt.Errorf("%w: --chains: a chain has at least 2 nodes, not %d", ErrOptions, n)
 		}
 	}
+	if o.ApplyNodes < 2 {
+		return fmt.Errorf("%w: the apply part's chain has at least 2 nodes, not %d", ErrOptions, o.ApplyNodes)
+	}
+	if o.ImpairFrames < minImpairFrames {
+		return fmt.Errorf("%w: the impair part sends at least %d frames per measurement, not %d", ErrOptions, minImpairFrames, o.ImpairFrames)
+	}
 	for _, n := range o.Networks {
 		if n < 1 {
 			return fmt.Errorf("%w: --networks: scaling needs at least 1 network, not %d", ErrOptions, n)
@@ -156,6 +172,9 @@ func (o *Options) Check() error {
 	}
 	return nil
 }
+
+// minImpairFrames is the fewest frames that say something about a loss of 1 %.
+const minImpairFrames = 1000
 
 // runner is one run: its options, its harness and the report it fills.
 type runner struct {

@@ -247,6 +247,72 @@ func checkReport(t *testing.T, rep *result.Report) {
 	if !strings.Contains(strings.Join(tools, ","), "trellis") {
 		t.Error("no deploy figures for trellis")
 	}
+	checkApply(t, rep, stat)
+	checkImpair(t, rep)
+}
+
+// checkApply: every change of the apply part was timed in every repetition, and up changed
+// what the change says (the part checks each repetition; the report keeps the first).
+func checkApply(t *testing.T, rep *result.Report, stat func(string, result.Stat)) {
+	t.Helper()
+	a := rep.Apply
+	if a == nil {
+		t.Error("no apply figures")
+		return
+	}
+	if a.Nodes != QuickOptions().ApplyNodes || !(a.BuildSeconds > 0) {
+		t.Errorf("apply: chain of %d nodes built in %v s", a.Nodes, a.BuildSeconds)
+	}
+	var changes []string
+	for _, s := range a.Steps {
+		changes = append(changes, s.Change)
+		stat("apply "+s.Change, s.Seconds)
+		if len(s.Seconds.Values) != rep.Config.Repeat {
+			t.Errorf("apply %s: %d times, want %d", s.Change, len(s.Seconds.Values), rep.Config.Repeat)
+		}
+		if (s.Change == ApplyUnchanged) != (len(s.Applied) == 0) {
+			t.Errorf("apply %s: up changed %v", s.Change, s.Applied)
+		}
+	}
+	if want := []string{ApplyUnchanged, ApplyRate, ApplyAddNode, ApplyRemove}; strings.Join(changes, ",") != strings.Join(want, ",") {
+		t.Errorf("apply steps %v, want %v", changes, want)
+	}
+}
+
+// checkImpair: every impairment was measured, and what the link delivered is the configured
+// impairment within what chance allows over the quick run's frames (5 standard deviations of
+// a binomial count, and at least 0.3 points; correlated loss has (1+C)/(1-C) times the
+// variance, C being the chance that a frame repeats the previous frame's fate); the path
+// itself loses nothing.
+func checkImpair(t *testing.T, rep *result.Report) {
+	t.Helper()
+	im := rep.Impair
+	if im == nil {
+		t.Error("no impair figures")
+		return
+	}
+	if len(im.Rows) != len(Impairments) || im.Frames != QuickOptions().ImpairFrames {
+		t.Fatalf("impair: %d rows over %d frames", len(im.Rows), im.Frames)
+	}
+	near := func(what string, got result.Stat, want, corr float64) {
+		t.Helper()
+		p, c := want/100, corr/100
+		tol := max(0.3, 5*100*math.Sqrt(p*(1-p)*(1+c)/(1-c)/float64(im.Frames)))
+		if len(got.Values) != rep.Config.Repeat || got.Min < want-tol || got.Max > want+tol {
+			t.Errorf("impair %s: delivered %v %%, configured %v %% (± %.2f)", what, got.Values, want, tol)
+		}
+	}
+	for _, r := range im.Rows {
+		near(r.Config+" loss", r.GotLoss, r.Loss, r.LossCorrelation)
+		near(r.Config+" duplicate", r.GotDuplicate, r.Duplicate, 0)
+		near(r.Config+" corrupt", r.GotCorrupt, r.Corrupt, 0)
+		if (r.GotBurst != nil) != (r.Loss > 0) {
+			t.Errorf("impair %s: burst %v", r.Config, r.GotBurst)
+		}
+	}
+	if !strings.Contains(im.Delay, "not measured") || !strings.Contains(im.Delay, "netem") {
+		t.Errorf("impair: delay note %q", im.Delay)
+	}
 }
 
 func hasGroup(p *result.ProfileResult, name string) bool {

@@ -58,6 +58,9 @@ func TestOptionsCheck(t *testing.T) {
 		{"no repetition", func(o *Options) { o.Repeat = 0 }, ErrOptions, []string{"--repeat"}},
 		{"chain of one", func(o *Options) { o.Chains = []int{10, 1} }, ErrOptions, []string{"--chains", "not 1"}},
 		{"no networks", func(o *Options) { o.Networks = []int{0} }, ErrOptions, []string{"--networks"}},
+		{"quick", func(o *Options) { *o = QuickOptions() }, nil, nil},
+		{"apply chain of one", func(o *Options) { o.ApplyNodes = 1 }, ErrOptions, []string{"apply", "not 1"}},
+		{"too few impair frames", func(o *Options) { o.ImpairFrames = 999 }, ErrOptions, []string{"impair", "1000", "not 999"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := DefaultOptions()
@@ -82,7 +85,7 @@ func TestOptionsCheck(t *testing.T) {
 }
 
 func TestPartsTable(t *testing.T) {
-	want := []string{PartForward, PartCPU, PartProfile, PartSizes, PartScaling, PartIsolation, PartDeploy}
+	want := []string{PartForward, PartCPU, PartProfile, PartSizes, PartScaling, PartIsolation, PartDeploy, PartApply, PartImpair}
 	if !slices.Equal(AllParts, want) {
 		t.Errorf("AllParts = %v, want %v", AllParts, want)
 	}

@@ -19,7 +19,11 @@ import (
 
 // chainTopology is a chain of n >= 2 nodes, each joined to the next by a point-to-point link with an
 // address at each end: what `trellis up` of such a file makes.
-func chainTopology(name string, n int) []byte {
+func chainTopology(name string, n int) []byte { return ratedChain(name, n, -1, 0) }
+
+// ratedChain is chainTopology with a rate of mbit Mbit/s on link rated (the link from node
+// rated to the next; none if mbit is 0).
+func ratedChain(name string, n, rated, mbit int) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\nnodes:\n", name)
 	for i := 0; i < n; i++ {
@@ -34,6 +38,9 @@ func chainTopology(name string, n int) []byte {
 	b.WriteString("links:\n")
 	for i := 0; i+1 < n; i++ {
 		fmt.Fprintf(&b, "  - endpoints: [n%d:eth2, n%d:eth1]\n", i, i+1)
+		if i == rated && mbit > 0 {
+			fmt.Fprintf(&b, "    rate: %dmbit\n", mbit)
+		}
 	}
 	return []byte(b.String())
 }

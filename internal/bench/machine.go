@@ -42,10 +42,20 @@ func machine() result.Machine {
 	if unix.Sysinfo(&si) == nil {
 		m.MemoryGB = float64(si.Totalram) * float64(si.Unit) / (1 << 30)
 	}
-	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(data)); len(f) > 0 {
-			m.Load1, _ = strconv.ParseFloat(f[0], 64)
-		}
-	}
+	m.Load1 = load1()
 	return m
+}
+
+// load1 is the machine's load average over the last minute, 0 if unknown.
+func load1() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }

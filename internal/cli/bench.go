@@ -40,7 +40,7 @@ func benchCmd(store storeFunc) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure forwarding, scaling, isolation and deploy speed on this machine",
+		Short: "Measure forwarding, scaling, isolation, deploy speed, live changes and impairments on this machine",
 		Long: `Measure how fast this machine forwards through virtual networks, as the Trellis paper did:
 a generator in a source namespace sends UDP frames through one node under test to a sink that
 counts and drops them, for each setup in turn (native kernel forwarding with no trellis; trellis
@@ -55,6 +55,10 @@ and work directory, touching nothing else. It leaves the networks of --state-dir
 
 Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and with
 --markdown a page with the tables and plots (scripts/bench.sh makes docs/benchmarks.md so).
+The apply part times ` + "`up`" + ` on a running chain of 1000 nodes (100 with --quick): the same file,
+one link's rate changed, one node added at the end, and that node removed. The impair part sets
+loss (1, 10, 30 %, and 10 % with 50 % correlation), duplication and corruption on a running link
+and counts what 20000 numbered frames (2000 with --quick) met; delay needs netem.
 --quick runs every part, shorter and fewer times, in under two minutes. An unknown name in
 --parts or --setups is an error that lists the known ones.
 --parts embed runs the offline embedding simulator, which needs no root (docs/embedding.md).`,

@@ -40,8 +40,10 @@ type TxPort struct {
 	addr   unix.RawSockaddrLinklayer
 	frames [][]byte // the flows' frames, sent in turn
 	flow   int
-	iov    [maxBatch]unix.Iovec
-	msgs   [maxBatch]unix.Mmsghdr
+	// refused counts the frames that the next hop's receive queue refused since SetFrames.
+	refused int
+	iov     [maxBatch]unix.Iovec
+	msgs    [maxBatch]unix.Mmsghdr
 }
 
 // OpenTxPort opens a packet socket on interface ifname of namespace ns; SetFrames gives it
@@ -109,6 +111,7 @@ func interfaceIndex(name string) (int, error) {
 func (p *TxPort) SetFrames(frames [][]byte) {
 	p.frames = frames
 	p.flow = 0
+	p.refused = 0
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
@@ -142,6 +145,7 @@ func (p *TxPort) send(n int) (int, error) {
 			done = n
 		case errno == 0 || errno == unix.ENOBUFS:
 			done += int(k) + 1 // message k was dropped by the next hop
+			p.refused++
 		case errno == unix.EINTR || errno == unix.EAGAIN:
 		default:
 			return done, fmt.Errorf("sending: %w", errno)

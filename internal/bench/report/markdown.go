@@ -48,6 +48,8 @@ var sections = []func(b *strings.Builder, rep *result.Report, plots string){
 	scalingSection,
 	isolationSection,
 	deploySection,
+	applySection,
+	impairSection,
 	methodSection,
 }
 

@@ -72,7 +72,7 @@ func TestEmptyReport(t *testing.T) {
 	rep := &result.Report{}
 	var b strings.Builder
 	markdown(&b, rep, "p")
-	for _, h := range []string{"## Forwarding", "## CPU cost", "## Where the time goes", "## Frame sizes", "## Scaling", "## Isolation", "## Deploy"} {
+	for _, h := range []string{"## Forwarding", "## CPU cost", "## Where the time goes", "## Frame sizes", "## Scaling", "## Isolation", "## Deploy", "## Live changes", "## Link impairments"} {
 		if strings.Contains(b.String(), h) {
 			t.Errorf("an empty report has a section %q", h)
 		}
@@ -86,5 +86,48 @@ func TestEmptyReport(t *testing.T) {
 	full, _ := docsReport(t)
 	if p := PlotsOf(full); len(p) != 5 {
 		t.Errorf("plots of a full run: %v", p)
+	}
+}
+
+// The live changes and impairments sections show every step and row, with the load average,
+// the configured and delivered figures and why delay was not measured.
+func TestLiveSections(t *testing.T) {
+	st := func(v ...float64) result.Stat { return result.StatOf(v) }
+	burst := st(2.1, 2.3)
+	rep := &result.Report{
+		Apply: &result.ApplyResult{Nodes: 1000, Load1: 3.5, BuildSeconds: 9.5, Steps: []result.ApplyStep{
+			{Change: "unchanged file", Seconds: st(0.12, 0.1, 0.2)},
+			{Change: "one link's rate", Seconds: st(0.25), Applied: []string{"~ link a--b: rate none -> 100mbit"}},
+		}},
+		Impair: &result.ImpairResult{Frames: 20000, Load1: 4.25, Delay: "not measured: the kernel lacks netem.", Rows: []*result.ImpairRow{
+			{Config: "none", GotLoss: st(0, 0)},
+			{Config: "loss: 10% 50%", Loss: 10, LossCorrelation: 50, GotLoss: st(9.5, 10.5), WantBurst: 2.2222, GotBurst: &burst},
+		}},
+	}
+	var b strings.Builder
+	markdown(&b, rep, "p")
+	page := b.String()
+	for _, want := range []string{
+		"## Live changes", "chain of 1000 nodes", "in\n9.50 s", "Load average 3.50",
+		"| unchanged file | 0.120 (0.100–0.200) | nothing |",
+		"| one link's rate | 0.250 | `~ link a--b: rate none -> 100mbit` |",
+		"## Link impairments", "20000 numbered", "Load average 4.25",
+		"| none | 0.00 (0.00–0.00) | – | – | – | – |",
+		"| `loss: 10% 50%` | 10.00 (9.50–10.50) | – | – | 2.22 | 2.20 (2.10–2.30) |",
+		"Delay: not measured: the kernel lacks netem.\n",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Index(page, "## Live changes") > strings.Index(page, "## Link impairments") {
+		t.Error("sections out of order")
+	}
+	var sum strings.Builder
+	Summary(&sum, rep)
+	for _, want := range []string{"one link's rate:", "0.250s", "loss: 10% 50%:", "lost 10.00%"} {
+		if !strings.Contains(sum.String(), want) {
+			t.Errorf("the summary lacks %q:\n%s", want, sum.String())
+		}
 	}
 }

@@ -26,6 +26,16 @@ func Summary(w io.Writer, rep *result.Report) {
 	for _, d := range rep.Deploy {
 		fmt.Fprintf(w, "%-8s %5d nodes: up %.2fs, down %.2fs\n", d.Tool, d.Nodes, d.Up.Median, d.Down.Median)
 	}
+	if a := rep.Apply; a != nil {
+		for _, s := range a.Steps {
+			fmt.Fprintf(w, "up, %d nodes, %-26s %.3fs (%.3f–%.3f)\n", a.Nodes, s.Change+":", s.Seconds.Median, s.Seconds.Min, s.Seconds.Max)
+		}
+	}
+	if im := rep.Impair; im != nil {
+		for _, r := range im.Rows {
+			fmt.Fprintf(w, "impairment %-14s lost %.2f%%, duplicated %.2f%%, corrupted %.2f%%\n", r.Config+":", r.GotLoss.Median, r.GotDuplicate.Median, r.GotCorrupt.Median)
+		}
+	}
 	for _, s := range rep.Scaling {
 		fmt.Fprintf(w, "%-12s %5d networks: %s aggregate\n", s.Setup, s.Networks, result.Kpps(s.Aggregate.Median))
 	}

@@ -28,7 +28,9 @@ type Report struct {
 	Scaling     []*ScaleResult   `json:"scaling,omitempty"`
 	Isolation   []*IsoResult     `json:"isolation,omitempty"`
 	Deploy      []*DeployResult  `json:"deploy,omitempty"`
-	Embed       []*embed.Result  `json:"embed,omitempty"` // the offline embedding simulator
+	Apply       *ApplyResult     `json:"apply,omitempty"`  // live changes to a running chain
+	Impair      *ImpairResult    `json:"impair,omitempty"` // configured against delivered impairments
+	Embed       []*embed.Result  `json:"embed,omitempty"`  // the offline embedding simulator
 	Notes       []string         `json:"notes,omitempty"`
 }
 
@@ -121,6 +123,48 @@ type DeployResult struct {
 	Nodes int    `json:"nodes"`
 	Up    Stat   `json:"up_seconds"`
 	Down  Stat   `json:"down_seconds"`
+}
+
+// ApplyResult is the time of `up` on a running chain of nodes, for a file unchanged and for
+// files with one change each: what a user waits for when changing a running network.
+type ApplyResult struct {
+	Nodes        int         `json:"nodes"`
+	Load1        float64     `json:"load1_at_start"` // load average when the part began
+	BuildSeconds float64     `json:"build_seconds"`  // the first up, which created the chain
+	Steps        []ApplyStep `json:"steps"`
+}
+
+// ApplyStep is one kind of change, timed over the repetitions.
+type ApplyStep struct {
+	Change  string   `json:"change"`  // what the file changed
+	Seconds Stat     `json:"seconds"` // reading and checking the file, and up
+	Applied []string `json:"applied"` // what up reported it changed, in the first repetition
+}
+
+// ImpairResult is what the link impairments configured on a running link did to the frames
+// sent over it.
+type ImpairResult struct {
+	Frames int          `json:"frames"`         // numbered frames sent per measurement
+	Load1  float64      `json:"load1_at_start"` // load average when the part began
+	Rows   []*ImpairRow `json:"rows"`
+	Delay  string       `json:"delay"` // why delay was not measured
+}
+
+// ImpairRow is one impairment, configured and delivered. Percentages are of the frames sent
+// (loss, duplicates) or of the frames that arrived (corrupted).
+type ImpairRow struct {
+	Config          string  `json:"config"` // as the topology file writes it
+	Loss            float64 `json:"loss_percent"`
+	LossCorrelation float64 `json:"loss_correlation_percent"`
+	Duplicate       float64 `json:"duplicate_percent"`
+	Corrupt         float64 `json:"corrupt_percent"`
+	GotLoss         Stat    `json:"delivered_loss_percent"`
+	GotDuplicate    Stat    `json:"delivered_duplicate_percent"`
+	GotCorrupt      Stat    `json:"delivered_corrupt_percent"`
+	// Bursts: the mean length in frames of runs of consecutive lost frames, as configured
+	// (1/((1-C)(1-P)) for loss P with correlation C) and as delivered; rows with loss only.
+	WantBurst float64 `json:"expected_loss_burst,omitempty"`
+	GotBurst  *Stat   `json:"delivered_loss_burst,omitempty"`
 }
 
 // ProfileResult is where one setup's forwarding CPU spent its time.
