@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/api"
+	"github.com/trellisnet/trellis/internal/metrics"
 	"github.com/trellisnet/trellis/internal/state"
 )
 
@@ -94,8 +95,13 @@ func serve(ctx context.Context, st *state.Store, ls []net.Listener, opts api.Opt
 	return nil
 }
 
+// newHandler is the API with the Prometheus metrics at /metrics.
 func newHandler(ctx context.Context, st *state.Store, opts api.Options) http.Handler {
-	return api.New(ctx, st, opts)
+	m := metrics.New(st)
+	opts.Observe = m.ObserveUp
+	s := api.New(ctx, st, opts)
+	s.Handle("GET /metrics", m.Handler())
+	return s
 }
 
 func closeAll(ls []net.Listener) {
