@@ -15,9 +15,9 @@ import (
 // snapshot is what one scrape read: the metrics, and the machine-wide devices they came from.
 type snapshot struct {
 	out     []prometheus.Metric
-	devs    map[string]device             // root namespace devices by name
-	shaper  map[int]uint64                // tbf drops by device index
-	tunnels map[string]*plan.Plan         // a plan of each tunnel kind seen, for machine-wide counters
+	devs    map[string]device     // root namespace devices by name
+	shaper  map[int]uint64        // tbf drops by device index
+	tunnels map[string]*plan.Plan // a plan of each tunnel kind seen, for machine-wide counters
 }
 
 func (s *snapshot) add(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {

@@ -250,3 +250,63 @@ func waitCmd(cmd *exec.Cmd, timeout time.Duration) error {
 		return fmt.Errorf("still running after %v", timeout)
 	}
 }
+
+// TestAPIScale times inspect and /metrics of a 1000-node chain through the API (targets:
+// under 100 ms and 200 ms) and prints the figures. It takes minutes, so it runs only with
+// TRELLIS_API_SCALE=1 (docs/api.md has the command), and never in -short.
+func TestAPIScale(t *testing.T) {
+	if testing.Short() || os.Getenv("TRELLIS_API_SCALE") == "" {
+		t.Skip("the 1000-node chain runs with TRELLIS_API_SCALE=1, not in -short")
+	}
+	const n = 1000
+	e := start(t)
+	name := "apiscale"
+	registerNetwork(name)
+	s := startServe(t, e.state)
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s\nnodes:\n", name)
+	for i := range n {
+		fmt.Fprintf(&b, "  n%d: {}\n", i)
+	}
+	b.WriteString("links:\n")
+	for i := range n - 1 {
+		fmt.Fprintf(&b, "  - endpoints: [n%d:e%d, n%d:e%d]\n", i, 1, i+1, 2)
+	}
+	t0 := time.Now()
+	s.must(201, "POST", "/networks", "application/yaml", b.String())
+	t.Logf("up of a %d-node chain through the API: %v", n, time.Since(t0).Round(time.Millisecond))
+	best := func(what, path string, check func([]byte)) time.Duration {
+		var min time.Duration
+		for i := range 5 {
+			t0 := time.Now()
+			body := s.must(200, "GET", path, "", "")
+			d := time.Since(t0)
+			if i == 0 {
+				check(body)
+			}
+			if i == 0 || d < min {
+				min = d
+			}
+		}
+		t.Logf("%s of the %d-node chain through the API: best of 5 %v", what, n, min.Round(time.Millisecond))
+		return min
+	}
+	inspect := best("inspect", "/networks/"+name, func(body []byte) {
+		var info netInfo
+		if err := json.Unmarshal(body, &info); err != nil || len(info.Nodes) != n || len(info.Links) != n-1 {
+			t.Errorf("inspect: %v, %d nodes, %d links", err, len(info.Nodes), len(info.Links))
+		}
+	})
+	metrics := best("/metrics", "/metrics", func(body []byte) {
+		if c := strings.Count(string(body), "\ntrellis_port_tx_frames_total{"); c != 2*(n-1) {
+			t.Errorf("/metrics has %d port tx series, want %d", c, 2*(n-1))
+		}
+	})
+	fmt.Printf("API figures, %d-node chain: inspect %v (target < 100ms), /metrics %v (target < 200ms)\n", n,
+		inspect.Round(time.Millisecond), metrics.Round(time.Millisecond))
+	t0 = time.Now()
+	s.must(204, "DELETE", "/networks/"+name, "", "")
+	t.Logf("down: %v", time.Since(t0).Round(time.Millisecond))
+	s.stop()
+	e.assertClean()
+}
