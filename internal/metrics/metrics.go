@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/trellisnet/trellis/internal/state"
 )
@@ -37,8 +38,8 @@ func New(st *state.Store) *Collector {
 			Help: "Ups through the API that failed."}, []string{"network"}),
 		registry: prometheus.NewRegistry(),
 	}
-	c.registry.MustRegister(c, c.upSeconds, c.upErrors, prometheus.NewGoCollector(),
-		prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	c.registry.MustRegister(c, c.upSeconds, c.upErrors, collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return c
 }
 
