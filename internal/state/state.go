@@ -42,6 +42,9 @@ type Record struct {
 	Nodes   map[string]int // node name -> pid of its init process
 }
 
+// ErrBusy is returned by Lock when another trellis command holds the network's lock.
+var ErrBusy = errors.New("is being changed by another trellis command")
+
 // Store is a state directory.
 type Store struct {
 	Dir string
@@ -151,7 +154,7 @@ func (s *Store) Lock(name string) (func(), error) {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("network %s is being changed by another trellis command", name)
+		return nil, fmt.Errorf("network %s %w", name, ErrBusy)
 	}
 	return func() { f.Close() }, nil
 }

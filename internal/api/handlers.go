@@ -1,0 +1,211 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/substrate"
+)
+
+// NetworkSummary is one network as `trellis ls` lists it.
+type NetworkSummary struct {
+	Name    string    `json:"name" example:"ospf-ring"`
+	Status  string    `json:"status" enum:"up,creating,changing" doc:"up, or creating/changing if an up was interrupted"`
+	Host    string    `json:"host,omitempty" doc:"this machine, for a network over several"`
+	Nodes   int       `json:"nodes" doc:"nodes on this machine"`
+	Links   int       `json:"links" doc:"links on this machine"`
+	File    string    `json:"file" doc:"the topology file it came from"`
+	Created time.Time `json:"created"`
+}
+
+type listOutput struct {
+	Body struct {
+		Networks []NetworkSummary `json:"networks"`
+	}
+}
+
+func (s *Server) list(ctx context.Context, _ *struct{}) (*listOutput, error) {
+	recs, err := s.st.List()
+	if err != nil {
+		return nil, problemOf(err)
+	}
+	out := &listOutput{}
+	out.Body.Networks = []NetworkSummary{}
+	for _, r := range recs {
+		out.Body.Networks = append(out.Body.Networks, NetworkSummary{Name: r.Name, Status: r.Status, Host: r.Plan.Host,
+			Nodes: len(r.Plan.Nodes), Links: len(r.Plan.Links), File: r.File, Created: r.Created})
+	}
+	return out, nil
+}
+
+type networkInput struct {
+	Network string `path:"network" doc:"the network's name" example:"ospf-ring"`
+}
+
+type inspectOutput struct {
+	Body *substrate.NetworkInfo
+}
+
+func (s *Server) inspect(ctx context.Context, in *networkInput) (*inspectOutput, error) {
+	info, err := substrate.Inspect(s.st, in.Network)
+	if err != nil {
+		return nil, problemOf(err)
+	}
+	return &inspectOutput{Body: info}, nil
+}
+
+// fileInput is a topology file in the request body, and where it is to apply.
+type fileInput struct {
+	Host    string `query:"host" doc:"which of the file's hosts this machine is (default: the one whose address is configured here)"`
+	File    string `query:"file" default:"request.yaml" doc:"the file's name in errors and records; relative source: paths are read relative to it on the server's machine"`
+	RawBody []byte `contentType:"application/yaml" doc:"the topology file"`
+}
+
+// parse checks the file and finds which of its hosts this machine is; a problem is a 4xx
+// Problem and nothing has been touched.
+func (in *fileInput) parse() (*spec.Network, string, error) {
+	return parseFile(in.File, in.Host, in.RawBody)
+}
+
+func parseFile(file, host string, body []byte) (*spec.Network, string, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, "", newProblem(http.StatusBadRequest, "the request has no body: send the topology file (YAML) as the body",
+			&huma.ErrorDetail{Message: "empty", Location: "body"})
+	}
+	n, err := spec.Parse(file, body)
+	if err != nil {
+		return nil, "", problemOf(err)
+	}
+	switch {
+	case host != "" && (len(n.Hosts) == 0 || n.Host(host) == nil):
+		return nil, "", newProblem(http.StatusUnprocessableEntity, "the file has no host "+host,
+			&huma.ErrorDetail{Message: "give one of the hosts of the file's hosts: section, or no host for a file without one", Location: "query.host", Value: host})
+	case host == "" && len(n.Hosts) > 0:
+		if host, err = substrate.LocalHost(n); err != nil {
+			return nil, "", newProblem(http.StatusUnprocessableEntity, err.Error(),
+				&huma.ErrorDetail{Message: "say which of the file's hosts this machine is", Location: "query.host"})
+		}
+	}
+	return n, host, nil
+}
+
+// UpResult says what an up did.
+type UpResult struct {
+	Network string             `json:"network"`
+	Host    string             `json:"host,omitempty"`
+	Created bool               `json:"created" doc:"the network was created"`
+	Nodes   int                `json:"nodes" doc:"for a created network: its nodes on this machine"`
+	Links   int                `json:"links" doc:"for a created network: its links on this machine"`
+	Changes []substrate.Change `json:"changes" doc:"for a network that was up: what changed (none: it matched the file)"`
+	Seconds float64            `json:"seconds" doc:"how long it took"`
+	Log     string             `json:"log,omitempty" doc:"with verbose: how long each step took"`
+}
+
+type upInput struct {
+	Host    string `query:"host" doc:"which of the file's hosts this machine is (default: the one whose address is configured here)"`
+	File    string `query:"file" default:"request.yaml" doc:"the file's name in errors and records; relative source: paths are read relative to it on the server's machine"`
+	Verbose bool   `query:"verbose" doc:"return how long each step took in log"`
+	RawBody []byte `contentType:"application/yaml" doc:"the topology file"`
+}
+
+type upOutput struct {
+	Status int
+	Body   UpResult
+}
+
+func (s *Server) up(ctx context.Context, in *upInput) (*upOutput, error) {
+	n, host, err := parseFile(in.File, in.Host, in.RawBody)
+	if err != nil {
+		return nil, err
+	}
+	var log bytes.Buffer
+	res, err := substrate.Up(s.base, s.st, n, host, in.File, &log)
+	if s.opts.Observe != nil {
+		var took time.Duration
+		if res != nil {
+			took = res.Took
+		}
+		s.opts.Observe(n.Name, took, err)
+	}
+	if err != nil {
+		return nil, problemOf(err)
+	}
+	out := &upOutput{Status: http.StatusOK, Body: UpResult{Network: n.Name, Host: host, Created: res.Created, Nodes: res.Nodes,
+		Links: res.Links, Changes: res.Changes, Seconds: res.Took.Seconds()}}
+	if res.Created {
+		out.Status = http.StatusCreated
+	}
+	if out.Body.Changes == nil {
+		out.Body.Changes = []substrate.Change{}
+	}
+	if in.Verbose {
+		out.Body.Log = log.String()
+	}
+	return out, nil
+}
+
+// DiffResult is what an up of the file would change.
+type DiffResult struct {
+	Network string             `json:"network"`
+	Changes []substrate.Change `json:"changes"`
+}
+
+type diffOutput struct {
+	Body DiffResult
+}
+
+func (s *Server) diff(ctx context.Context, in *fileInput) (*diffOutput, error) {
+	n, host, err := in.parse()
+	if err != nil {
+		return nil, err
+	}
+	changes, err := substrate.Preview(s.st, n, host)
+	if err != nil {
+		return nil, problemOf(err)
+	}
+	if changes == nil {
+		changes = []substrate.Change{}
+	}
+	return &diffOutput{Body: DiffResult{Network: n.Name, Changes: changes}}, nil
+}
+
+func (s *Server) down(ctx context.Context, in *networkInput) (*struct{}, error) {
+	if err := substrate.Down(s.st, in.Network); err != nil {
+		return nil, problemOf(err)
+	}
+	return nil, nil
+}
+
+// LinkState is the carrier state of a link, or of one endpoint of it.
+type LinkState struct {
+	State    string `json:"state" enum:"up,down" doc:"up gives the carrier back, down takes it away"`
+	Endpoint string `json:"endpoint,omitempty" pattern:"^[^:]+:[^:]+$" example:"r1:eth1" doc:"only this endpoint of the link, NODE:IF"`
+}
+
+type linkStateInput struct {
+	Network string `path:"network" doc:"the network's name"`
+	Link    string `path:"link" doc:"the link's name, as inspect lists it" example:"r1:eth1--r2:eth1"`
+	Body    LinkState
+}
+
+type linkStateOutput struct {
+	Body LinkState
+}
+
+func (s *Server) linkState(ctx context.Context, in *linkStateInput) (*linkStateOutput, error) {
+	// SetLinkState would leave a lock file for a network that does not exist.
+	if rec, err := s.st.Load(in.Network); err != nil || rec == nil {
+		return nil, problemOf(errors.Join(err, fmt.Errorf("%w %s in %s", substrate.ErrNoNetwork, in.Network, s.st.Dir)))
+	}
+	var log bytes.Buffer
+	if err := substrate.SetLinkState(s.base, s.st, in.Network, in.Link, in.Body.Endpoint, in.Body.State == "up", &log); err != nil {
+		return nil, problemOf(err)
+	}
+	return &linkStateOutput{Body: in.Body}, nil
+}

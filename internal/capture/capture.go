@@ -1,0 +1,172 @@
+// Package capture records a virtual link's frames from the substrate side, in both
+// directions, as pcapng: AF_PACKET sockets on the link's ports in the root namespace, nothing
+// inside the nodes. Each frame is recorded once, on an interface named NODE:IF after the node
+// interface that sent it (or, for one endpoint, received it), with its direction.
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/netdev"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/substrate"
+	"golang.org/x/net/bpf"
+)
+
+// Snaplen is the most of a frame recorded (veth frames may be GSO super-frames up to 64 KiB).
+const Snaplen = 262144
+
+// Tap is one port to read: the frames its node interface sent (what enters the port), and
+// with Received also those it received (what leaves the port), recorded on pcapng
+// interface Iface.
+type Tap struct {
+	Port     string // the port device in the root namespace
+	Iface    int    // index of the pcapng interface
+	Sent     uint32 // direction of the frames entering the port, on that interface
+	Received bool   // also record the frames leaving the port (Inbound)
+}
+
+// Plan is what capturing a link reads: the pcapng interfaces (named NODE:IF) and the taps.
+type Plan struct {
+	Interfaces []string
+	Taps       []Tap
+}
+
+// ForLink plans the capture of link linkName of network, or, with endpoint (NODE:IF), of the
+// frames that endpoint sends and receives.
+//
+// Without endpoint every port's incoming frames are read, once each, on an interface named
+// after the endpoint that sent them. With endpoint, on one interface named after it: what it
+// sends (Outbound), and what it receives (Inbound), which a point-to-point connector hands
+// from the other port straight to the node, so it is read where it enters the other port.
+func ForLink(st *state.Store, network, linkName, endpoint string) (*Plan, error) {
+	rec, err := st.Load(network)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("%w %s in %s", substrate.ErrNoNetwork, network, st.Dir)
+	}
+	l := rec.Plan.Link(linkName)
+	if l == nil {
+		return nil, fmt.Errorf("network %s: %w %q on this machine (see `trellis link %s`)", network, substrate.ErrNoLink, linkName, network)
+	}
+	if endpoint == "" {
+		p := &Plan{}
+		for i, port := range l.Ports {
+			p.Interfaces = append(p.Interfaces, port.String())
+			p.Taps = append(p.Taps, Tap{Port: port.Name, Iface: i, Sent: Outbound})
+		}
+		return p, nil
+	}
+	return forEndpoint(l, network, endpoint)
+}
+
+func forEndpoint(l *plan.Link, network, endpoint string) (*Plan, error) {
+	p := &Plan{Interfaces: []string{endpoint}}
+	var others []string
+	for _, port := range l.Ports {
+		if port.String() == endpoint {
+			p.Taps = append(p.Taps, Tap{Port: port.Name, Sent: Outbound})
+		} else {
+			others = append(others, port.Name)
+		}
+	}
+	if len(p.Taps) == 0 {
+		return nil, fmt.Errorf("network %s: link %s: %w: it has no endpoint %s on this machine", network, l.Name, substrate.ErrNoLink, endpoint)
+	}
+	k, err := kinds.LinkKind(l.Connector)
+	if err != nil {
+		return nil, err
+	}
+	if !k.Direct() || len(l.Tunnels) > 0 {
+		p.Taps[0].Received = true // the connector sends the endpoint's frames out of its port
+		return p, nil
+	}
+	for _, name := range others {
+		p.Taps = append(p.Taps, Tap{Port: name, Sent: Inbound})
+	}
+	return p, nil
+}
+
+// Options of a capture.
+type Options struct {
+	Filter []bpf.RawInstruction // classic BPF run on each frame (nil: every frame)
+	Count  int                  // stop after this many frames (0: until ctx ends)
+}
+
+// Run records the planned taps into w as pcapng until ctx ends or opts.Count frames were
+// written, and returns how many were.
+func Run(ctx context.Context, p *Plan, w io.Writer, opts Options) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var socks []*socket
+	defer func() {
+		for _, s := range socks {
+			s.close()
+		}
+	}()
+	for _, t := range p.Taps {
+		dev, err := netdev.ByName(t.Port)
+		if err != nil || dev == nil {
+			return 0, errors.Join(fmt.Errorf("capture: port %s is not there (is the node running?)", t.Port), err)
+		}
+		s, err := openSocket(dev.Attrs().Index, opts.Filter)
+		if err != nil {
+			return 0, fmt.Errorf("capture: port %s: %w", t.Port, err)
+		}
+		socks = append(socks, s)
+	}
+	ng, err := newNgWriter(w)
+	if err != nil {
+		return 0, err
+	}
+	for _, name := range p.Interfaces {
+		if err := ng.addInterface(name, Snaplen); err != nil {
+			return 0, err
+		}
+	}
+	frames := make(chan frame, 1024)
+	errc := make(chan error, len(socks))
+	for i, s := range socks {
+		go func() { errc <- s.read(ctx, p.Taps[i], frames) }()
+	}
+	return write(ctx, ng, frames, errc, opts.Count)
+}
+
+// write writes frames as they come, until ctx ends, count frames were written or a socket
+// failed.
+func write(ctx context.Context, ng *ngWriter, frames <-chan frame, errc <-chan error, count int) (int, error) {
+	n := 0
+	for count == 0 || n < count {
+		select {
+		case <-ctx.Done():
+			return n, nil
+		case err := <-errc:
+			if err != nil {
+				return n, err
+			}
+		case f := <-frames:
+			if err := ng.writePacket(f.iface, f.ts, f.data, f.orig, f.dir); err != nil {
+				return n, fmt.Errorf("capture: writing: %w", err)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// frame is one frame read from a tap.
+type frame struct {
+	iface int
+	ts    time.Time
+	data  []byte
+	orig  int
+	dir   uint32
+}

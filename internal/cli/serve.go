@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/api"
+	"github.com/trellisnet/trellis/internal/metrics"
+	"github.com/trellisnet/trellis/internal/state"
+)
+
+func serveCmd(store storeFunc) *cobra.Command {
+	var socket, listen string
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the HTTP API (and Prometheus metrics) on a unix socket, and optionally on loopback",
+		Long: `Serve the HTTP API of this state directory: list, inspect, up (POST a topology file), diff,
+down and link state, as the CLI offers them, described by the OpenAPI 3 document at
+/openapi.json; Prometheus metrics at /metrics. See docs/api.md.
+
+The API listens on the unix socket --socket (default STATE_DIR/trellis.sock, mode 0600: root
+only), e.g. ` + "`curl --unix-socket /var/lib/trellis/trellis.sock http://x/networks`" + `. --listen
+HOST:PORT adds a TCP listener on a loopback address. Whoever reaches the API can run commands as
+root in nodes (a file's exec: lines): serving other addresses needs TLS and tenant credentials,
+which come with the cluster, and is refused for now.
+
+Ctrl-C (or SIGTERM) stops the server; a change under way stops cleanly, as Ctrl-C stops up.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := store()
+			if err != nil {
+				return err
+			}
+			if socket == "" {
+				socket = filepath.Join(st.Dir, "trellis.sock")
+			}
+			var ls []net.Listener
+			if listen != "" { // checked first: a refused address leaves no socket behind
+				l, err := api.ListenLoopback(listen)
+				if err != nil {
+					return err
+				}
+				ls = append(ls, l)
+			}
+			l, err := api.ListenUnix(socket)
+			if err != nil {
+				closeAll(ls)
+				return err
+			}
+			ls = append(ls, l)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts := api.Options{}
+			if !quiet {
+				opts.Log = cmd.ErrOrStderr()
+			}
+			return serve(ctx, st, ls, opts, cmd)
+		},
+	}
+	cmd.Flags().StringVar(&socket, "socket", "", "unix socket to listen on (default STATE_DIR/trellis.sock)")
+	cmd.Flags().StringVar(&listen, "listen", "", "also listen on this loopback TCP address, HOST:PORT (e.g. 127.0.0.1:8080)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not log requests")
+	return cmd
+}
+
+// serve serves the API on every listener until ctx is cancelled.
+func serve(ctx context.Context, st *state.Store, ls []net.Listener, opts api.Options, cmd *cobra.Command) error {
+	srv := &http.Server{Handler: newHandler(ctx, st, opts), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, len(ls))
+	for _, l := range ls {
+		fmt.Fprintf(cmd.OutOrStdout(), "serving on %s %s\n", l.Addr().Network(), l.Addr())
+		go func() { errc <- srv.Serve(l) }()
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		closeAll(ls)
+		return err
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// newHandler is the API with the Prometheus metrics at /metrics.
+func newHandler(ctx context.Context, st *state.Store, opts api.Options) http.Handler {
+	m := metrics.New(st)
+	opts.Observe = m.ObserveUp
+	s := api.New(ctx, st, opts)
+	s.Handle("GET /metrics", m.Handler())
+	return s
+}
+
+func closeAll(ls []net.Listener) {
+	for _, l := range ls {
+		l.Close()
+	}
+}
