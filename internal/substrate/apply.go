@@ -49,7 +49,7 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 	for _, s := range steps {
 		t0 := time.Now()
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("interrupted: %w", err)
+			return err
 		}
 		if err := parallel(s.n, s.f); err != nil {
 			return err

@@ -71,7 +71,7 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
 	if err := apply(ctx, env, nil, rec, nil); err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w; run `trellis up` again to finish, or `trellis down %s`", err, p.Network)
+			return nil, fmt.Errorf("interrupted (%w); run `trellis up` again to finish, or `trellis down %s`", err, p.Network)
 		}
 		if cerr := remove(st, rec); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("and removing what was created failed too (run `trellis down %s`): %w", p.Network, cerr))
@@ -123,7 +123,10 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		old = nil // interrupted: trust nothing but the kernel
 	}
 	if err := apply(ctx, env, old, rec, running); err != nil {
-		if ctx.Err() != nil || old == nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted (%w); the network is partly changed: run `trellis up` again to finish", err)
+		}
+		if old == nil {
 			return nil, fmt.Errorf("%w; the network is partly changed: run `trellis up` again to finish", err)
 		}
 		return nil, rollback(st, rec, old, log, err)
