@@ -20,7 +20,7 @@ func diffCmd(store storeFunc) *cobra.Command {
   + node|link NAME                 added
   - node|link NAME                 removed
   ~ link NAME: what changes        changed live (rate, impairments, state, MTU, connector, members)
-  ! node NAME (restarts): why      restarted, alone (its addresses, sysctl, files or exec changed,
+  ! node NAME (restarts): why      restarted, alone (its kind, loopback addresses, sysctl, files or exec changed,
                                    or it is not running)
 Exits 0 whether or not there are differences; the file is checked first, as up checks it.`,
 		Args: cobra.ExactArgs(1),

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,7 +13,10 @@ import (
 )
 
 func linkCmd(store storeFunc) *cobra.Command {
-	var endpoint string
+	var (
+		endpoint string
+		verbose  bool
+	)
 	cmd := &cobra.Command{
 		Use:   "link NETWORK [LINK up|down]",
 		Short: "List a network's links and their state, or take a link's carrier away and back",
@@ -41,7 +45,11 @@ applies the file's state: lines (up by default); ` + "`trellis diff`" + ` shows 
 			if len(args) == 3 {
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
-				return substrate.SetLinkState(ctx, st, args[0], args[1], endpoint, args[2] == "up", cmd.ErrOrStderr())
+				progress := io.Discard
+				if verbose {
+					progress = cmd.ErrOrStderr()
+				}
+				return substrate.SetLinkState(ctx, st, args[0], args[1], endpoint, args[2] == "up", progress)
 			}
 			info, err := substrate.Inspect(st, args[0])
 			if err != nil {
@@ -58,6 +66,7 @@ applies the file's state: lines (up by default); ` + "`trellis diff`" + ` shows 
 		},
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "only this endpoint of the link, NODE:IF")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print how long each step took")
 	return cmd
 }
 

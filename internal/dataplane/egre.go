@@ -1,7 +1,7 @@
 package dataplane
 
 // EGRE: a virtual link carried between machines as Ethernet over keyed GRE
-// over IPv4 (design decision 5), in the wire format of a Linux gretap device
+// over IPv4 (docs/design.md, decision 6), in the wire format of a Linux gretap device
 // with a key, so that a host with a kernel gretap device interoperates with
 // one running these programs. The GRE kernel modules are not on every host,
 // so both directions are eBPF programs (bpf/egre.c):

@@ -1,6 +1,6 @@
 // Package kinds holds the interfaces that node kinds, link kinds (connectors) and tunnel kinds
 // implement, and the registry where each kind registers under the name topology files use for
-// it (DESIGN.md decision 7). The substrate's reconciler works only through these interfaces;
+// it (docs/design.md, decision 7). The substrate's reconciler works only through these interfaces;
 // every kind lives in a package of its own below this one, and nothing outside a kind's package
 // switches on its name. Every operation is idempotent: doing it twice is doing it once, and
 // undoing it after a crash half-way through undoes what exists.

@@ -1,5 +1,5 @@
 // Package node builds the containers that virtual nodes run in, from Linux namespaces alone
-// (network, mount, UTS, IPC, PID; DESIGN.md decision 1), and runs commands inside them.
+// (network, mount, UTS, IPC, PID; docs/design.md, decision 1), and runs commands inside them.
 //
 // A node is held by one init process: trellis re-executes itself as "trellis-node" in fresh
 // namespaces. The init process makes the node's private file system, reports that it is

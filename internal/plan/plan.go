@@ -2,7 +2,7 @@
 // hold: every node, port, connector and tunnel, with the name it has in the kernel. Names derive
 // from stable identities (network, node, link and endpoint names), never from positions in the
 // file, and are allocated once and kept in the network's record (Names), so that an edited file
-// changes only what was edited (DESIGN.md decisions 8 and 9).
+// changes only what was edited (docs/design.md, decisions 8 and 9).
 package plan
 
 import (

@@ -18,7 +18,7 @@ const (
 
 // Tunnel kinds: how a virtual link crosses between physical machines.
 const (
-	EGRE  = "egre"  // Ethernet in keyed GRE, in eBPF (DESIGN.md decision 5)
+	EGRE  = "egre"  // Ethernet in keyed GRE, in eBPF (docs/design.md, decision 6)
 	VXLAN = "vxlan" // the kernel's VXLAN device
 )
 

@@ -1,6 +1,6 @@
 // Package state records, in a directory on the machine, which virtual networks trellis has
 // created and what belongs to them, so that any of it can be found and removed again,
-// even after trellis was killed half-way through (DESIGN.md decision 7).
+// even after trellis was killed half-way through (docs/design.md, decision 9).
 package state
 
 import (
@@ -100,6 +100,9 @@ func (s *Store) Load(name string) (*Record, error) {
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("state record %s: %w", s.path(name), err)
 	}
+	if _, err := os.Stat(s.markPath(name)); err == nil && r.Status == Up {
+		r.Status = Changing
+	}
 	return &r, nil
 }
 
@@ -109,7 +112,25 @@ func (s *Store) Save(r *Record) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(s.path(r.Name), data)
+	if err := writeAtomic(s.path(r.Name), data); err != nil {
+		return err
+	}
+	if r.Status == Up {
+		if err := os.Remove(s.markPath(r.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// MarkChanging notes that a change of network name is under way, without rewriting its
+// record: until the next Save of the network as up, Load gives its status as Changing.
+func (s *Store) MarkChanging(name string) error {
+	return os.WriteFile(s.markPath(name), nil, 0o644)
+}
+
+func (s *Store) markPath(name string) string {
+	return filepath.Join(s.Dir, "networks", name+".changing")
 }
 
 // Delete removes a network's record, lock and logs.
@@ -117,7 +138,7 @@ func (s *Store) Delete(name string) error {
 	if err := os.RemoveAll(s.LogDir(name)); err != nil {
 		return err
 	}
-	for _, f := range []string{s.path(name), s.lockPath(name)} {
+	for _, f := range []string{s.path(name), s.markPath(name), s.lockPath(name)} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}

@@ -72,3 +72,34 @@ func TestLockIsExclusive(t *testing.T) {
 		t.Fatalf("lock file left after Delete: %v", err)
 	}
 }
+
+// A network marked as changing loads as changing until it is saved as up again.
+func TestMarkChanging(t *testing.T) {
+	st, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Record{Name: "n", NetID: "abcdef", Status: Up}
+	if err := st.Save(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkChanging("n"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.Load("n"); got == nil || got.Status != Changing {
+		t.Fatalf("after MarkChanging, Load gives %+v, want status %s", got, Changing)
+	}
+	if err := st.Save(r); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.Load("n"); got == nil || got.Status != Up {
+		t.Fatalf("after Save as up, Load gives %+v, want status %s", got, Up)
+	}
+	st.MarkChanging("n")
+	if err := st.Delete("n"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.Load("n"); got != nil {
+		t.Errorf("after Delete, Load gives %+v", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/kinds"
@@ -21,6 +22,8 @@ type applier struct {
 	running map[string]kinds.Instance // nodes running now, by name
 	fresh   map[string]bool           // nodes started by this apply
 	known   map[string]bool           // this network's substrate devices that exist, by name
+	// What this apply did, for the progress lines.
+	stopped, removed, started, joined atomic.Int64
 }
 
 // apply converges the machine to env.Plan and records it in rec: stop the nodes that go or
@@ -37,14 +40,15 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 	}
 	p := env.Plan
 	steps := []struct {
-		what string
-		n    int
-		f    func(i int) error
+		what  string
+		n     int
+		f     func(i int) error
+		count *atomic.Int64
 	}{
-		{"nodes stopped", 1, func(int) error { return a.stopNodes(ctx) }},
-		{"objects removed", 1, func(int) error { return a.removeGone(ctx) }},
-		{"nodes started", len(p.Nodes), func(i int) error { return a.startNode(ctx, p.Nodes[i]) }},
-		{"links converged", len(p.Links), func(i int) error { return a.link(ctx, p.Links[i]) }},
+		{"nodes stopped", 1, func(int) error { return a.stopNodes(ctx) }, &a.stopped},
+		{"devices removed", 1, func(int) error { return a.removeGone(ctx) }, &a.removed},
+		{"nodes started", len(p.Nodes), func(i int) error { return a.startNode(ctx, p.Nodes[i]) }, &a.started},
+		{"links made or changed", len(p.Links), func(i int) error { return a.link(ctx, p.Links[i]) }, &a.joined},
 	}
 	for _, s := range steps {
 		t0 := time.Now()
@@ -54,7 +58,7 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 		if err := parallel(s.n, s.f); err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Log, "%d %s in %.3fs\n", s.n, s.what, time.Since(t0).Seconds())
+		fmt.Fprintf(env.Log, "%d %s in %.3fs\n", s.count.Load(), s.what, time.Since(t0).Seconds())
 	}
 	rec.Nodes = map[string]int{}
 	for name, in := range a.running {
@@ -117,6 +121,7 @@ func (a *applier) stopNodes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.stopped.Add(int64(len(stop)))
 	for _, in := range stop {
 		delete(a.running, in.Name)
 		for _, l := range a.env.Plan.Links {
@@ -170,6 +175,7 @@ func (a *applier) removeGone(ctx context.Context) error {
 				return err
 			}
 			delete(a.known, name)
+			a.removed.Add(1)
 		}
 	}
 	return nil
@@ -309,6 +315,7 @@ func (a *applier) startNode(ctx context.Context, n *plan.Node) error {
 		return err
 	}
 	in, err := k.Start(ctx, a.env, n)
+	a.started.Add(1)
 	if in.PID != 0 { // recorded even if setting it up failed, so that it is stopped again
 		a.mu.Lock()
 		a.running[n.Name], a.fresh[n.Name] = in, true

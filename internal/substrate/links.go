@@ -29,6 +29,7 @@ func (a *applier) link(ctx context.Context, l *plan.Link) error {
 	if ports == nil {
 		return nil // unchanged and whole
 	}
+	a.joined.Add(1)
 	if err := a.join(ctx, l, ports); err != nil {
 		return fmt.Errorf("link %s: %w", l.Name, err)
 	}

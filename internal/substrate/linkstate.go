@@ -55,6 +55,9 @@ func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpo
 		return fmt.Errorf("network %s: link %s: %w", network, linkName, err)
 	}
 	old := rec.Plan
+	if err := st.MarkChanging(network); err != nil { // if interrupted, the next up trusts only the kernel
+		return err
+	}
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
 	if err := apply(ctx, env, old, rec, nil); err != nil {
 		return rollback(st, rec, old, log, err)

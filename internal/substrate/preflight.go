@@ -26,6 +26,7 @@ func preflight(p *plan.Plan, n *spec.Network) error {
 			errs = append(errs, n.NetworkError("tunnel", err.Error(), "use a registered tunnel kind"))
 		}
 	}
+	said := map[string]bool{} // link and field already named
 	for _, l := range p.Links {
 		sl := specLink(n, l.Name)
 		if _, err := kinds.LinkKind(l.Connector); err != nil {
@@ -39,6 +40,10 @@ func preflight(p *plan.Plan, n *spec.Network) error {
 			if _, ok := sl.From[port.String()]; ok {
 				field = "from." + port.String()
 			}
+			if said[l.Name+" "+field] {
+				continue
+			}
+			said[l.Name+" "+field] = true
 			msg := "delay and jitter need the kernel's netem queueing discipline (sch_netem), which this machine's kernel lacks"
 			if netemAvailable() {
 				msg = "delay and jitter are not applied by this version of trellis yet (the kernel has netem)"

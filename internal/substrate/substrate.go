@@ -107,16 +107,20 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 	prevStatus := rec.Status
 	rec.File, rec.Names = file, names
 	// A change that makes, deletes or restarts nothing (a link's rate, impairments, state or
-	// addresses) needs no mark: if it is interrupted, the record's plan still differs from the
-	// file, and the next up applies the difference again.
-	if prevStatus != state.Up || !settingsOnly(changes) {
+	// addresses) allocates no names: a mark that the change is under way is enough, and costs
+	// less than rewriting the record. If it is interrupted, the next up trusts only the kernel.
+	var err2 error
+	if prevStatus == state.Up && settingsOnly(changes) {
+		err2 = st.MarkChanging(rec.Name)
+	} else {
 		rec.Status, rec.Target = state.Changing, p
 		if prevStatus == state.Creating {
 			rec.Status = state.Creating
 		}
-		if err := st.Save(rec); err != nil {
-			return nil, err
-		}
+		err2 = st.Save(rec)
+	}
+	if err2 != nil {
+		return nil, err2
 	}
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
 	if prevStatus != state.Up {

@@ -1,5 +1,5 @@
 // Package egre is the tunnel kind "egre": Ethernet in keyed GRE over IPv4, the wire format of
-// Linux gretap, encapsulated and decapsulated by eBPF programs in the substrate (DESIGN.md
+// Linux gretap, encapsulated and decapsulated by eBPF programs in the substrate (docs/design.md,
 // decision 6). Each tunnel of a link has a tunnel port, a veth pair in the substrate: one end
 // joins the link's connector, the other encapsulates what crosses to it. One decapsulation
 // program per machine hands arriving frames to their link by key.

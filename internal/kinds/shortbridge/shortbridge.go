@@ -1,6 +1,6 @@
 // Package shortbridge is the link kind "shortbridge": the connector of a point-to-point link,
 // an eBPF program on each of its two ends that hands every frame straight to the other end
-// (DESIGN.md decision 5), with no table and no lookup.
+// (docs/design.md, decision 5), with no table and no lookup.
 package shortbridge
 
 import (
