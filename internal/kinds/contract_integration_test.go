@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/trellisnet/trellis/internal/kinds"
 	_ "github.com/trellisnet/trellis/internal/kinds/all"
@@ -128,8 +129,16 @@ func TestNodeKindContract(t *testing.T) {
 				if running, _ := k.Running(fx.env); len(running) != 0 {
 					t.Errorf("after Stop, Running = %v", running)
 				}
-				if dev, _ := netdev.ByName(port.Name); dev != nil {
-					t.Errorf("port %s outlived its node", port.Name)
+				// The kernel frees a dead node's namespace, and its ports, a little later.
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					dev, _ := netdev.ByName(port.Name)
+					if dev == nil {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("port %s outlived its node by 10 s", port.Name)
+						break
+					}
 				}
 			})
 		})

@@ -40,10 +40,15 @@ func Marker(stateID, netID, node, digest string) []string {
 	return []string{InitArg0, stateID, netID, node, digest}
 }
 
+// ReadyFile is the file, in a node's private /run, that its init writes once the node is set
+// up; the host sees it as /proc/PID/root/run/.trellis/ready.
+const ReadyFile = "/run/.trellis/ready"
+
 // Running is a node init process found by FindRunning.
 type Running struct {
 	PID    int
 	Digest string
+	Ready  bool // its init finished setting the node up
 }
 
 // Find returns the pids of the init processes of network netID of state directory stateID, by
@@ -80,7 +85,8 @@ func FindRunning(stateID, netID string) (map[string]Running, error) {
 		}
 		args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
 		if len(args) == 5 {
-			out[args[3]] = Running{PID: pid, Digest: args[4]}
+			_, err := os.Stat(fmt.Sprintf("/proc/%d/root%s", pid, ReadyFile))
+			out[args[3]] = Running{PID: pid, Digest: args[4], Ready: err == nil}
 		}
 	}
 	return out, nil

@@ -23,6 +23,10 @@ const Name = "container"
 
 func init() { kinds.RegisterNode(Name, Kind{}, spec.NodeKind{}) }
 
+// NotReady is the digest Running gives a node whose init has not finished setting it up (its
+// trellis was killed while starting it).
+const NotReady = "not-ready"
+
 // Kind is the container node kind.
 type Kind struct{}
 
@@ -34,7 +38,11 @@ func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 	}
 	out := make(map[string]kinds.Instance, len(found))
 	for name, r := range found {
-		out[name] = kinds.Instance{Kind: Name, Name: name, PID: r.PID, Digest: r.Digest}
+		in := kinds.Instance{Kind: Name, Name: name, PID: r.PID, Digest: r.Digest}
+		if !r.Ready {
+			in.Digest = NotReady // never the plan's: the reconciler stops it and starts it again
+		}
+		out[name] = in
 	}
 	return out, nil
 }
