@@ -113,13 +113,13 @@ func TestNodeKindContract(t *testing.T) {
 				}
 				for range 2 {
 					port.Addresses = []string{"10.0.0.9/24", "fd00::9/64"}
-					if err := k.Addresses(ctx, fx.env, in, port); err != nil {
+					if err := k.Configure(ctx, fx.env, in, n, port); err != nil {
 						t.Fatal(err)
 					}
 				}
 				out, _ := nodeRun(t, in.PID, "ip", "-o", "addr", "show", "eth1")
 				if strings.Contains(out, "10.0.0.1/") || !strings.Contains(out, "10.0.0.9/24") || strings.Count(out, "fd00::9/64") != 1 {
-					t.Errorf("Addresses twice: eth1 has\n%s\nwant exactly 10.0.0.9/24 and fd00::9/64 (and link-local)", out)
+					t.Errorf("Configure twice: eth1 has\n%s\nwant exactly 10.0.0.9/24 and fd00::9/64 (and link-local)", out)
 				}
 				for i := range 2 {
 					if err := k.Stop(ctx, fx.env, in); err != nil {

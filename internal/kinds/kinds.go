@@ -50,8 +50,11 @@ type Node interface {
 	// with the node's addresses for it, and returns the substrate end. If the port exists,
 	// Port returns it unchanged.
 	Port(ctx context.Context, env *Env, in Instance, n *plan.Node, p plan.Port, mtu int) (netlink.Link, error)
-	// Addresses gives the virtual interface of port p exactly p.Addresses, live.
-	Addresses(ctx context.Context, env *Env, in Instance, p plan.Port) error
+	// Configure brings the virtual interface of port p to what the plan says, live: exactly
+	// p.Addresses, the node's sysctls for the interface, and up. Port does it for a port it
+	// makes; the substrate calls it again for a port it finds (after a crash it may be half
+	// configured) and when the addresses change.
+	Configure(ctx context.Context, env *Env, in Instance, n *plan.Node, p plan.Port) error
 	// Exec runs the node's start commands.
 	Exec(ctx context.Context, env *Env, in Instance, n *plan.Node) error
 }

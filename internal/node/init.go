@@ -29,11 +29,6 @@ func InitMain() {
 	if err == nil {
 		err = setup(cfg)
 	}
-	// Ready for the world too: a node whose init is found without this file has not finished
-	// setting up (its trellis may have been killed half-way) and is started again.
-	if err == nil {
-		err = os.WriteFile(ReadyFile, nil, 0o600)
-	}
 	if err != nil {
 		fmt.Fprintf(ready, "error: %v\n", err)
 		os.Exit(1)

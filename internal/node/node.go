@@ -40,9 +40,15 @@ func Marker(stateID, netID, node, digest string) []string {
 	return []string{InitArg0, stateID, netID, node, digest}
 }
 
-// ReadyFile is the file, in a node's private /run, that its init writes once the node is set
-// up; the host sees it as /proc/PID/root/run/.trellis/ready.
+// ReadyFile is the file, in a node's private /run, that marks the node as started: trellis
+// writes it (MarkReady) once it has set the node up. A node found without it was being started
+// by a trellis that was killed, and is started again.
 const ReadyFile = "/run/.trellis/ready"
+
+// MarkReady marks the node whose init is pid as started.
+func MarkReady(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/root%s", pid, ReadyFile), nil, 0o600)
+}
 
 // Running is a node init process found by FindRunning.
 type Running struct {

@@ -139,7 +139,7 @@ func sameLink(a, b *plan.Link) bool {
 	return string(ja) == string(jb)
 }
 
-// addresses gives a port's virtual interface the plan's addresses.
+// addresses configures a port's virtual interface as the plan says: addresses, sysctls, up.
 func (a *applier) addresses(ctx context.Context, port plan.Port) error {
 	n := a.env.Plan.Node(port.Node)
 	k, err := kinds.NodeKind(n.Kind)
@@ -149,7 +149,7 @@ func (a *applier) addresses(ctx context.Context, port plan.Port) error {
 	a.mu.Lock()
 	in := a.running[port.Node]
 	a.mu.Unlock()
-	if err := k.Addresses(ctx, a.env, in, port); err != nil {
+	if err := k.Configure(ctx, a.env, in, n, port); err != nil {
 		return fmt.Errorf("port %s: %w", port, err)
 	}
 	return nil

@@ -71,7 +71,7 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	if err := ns.addAddresses("lo", n.Addresses["lo"]); err != nil {
 		return in, err
 	}
-	return in, nil
+	return in, node.MarkReady(pid)
 }
 
 // Stop kills the node's init; the kernel ends every process of the node and frees its

@@ -38,6 +38,28 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 	if err := netlink.LinkAdd(veth); err != nil {
 		return nil, fmt.Errorf("port %s for %s: %w", p.Name, p, err)
 	}
+	if err := configure(ns, n, p); err != nil {
+		return nil, err
+	}
+	return netdev.ByName(p.Name)
+}
+
+// Configure gives a node's virtual interface exactly its port's addresses (link-local IPv6
+// addresses, which the kernel makes, stay), its sysctls, and brings it up.
+func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port) error {
+	ns, err := openNS(in.PID)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	return configure(ns, n, p)
+}
+
+// configure sets an interface's sysctls (duplicate address detection off, since addresses
+// come from the topology and detection would hold a router's IPv6 forwarding back for seconds,
+// unless the file says otherwise; then the file's sysctls for this interface), its addresses,
+// and brings it up.
+func configure(ns *nodeNS, n *plan.Node, p plan.Port) error {
 	values := map[string]string{"net/ipv6/conf/" + p.Ifname + "/accept_dad": "0"} // slashes: names may hold dots
 	for k, v := range n.Sysctl {
 		if sysctlIface(k) == p.Ifname {
@@ -45,12 +67,19 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 		}
 	}
 	if err := ns.sysctl(values); err != nil {
-		return nil, err
+		return err
 	}
-	if err := ns.configureInterface(p.Ifname, p.Addresses); err != nil {
-		return nil, err
+	if err := ns.setAddresses(p.Ifname, p.Addresses); err != nil {
+		return err
 	}
-	return netdev.ByName(p.Name)
+	link, err := ns.nl.LinkByName(p.Ifname)
+	if err == nil {
+		err = ns.nl.LinkSetUp(link)
+	}
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", p.Ifname, err)
+	}
+	return nil
 }
 
 // nodeSysctls are the sysctls of node n that Start sets: all but those of its link interfaces.
@@ -77,21 +106,6 @@ func sysctlIface(key string) string {
 		return ""
 	}
 	return parts[3]
-}
-
-// configureInterface brings a node's virtual interface up with its addresses.
-func (n *nodeNS) configureInterface(ifname string, addrs []string) error {
-	if err := n.addAddresses(ifname, addrs); err != nil {
-		return err
-	}
-	link, err := n.nl.LinkByName(ifname)
-	if err == nil {
-		err = n.nl.LinkSetUp(link)
-	}
-	if err != nil {
-		return fmt.Errorf("interface %s: %w", ifname, err)
-	}
-	return nil
 }
 
 // addAddresses adds addresses to a node interface. IPv6 addresses skip duplicate address
@@ -122,25 +136,18 @@ func (n *nodeNS) addAddresses(ifname string, addrs []string) error {
 	return nil
 }
 
-// Addresses gives a node's virtual interface exactly the addresses of its port: those it should
-// not have are removed (link-local IPv6 addresses, which the kernel makes, stay), the others
-// added.
-func (Kind) Addresses(ctx context.Context, env *kinds.Env, in kinds.Instance, p plan.Port) error {
-	ns, err := openNS(in.PID)
+// setAddresses gives an interface exactly the addresses addrs, leaving link-local IPv6 ones.
+func (n *nodeNS) setAddresses(ifname string, addrs []string) error {
+	link, err := n.nl.LinkByName(ifname)
 	if err != nil {
-		return err
+		return fmt.Errorf("interface %s: %w", ifname, err)
 	}
-	defer ns.Close()
-	link, err := ns.nl.LinkByName(p.Ifname)
+	have, err := n.nl.AddrList(link, netlink.FAMILY_ALL)
 	if err != nil {
-		return fmt.Errorf("interface %s: %w", p.Ifname, err)
-	}
-	have, err := ns.nl.AddrList(link, netlink.FAMILY_ALL)
-	if err != nil {
-		return fmt.Errorf("interface %s: %w", p.Ifname, err)
+		return fmt.Errorf("interface %s: %w", ifname, err)
 	}
 	want := map[string]bool{}
-	for _, a := range p.Addresses {
+	for _, a := range addrs {
 		ip, ipnet, err := net.ParseCIDR(a)
 		if err != nil {
 			return err
@@ -150,10 +157,10 @@ func (Kind) Addresses(ctx context.Context, env *kinds.Env, in kinds.Instance, p 
 	}
 	for _, a := range have {
 		if !want[a.IPNet.String()] && !a.IP.IsLinkLocalUnicast() {
-			if err := ns.nl.AddrDel(link, &a); err != nil {
-				return fmt.Errorf("interface %s: removing %s: %w", p.Ifname, a.IPNet, err)
+			if err := n.nl.AddrDel(link, &a); err != nil {
+				return fmt.Errorf("interface %s: removing %s: %w", ifname, a.IPNet, err)
 			}
 		}
 	}
-	return ns.addAddresses(p.Ifname, p.Addresses)
+	return n.addAddresses(ifname, addrs)
 }
