@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // namespaces a node gets of its own.
@@ -69,4 +70,23 @@ func Kill(pid int) error {
 		return nil
 	}
 	return err
+}
+
+// WaitGone waits until killed processes have left the process table (or are zombies, whose
+// namespaces are released already), at most 10 seconds.
+func WaitGone(pids ...int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for {
+			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil || strings.Contains(string(data), ") Z ") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("process %d did not end", pid)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return nil
 }

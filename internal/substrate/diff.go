@@ -2,7 +2,9 @@ package substrate
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -130,7 +132,7 @@ func linkChanges(a, b *plan.Link, tunnelKind bool) []string {
 	add("mtu", mtuText(a.MTU), mtuText(b.MTU))
 	add("state", stateWord(a.Down), stateWord(b.Down))
 	ap, bp := portsByEndpoint(a), portsByEndpoint(b)
-	for _, ep := range sortedKeys(bp) {
+	for _, ep := range slices.Sorted(maps.Keys(bp)) {
 		x, ok := ap[ep]
 		if !ok {
 			out = append(out, "member "+ep+" added")
@@ -147,7 +149,7 @@ func linkChanges(a, b *plan.Link, tunnelKind bool) []string {
 			out = append(out, fmt.Sprintf("endpoint %s %s -> %s", ep, stateWord(x.Down), stateWord(y.Down)))
 		}
 	}
-	for _, ep := range sortedKeys(ap) {
+	for _, ep := range slices.Sorted(maps.Keys(ap)) {
 		if _, ok := bp[ep]; !ok {
 			out = append(out, "member "+ep+" removed")
 		}
@@ -163,15 +165,6 @@ func portsByEndpoint(l *plan.Link) map[string]plan.Port {
 	for _, p := range l.Ports {
 		out[p.String()] = p
 	}
-	return out
-}
-
-func sortedKeys(m map[string]plan.Port) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 

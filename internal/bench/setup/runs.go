@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/state"
@@ -233,7 +232,7 @@ func killNodes(dir string) error {
 			pids = append(pids, pid)
 		}
 	}
-	return waitGone(pids)
+	return node.WaitGone(pids...)
 }
 
 // killMentioning kills every process with an argument that holds a path under directory dir,
@@ -262,26 +261,7 @@ func killMentioning(dir string) error {
 		}
 		pids = append(pids, pid)
 	}
-	return waitGone(pids)
-}
-
-// waitGone waits until killed processes have left the process table (or are zombies, whose
-// namespaces are released), at most 10 seconds.
-func waitGone(pids []int) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for _, pid := range pids {
-		for {
-			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-			if err != nil || bytes.Contains(data, []byte(") Z ")) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("process %d did not end", pid)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	return nil
+	return node.WaitGone(pids...)
 }
 
 // netnsDir is where `ip netns add` binds named network namespaces.

@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/node"
@@ -80,22 +78,7 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 	if err := node.Kill(in.PID); err != nil {
 		return fmt.Errorf("ending node %s (pid %d): %w", in.Name, in.PID, err)
 	}
-	WaitGone(in.PID)
-	return nil
-}
-
-// WaitGone waits until a killed process has left the process table (or is a zombie, whose
-// namespaces are released already).
-func WaitGone(pid int) {
-	for i := 0; i < 1000; i++ {
-		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
-			return
-		}
-		if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(data), ") Z ") {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return node.WaitGone(in.PID)
 }
 
 // Exec runs the node's start commands in order, each through /bin/sh, with their output in the
