@@ -135,7 +135,7 @@ func TestAPIStreams(t *testing.T) {
 		if _, err := readUntil(ctx, c, "ready"); err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; !processWith("sleep\x00"+marker); i++ {
+		for i := 0; !processWith("sleep\x00" + marker); i++ {
 			if i == 50 {
 				t.Fatalf("no sleep %s running 5 s after ready", marker)
 			}
