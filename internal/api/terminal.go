@@ -68,7 +68,7 @@ func (s *Server) terminal(ctx context.Context, in *terminalInput) (*terminalOutp
 	}
 	argv := in.Cmd
 	if len(argv) == 0 {
-		argv = []string{"/bin/sh", "-c", "command -v bash >/dev/null && exec bash -l || exec sh -l"}
+		argv = []string{"/bin/sh", "-c", "command -v bash >/dev/null && exec bash || exec sh"}
 	}
 	cmd, err := node.Command(pid, argv...)
 	if err != nil {
