@@ -17,6 +17,8 @@ fi
 export CI_LOG_DIR=${CI_LOG_DIR:-/tmp/trellis-ci-logs}
 echo "test: the web page's committed bundle matches web/ (screenshots of its tests go to $CI_LOG_DIR)"
 bash scripts/web-build.sh --check
+echo "test: the web page's graph model and layout (node --test)"
+node --test web/test/
 echo "test: gofmt and go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 [ -z "$unformatted" ] || { echo "gofmt would change: $unformatted" >&2; exit 1; }

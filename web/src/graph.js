@@ -3,6 +3,7 @@
 import cytoscape from "cytoscape";
 import { fmtBits, fmtCount } from "./rates.js";
 import { signature } from "./model.js";
+import { groupedLayout } from "./layout.js";
 
 const style = [
   { selector: "node", style: {
@@ -30,7 +31,7 @@ const style = [
 // Graph draws one network at a time in container.
 export class Graph {
   constructor(container, onSelect) {
-    this.cy = cytoscape({ container, style, wheelSensitivity: 0.3, minZoom: 0.05, maxZoom: 4,
+    this.cy = cytoscape({ container, style, wheelSensitivity: 0.3, minZoom: 0.005, maxZoom: 4,
       boxSelectionEnabled: false, textureOnViewport: true, motionBlur: false });
     this.sig = "";
     this.userMoved = false; // the user zoomed or panned: the view is theirs, not refitted
@@ -62,19 +63,24 @@ export class Graph {
     return true;
   }
 
+  // layout places the nodes (each machine's apart, side by side) and fits them in the window.
   layout() {
-    const n = this.cy.nodes().length;
-    const big = n > 400;
-    this.cy.layout({ name: "cose", animate: false, randomize: true, fit: true, padding: 30, nodeDimensionsIncludeLabels: true,
-      numIter: big ? 300 : 1000, idealEdgeLength: () => 80, nodeRepulsion: () => 8000, componentSpacing: 60 }).run();
+    const l0 = performance.now();
+    this.cy.resize();
+    const nodes = this.cy.nodes().not(".machine").map((n) => ({ id: n.id(), parent: n.data("parent") }));
+    const edges = this.cy.edges().map((e) => [e.source().id(), e.target().id()]);
+    // Links long enough for their two rate labels when there are few; shorter beyond.
+    const pos = groupedLayout(nodes, edges, { k: nodes.length <= 40 ? 160 : 80 });
+    this.cy.layout({ name: "preset", positions: (n) => pos[n.id()], fit: false, animate: false }).run();
     this.fit();
+    this.layoutMs = performance.now() - l0;
   }
 
   // fit shows the whole graph, magnified no more than 1.4 times (a few nodes would fill the
   // window otherwise).
   fit() {
     this.userMoved = false;
-    this.cy.fit(undefined, 30);
+    this.cy.fit(this.cy.nodes(), 30); // nodes only: edge labels may not be placed yet
     if (this.cy.zoom() > 1.4) {
       this.cy.zoom(1.4);
       this.cy.center();

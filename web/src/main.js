@@ -23,6 +23,13 @@ const app = {
   impairSchema: null,
   // Figures the browser tests read: ms from the script's start to the graph drawn.
   shown: null,
+  updates: 0,
+  inspectMs: [], // the last inspects' times
+  updateMs: [], // the last graph updates' times
+};
+const keep = (list, v) => {
+  list.push(v);
+  if (list.length > 20) list.shift();
 };
 window.trellis = app;
 
@@ -96,6 +103,8 @@ async function inspectOnce(net) {
   try {
     const info = await inspect(net);
     if (net !== app.net) return;
+    keep(app.inspectMs, performance.now() - t0);
+    const u0 = performance.now();
     app.info = info;
     const rates = app.rates.update(info);
     app.lastRates = rates;
@@ -104,11 +113,15 @@ async function inspectOnce(net) {
     const laidOut = app.graph.show(m);
     app.graph.update(info, rates);
     if (app.panel) app.panel.refresh(info, rates);
+    keep(app.updateMs, performance.now() - u0);
+    app.updates++;
     const took = performance.now() - t0;
     $("netinfo").textContent = `${info.name}: ${info.status}, ${info.nodes.length} nodes, ${info.links.length} links${info.host ? ` on ${info.host}` : ""}`;
     if (laidOut && app.shown === null) {
       app.shown = performance.now() - started;
       app.shownNodes = m.nodes.length;
+      app.firstInspectMs = app.inspectMs[app.inspectMs.length - 1];
+      app.layoutMs = app.graph.layoutMs;
       console.log(`trellis: ${m.nodes.length} nodes shown ${Math.round(app.shown)} ms after the page started`);
     }
     setStatus(`updated ${new Date().toLocaleTimeString()} (inspect ${Math.round(took)} ms)`);

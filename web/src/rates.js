@@ -4,13 +4,13 @@
 export class Rates {
   constructor() {
     this.prev = new Map();
-    this.at = 0;
+    this.at = null; // when the previous counters were read
   }
 
   // update takes an inspect and returns, per link name, its endpoints' rates:
   // {tx, rx (bit/s), txp, rxp (frames/s), drops (/s)} by "node:interface".
   update(info, now = performance.now()) {
-    const dt = this.at ? (now - this.at) / 1000 : 0;
+    const dt = this.at === null ? 0 : (now - this.at) / 1000;
     const out = new Map();
     const next = new Map();
     for (const l of info.links || []) {
