@@ -81,6 +81,8 @@ func (a *agent) handle(req *Request) (resp Response) {
 		}
 	case "exec":
 		resp, err = a.exec(req)
+	case "links":
+		resp.Links, err = links()
 	default:
 		err = fmt.Errorf("unknown op %q", req.Op)
 	}

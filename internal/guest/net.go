@@ -3,7 +3,9 @@ package guest
 import (
 	"fmt"
 	"net"
+	"time"
 
+	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -20,10 +22,7 @@ func configure(iface *Iface) error {
 		return err
 	}
 	if link.Attrs().Name != iface.Name {
-		if err := netlink.LinkSetDown(link); err != nil {
-			return err
-		}
-		if err := netlink.LinkSetName(link, iface.Name); err != nil {
+		if err := rename(link, iface.Name); err != nil {
 			return fmt.Errorf("naming %s %s: %w", iface.MAC, iface.Name, err)
 		}
 	}
@@ -41,18 +40,45 @@ func configure(iface *Iface) error {
 	return netlink.LinkSetUp(link)
 }
 
-func byMAC(mac net.HardwareAddr) (netlink.Link, error) {
-	links, err := netlink.LinkList()
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range links {
-		if l.Attrs().HardwareAddr.String() == mac.String() {
-			return l, nil
+// rename names link name; a NIC that has the name (the kernel names NICs eth0, eth1, ... in
+// the order it finds them) is first given a temporary one, until it is configured in turn.
+func rename(link netlink.Link, name string) error {
+	if other, err := netlink.LinkByName(name); err == nil {
+		if err := netlink.LinkSetDown(other); err != nil {
+			return err
+		}
+		if err := netlink.LinkSetName(other, fmt.Sprintf("tmp%d", other.Attrs().Index)); err != nil {
+			return err
 		}
 	}
-	return nil, fmt.Errorf("no interface with MAC %s", mac)
+	if err := netlink.LinkSetDown(link); err != nil {
+		return err
+	}
+	return netlink.LinkSetName(link, name)
 }
+
+// byMAC finds the NIC with mac, waiting for one just hot-plugged to show up.
+func byMAC(mac net.HardwareAddr) (netlink.Link, error) {
+	deadline := time.Now().Add(hotplugWait)
+	for {
+		links, err := netlink.LinkList()
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range links {
+			if l.Attrs().HardwareAddr.String() == mac.String() {
+				return l, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no interface with MAC %s after %s", mac, hotplugWait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// hotplugWait bounds how long a hot-plugged NIC may take to appear (slow under emulation).
+const hotplugWait = 60 * time.Second
 
 // setLoopback brings lo up with addrs besides its own.
 func setLoopback(addrs []string) error {
@@ -101,4 +127,23 @@ func setAddresses(link netlink.Link, want []string) error {
 		}
 	}
 	return nil
+}
+
+// links lists the guest's interfaces with their addresses and counters.
+func links() ([]kinds.Interface, error) {
+	all, err := netlink.LinkList()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]kinds.Interface, 0, len(all))
+	for _, l := range all {
+		in := kinds.Interface{LinkAttrs: *l.Attrs()}
+		if addrs, err := netlink.AddrList(l, unix.AF_UNSPEC); err == nil {
+			for _, a := range addrs {
+				in.Addresses = append(in.Addresses, a.IPNet.String())
+			}
+		}
+		out = append(out, in)
+	}
+	return out, nil
 }

@@ -8,6 +8,8 @@ package guest
 import (
 	"errors"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/kinds"
 )
 
 // PortName is the name of the virtio-serial port the agent serves on.
@@ -26,7 +28,7 @@ var ErrAgent = errors.New("guest agent")
 // Request is one request from the host.
 type Request struct {
 	ID uint64 `json:"id"`
-	Op string `json:"op"` // ping, setup, configure, exec
+	Op string `json:"op"` // ping, setup, configure, exec, links
 
 	// setup
 	Hostname string            `json:"hostname,omitempty"`
@@ -70,4 +72,6 @@ type Response struct {
 	Exit   int    `json:"exit"`
 	Stdout string `json:"stdout,omitempty"`
 	Stderr string `json:"stderr,omitempty"`
+
+	Links []kinds.Interface `json:"links,omitempty"` // links: the guest's interfaces
 }

@@ -59,6 +59,42 @@ type Node interface {
 	Exec(ctx context.Context, env *Env, in Instance, n *plan.Node) error
 }
 
+// Runner is a node kind whose nodes run commands through trellis (a VM's guest agent) rather
+// than by being entered through their namespaces: trellis exec uses it. Run returns the
+// command's exit code.
+type Runner interface {
+	Run(ctx context.Context, env *Env, in Instance, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
+}
+
+// Describer is a node kind whose nodes' interfaces trellis cannot read from a network
+// namespace of theirs on the host (a VM's are in its guest): inspect asks the kind.
+type Describer interface {
+	Describe(ctx context.Context, env *Env, in Instance) (Detail, error)
+}
+
+// Detail is what a Describer tells of a running node.
+type Detail struct {
+	Interfaces []Interface
+	Threads    []Thread // the node's host threads that matter (a VM's vCPU and I/O threads)
+	Notes      []string // e.g. "software emulation (TCG)"
+}
+
+// Interface is a node's virtual interface as the node sees it.
+type Interface struct {
+	netlink.LinkAttrs
+	Addresses []string
+}
+
+// Thread is one host thread of a node.
+type Thread struct {
+	TID      int    `json:"tid"`
+	Name     string `json:"name"`
+	CPU      int    `json:"cpu"`      // the CPU it last ran on
+	Affinity string `json:"affinity"` // the CPUs it may run on, e.g. 0-1
+	Policy   string `json:"policy"`   // other, fifo, rr, batch, idle, deadline
+	Priority int    `json:"priority"` // real-time priority (fifo, rr)
+}
+
 // Members are the substrate devices a connector joins: the link's ports on this machine, in
 // plan order, and its tunnel devices to other machines.
 type Members struct {

@@ -103,12 +103,16 @@ func (m *qmp) hmp(ctx context.Context, line string) error {
 	return nil
 }
 
-// unplug removes device id and waits until the guest has let it go; a missing device is fine.
+// unplug removes NIC id and its back end, waiting until the guest has let the NIC go; a
+// missing NIC is fine.
 func (m *qmp) unplug(ctx context.Context, id string) error {
+	msg, err := m.execute(ctx, "qom-get", map[string]string{"path": "/machine/peripheral/" + id, "property": "netdev"})
+	if err != nil {
+		return nil // no such device
+	}
+	var netdev string
+	_ = json.Unmarshal(msg.Return, &netdev)
 	if _, err := m.execute(ctx, "device_del", map[string]string{"id": id}); err != nil {
-		if strings.Contains(err.Error(), "not found") {
-			return nil
-		}
 		return err
 	}
 	for {
@@ -117,7 +121,12 @@ func (m *qmp) unplug(ctx context.Context, id string) error {
 			return fmt.Errorf("unplugging %s: %w", id, err)
 		}
 		if msg.Event == "DEVICE_DELETED" && msg.Data.Device == id {
-			return nil
+			break
 		}
 	}
+	if netdev == "" {
+		return nil
+	}
+	_, err = m.execute(ctx, "netdev_del", map[string]string{"id": netdev})
+	return err
 }

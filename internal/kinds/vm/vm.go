@@ -8,6 +8,7 @@ package vm
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -135,14 +136,28 @@ func (Kind) Exec(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 	return nil
 }
 
-// Run runs argv in the node's guest and returns its output and exit code (trellis exec).
-func Run(ctx context.Context, env *kinds.Env, name string, argv []string, stdin string) (*guest.Response, error) {
-	c, err := dial(ctx, env, name)
+// Run runs argv in the node's guest with stdin's content and writes its output (trellis exec).
+// The command runs to its end before its output shows: there is no terminal.
+func (Kind) Run(ctx context.Context, env *kinds.Env, in kinds.Instance, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	var input []byte
+	if stdin != nil {
+		var err error
+		if input, err = io.ReadAll(stdin); err != nil {
+			return 0, err
+		}
+	}
+	c, err := dial(ctx, env, in.Name)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer c.Close()
-	return c.Do(ctx, &guest.Request{Op: "exec", Argv: argv, Stdin: stdin})
+	r, err := c.Do(ctx, &guest.Request{Op: "exec", Argv: argv, Stdin: string(input)})
+	if err != nil {
+		return 0, err
+	}
+	io.WriteString(stdout, r.Stdout)
+	io.WriteString(stderr, r.Stderr)
+	return r.Exit, nil
 }
 
 var noticed bool
