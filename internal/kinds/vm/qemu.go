@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,8 +116,7 @@ func (p vmPort) qemuDevices() (netdev, device string) {
 func deviceID(ifname string) string { return "nic-" + ifname }
 
 // launch starts QEMU, which daemonizes once the VM runs, and returns its pid.
-func launch(ctx context.Context, argv []string, dir string) (int, error) {
-	pidfile := filepath.Join(dir, "qemu.pid")
+func launch(ctx context.Context, argv []string, pidfile string) (int, error) {
 	defer os.Remove(pidfile)
 	c := exec.CommandContext(ctx, QEMU, append(argv, "-pidfile", pidfile)...)
 	if out, err := c.CombinedOutput(); err != nil {

@@ -72,7 +72,7 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	id, netID := env.Store.ID, env.Plan.NetID
 	argv := args(img, marker(id, netID, n.Name, n.Digest), socket(id, netID, n.Name, "agent"),
 		socket(id, netID, n.Name, "qmp"), filepath.Join(logDir, n.Name+".console"), n, ports(env.Plan, n.Name))
-	if in.PID, err = launch(ctx, argv, logDir); err != nil {
+	if in.PID, err = launch(ctx, argv, filepath.Join(logDir, n.Name+".pid")); err != nil {
 		return in, err
 	}
 	if err := setup(ctx, env, n); err != nil {
