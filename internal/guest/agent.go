@@ -17,14 +17,13 @@ import (
 // why on the console and powers the guest off, which ends QEMU (-no-reboot), so the host sees
 // the node gone.
 func Main() {
-	if err := serve(); err != nil {
-		fmt.Fprintln(os.Stderr, "trellis guest agent:", err)
-	}
+	fmt.Fprintln(os.Stderr, "trellis guest agent:", serve())
 	unix.Sync()
 	_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
 	select {}
 }
 
+// serve returns only why it cannot go on.
 func serve() error {
 	if err := boot(); err != nil {
 		return err

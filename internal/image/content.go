@@ -41,6 +41,9 @@ func collect(k Kernel, s Spec) (*collection, error) {
 	if err := c.copy(guest.InitPath, s.Agent, 0o755); err != nil {
 		return nil, err
 	}
+	if err := c.libraries(s.Agent); err != nil { // none for a static build
+		return nil, err
+	}
 	for _, m := range k.Modules {
 		if err := c.copy(filepath.Join("/lib/modules", k.Release, m), filepath.Join(k.Dir, "modules", m), 0o644); err != nil {
 			return nil, err

@@ -73,7 +73,26 @@ func Build(ctx context.Context, cache string, s Spec, log io.Writer) (Image, err
 		return img, nil
 	}
 	fmt.Fprintf(log, "image: building %s (kernel %s, %d files)\n", id, k.Release, len(c.files))
-	return write(cache, dir, id, k, c)
+	img, err := write(cache, dir, id, k, c)
+	if err == nil {
+		prune(cache, keep)
+	}
+	return img, err
+}
+
+// keep is how many images the cache keeps: every rebuilt trellis binary or upgraded program
+// makes a new one. A running VM does not need its image's files (QEMU read them at start).
+const keep = 3
+
+// prune removes all but the newest n images.
+func prune(cache string, n int) {
+	imgs, err := List(cache)
+	if err != nil {
+		return
+	}
+	for _, img := range imgs[min(n, len(imgs)):] {
+		os.RemoveAll(img.Dir)
+	}
 }
 
 // List returns the cached images, newest first.

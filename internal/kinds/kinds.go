@@ -66,6 +66,13 @@ type Runner interface {
 	Run(ctx context.Context, env *Env, in Instance, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
 }
 
+// Preparer is a node kind with work to do on a machine before any of its nodes start (a VM's
+// guest image). The substrate calls Prepare before it changes anything, so a kind that cannot
+// run here refuses the plan with nothing created.
+type Preparer interface {
+	Prepare(ctx context.Context, env *Env) error
+}
+
 // Describer is a node kind whose nodes' interfaces trellis cannot read from a network
 // namespace of theirs on the host (a VM's are in its guest): inspect asks the kind.
 type Describer interface {

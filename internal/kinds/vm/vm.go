@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/guest"
@@ -58,12 +60,9 @@ func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 // agent and sets the node up: hostname, files, sysctls, loopback addresses.
 func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Instance, error) {
 	in := kinds.Instance{Kind: Name, Name: n.Name, Digest: n.Digest}
-	img, err := image.Build(ctx, image.DefaultCache, image.DefaultSpec(), env.Log)
+	img, err := guestImage(ctx, env)
 	if err != nil {
 		return in, err
-	}
-	if Accel() == "tcg" {
-		noticeTCG(env)
 	}
 	logDir := env.Store.LogDir(env.Plan.Network)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
@@ -160,13 +159,36 @@ func (Kind) Run(ctx context.Context, env *kinds.Env, in kinds.Instance, argv []s
 	return r.Exit, nil
 }
 
-var noticed bool
+var prepared struct {
+	sync.Mutex
+	img *image.Image
+}
 
-func noticeTCG(env *kinds.Env) {
-	if !noticed && env.Log != nil {
-		noticed = true
+// Prepare checks that QEMU is installed and builds the guest image (or finds it in the cache),
+// once per process, and says when VMs will run under software emulation.
+func (Kind) Prepare(ctx context.Context, env *kinds.Env) error {
+	_, err := guestImage(ctx, env)
+	return err
+}
+
+func guestImage(ctx context.Context, env *kinds.Env) (image.Image, error) {
+	prepared.Lock()
+	defer prepared.Unlock()
+	if prepared.img != nil {
+		return *prepared.img, nil
+	}
+	if _, err := exec.LookPath(QEMU); err != nil {
+		return image.Image{}, fmt.Errorf("VM nodes need QEMU (%v): install qemu-system-x86", err)
+	}
+	img, err := image.Build(ctx, image.DefaultCache, image.DefaultSpec(), env.Log)
+	if err != nil {
+		return img, fmt.Errorf("no guest image: %w", err)
+	}
+	if Accel() == "tcg" && env.Log != nil {
 		fmt.Fprintln(env.Log, "notice: KVM does not work on this machine; VM nodes run under software emulation (TCG), slowly")
 	}
+	prepared.img = &img
+	return img, nil
 }
 
 // readyPath is the file Start writes once a VM is set up, holding QEMU's pid.
