@@ -87,7 +87,11 @@ func printThreads(w io.Writer, info *substrate.NetworkInfo) {
 			fmt.Fprintf(w, "%s\t%s\t(%s)\n", n.Name, n.Kind, note)
 		}
 		for _, t := range n.Threads {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d\n", n.Name, n.Kind, t.Name, t.TID, t.CPU, t.Affinity, t.Policy, t.Priority)
+			policy := t.Policy
+			if t.Reserve != "" {
+				policy += " " + t.Reserve
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d\n", n.Name, n.Kind, t.Name, t.TID, t.CPU, t.Affinity, policy, t.Priority)
 		}
 	}
 }

@@ -100,6 +100,7 @@ type Thread struct {
 	Affinity string `json:"affinity"` // the CPUs it may run on, e.g. 0-1
 	Policy   string `json:"policy"`   // other, fifo, rr, batch, idle, deadline
 	Priority int    `json:"priority"` // real-time priority (fifo, rr)
+	Reserve  string `json:"reserve,omitempty"` // a deadline thread's runtime/period, e.g. 5ms/10ms
 }
 
 // Members are the substrate devices a connector joins: the link's ports on this machine, in

@@ -164,8 +164,9 @@ func Digest(nd *spec.Node) string {
 		Exec     []string
 		Files    []spec.File
 		Sysctl   map[string]string
-		Needs    spec.Capacity `json:",omitzero"` // a VM's cores and memory
-	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs}) // maps marshal in key order
+		Needs    spec.Capacity    `json:",omitzero"`  // a VM's cores and memory
+		VM       *spec.VMSettings `json:",omitempty"` // a VM's knobs
+	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.VM}) // maps marshal in key order
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
 }

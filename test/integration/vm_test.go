@@ -63,6 +63,13 @@ nodes:
       eth1: [10.0.1.1/24, fd00:1::1/64]
 ` + vEth2 + `    sysctl:
       net.ipv4.ip_forward: "1"
+    cpu: 2
+    vm:
+      pin: {io: [0]}
+      priority: {io: 10}
+      reserve: 90%
+      queues: 2
+      queue_size: 512
   a:
     addresses:
       eth1: [10.0.1.2/24, fd00:1::2/64]
@@ -74,8 +81,8 @@ nodes:
 }
 
 // TestVMNode checks a VM node beside containers: ARP, IPv6 ND and ping over a shortbridge, exec
-// in the guest, inspect, a rate cap, a link added live (hot-plugged), kill -9 of QEMU noticed
-// and repaired by up, and down leaving nothing.
+// in the guest, the VM's knobs on QEMU's threads and its NICs, inspect, a rate cap, a link added
+// live (hot-plugged), kill -9 of QEMU noticed and repaired by up, and down leaving nothing.
 func TestVMNode(t *testing.T) {
 	needQEMU(t)
 	e := start(t)
@@ -98,6 +105,13 @@ func TestVMNode(t *testing.T) {
 		if _, _, err := execIn(t, e.state, "vmnet", "v", "sh", "-c", "exit 7"); exitCode(err) != 7 {
 			t.Errorf("exit code through the guest agent = %d (%v), want 7", exitCode(err), err)
 		}
+		queues := mustExec(t, e.state, "vmnet", "v", "ls", "/sys/class/net/eth1/queues")
+		if !strings.Contains(queues, "rx-1") {
+			t.Errorf("the guest's eth1 has queues %q, want two queue pairs (vm.queues: 2)", queues)
+		}
+		if got := strings.TrimSpace(mustExec(t, e.state, "vmnet", "v", "nproc")); got != "2" {
+			t.Errorf("the guest has %s CPUs, want the node's cpu: 2", got)
+		}
 		uname := mustExec(t, e.state, "vmnet", "v", "uname", "-r")
 		if host, _ := os.ReadFile("/proc/sys/kernel/osrelease"); strings.TrimSpace(uname) == strings.TrimSpace(string(host)) {
 			t.Errorf("the guest runs the host's kernel %s: not a VM", uname)
@@ -111,7 +125,10 @@ func TestVMNode(t *testing.T) {
 				Name       string
 				Kind       string
 				Interfaces []struct{ Name string }
-				Threads    []struct{ Name, Affinity, Policy string }
+				Threads    []struct {
+					Name, Affinity, Policy, Reserve string
+					Priority                        int
+				}
 			}
 		}
 		if err := json.Unmarshal([]byte(out), &info); err != nil {
@@ -128,12 +145,23 @@ func TestVMNode(t *testing.T) {
 			if n.Kind != "vm" || !strings.Contains(strings.Join(names, " "), "eth1") {
 				t.Errorf("inspect of the VM: kind %q, interfaces %v", n.Kind, names)
 			}
-			vcpu := false
+			vcpus, io := 0, 0
 			for _, th := range n.Threads {
-				vcpu = vcpu || strings.HasPrefix(th.Name, "CPU 0/") && th.Affinity != "" && th.Policy != ""
+				switch {
+				case strings.HasPrefix(th.Name, "CPU "):
+					vcpus++
+					if th.Policy != "deadline" || th.Reserve != "9ms/10ms" {
+						t.Errorf("vCPU thread %+v: want the reservation deadline 9ms/10ms", th)
+					}
+				case strings.HasPrefix(th.Name, "qemu-system") || strings.HasPrefix(th.Name, "IO "):
+					io++
+					if th.Affinity != "0" || th.Policy != "fifo" || th.Priority != 10 {
+						t.Errorf("I/O thread %+v: want pinned to CPU 0, fifo, priority 10", th)
+					}
+				}
 			}
-			if !vcpu {
-				t.Errorf("inspect shows no vCPU thread with its affinity and policy: %+v", n.Threads)
+			if vcpus != 2 || io == 0 {
+				t.Errorf("inspect shows %d vCPU threads (want 2) and %d I/O threads: %+v", vcpus, io, n.Threads)
 			}
 		}
 	})

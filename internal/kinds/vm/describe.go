@@ -62,6 +62,7 @@ func threads(pid int) []kinds.Thread {
 		if unix.SchedGetaffinity(tid, &set) == nil {
 			t.Affinity = cpuList(&set)
 		}
+		t.Reserve = reservation(tid)
 		out = append(out, t)
 	}
 	return out

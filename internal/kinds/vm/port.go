@@ -20,11 +20,14 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 		return nil, err
 	}
 	if dev == nil {
-		if err := hotplug(ctx, env, n.Name, vmPort{Port: p, MTU: mtu}); err != nil {
+		if err := hotplug(ctx, env, n.Name, newPort(p, mtu, n.VM)); err != nil {
 			return nil, fmt.Errorf("port %s for %s: %w", p.Name, p, err)
 		}
 		if dev, err = netdev.ByName(p.Name); err != nil || dev == nil {
 			return nil, fmt.Errorf("port %s for %s: QEMU made no tap (%v)", p.Name, p, err)
+		}
+		if err := tune(in.PID, n.VM); err != nil { // the new NIC's vhost threads
+			return nil, err
 		}
 	}
 	if mtu > 0 && dev.Attrs().MTU != mtu {

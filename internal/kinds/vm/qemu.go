@@ -12,6 +12,7 @@ import (
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/image"
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
 )
 
 // QEMU is the emulator trellis runs.
@@ -67,7 +68,17 @@ func vhostNet() bool {
 // as the port, in the substrate.
 type vmPort struct {
 	plan.Port
-	MTU int
+	MTU       int
+	Queues    int // queue pairs (multiqueue virtio-net), 0 = one
+	QueueSize int // receive queue size, 0 = QEMU's
+}
+
+func newPort(p plan.Port, mtu int, s *spec.VMSettings) vmPort {
+	vp := vmPort{Port: p, MTU: mtu}
+	if s != nil {
+		vp.Queues, vp.QueueSize = s.Queues, s.QueueSize
+	}
+	return vp
 }
 
 // args returns QEMU's command line for node n.
@@ -109,6 +120,13 @@ func (p vmPort) qemuDevices() (netdev, device string) {
 	device = fmt.Sprintf("virtio-net-pci,netdev=%s,mac=%s,id=%s", p.Name, p.MAC, deviceID(p.Ifname))
 	if p.MTU > 0 {
 		device += fmt.Sprintf(",host_mtu=%d", p.MTU)
+	}
+	if p.Queues > 1 { // a vector per queue, plus configuration and control
+		netdev += fmt.Sprintf(",queues=%d", p.Queues)
+		device += fmt.Sprintf(",mq=on,vectors=%d", 2*p.Queues+2)
+	}
+	if p.QueueSize > 0 {
+		device += fmt.Sprintf(",rx_queue_size=%d", p.QueueSize)
 	}
 	return netdev, device
 }

@@ -29,7 +29,7 @@ import (
 // Name is the kind's name in topology files.
 const Name = "vm"
 
-func init() { kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check}) }
+func init() { kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check, VM: true}) }
 
 // NotReady is the digest Running gives a VM whose set-up did not finish.
 const NotReady = "not-ready"
@@ -70,12 +70,15 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	}
 	id, netID := env.Store.ID, env.Plan.NetID
 	argv := args(img, marker(id, netID, n.Name, n.Digest), socket(id, netID, n.Name, "agent"),
-		socket(id, netID, n.Name, "qmp"), filepath.Join(logDir, n.Name+".console"), n, ports(env.Plan, n.Name))
+		socket(id, netID, n.Name, "qmp"), filepath.Join(logDir, n.Name+".console"), n, ports(env.Plan, n))
 	if in.PID, err = launch(ctx, argv, filepath.Join(logDir, n.Name+".pid")); err != nil {
 		return in, err
 	}
 	if err := setup(ctx, env, n); err != nil {
 		return in, fmt.Errorf("%w (the guest's console: %s)", err, filepath.Join(logDir, n.Name+".console"))
+	}
+	if err := tune(in.PID, n.VM); err != nil {
+		return in, err
 	}
 	return in, markReady(env, n.Name, in.PID)
 }
@@ -212,13 +215,13 @@ func readyPID(env *kinds.Env, name string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(data)))
 }
 
-// ports lists the ports of node name in plan p, with their links' MTUs.
-func ports(p *plan.Plan, name string) []vmPort {
+// ports lists the ports of node n in plan p, with their links' MTUs.
+func ports(p *plan.Plan, n *plan.Node) []vmPort {
 	var out []vmPort
 	for _, l := range p.Links {
 		for _, port := range l.Ports {
-			if port.Node == name {
-				out = append(out, vmPort{Port: port, MTU: l.MTU})
+			if port.Node == n.Name {
+				out = append(out, newPort(port, l.MTU, n.VM))
 			}
 		}
 	}
