@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/spec"
 	"golang.org/x/sys/unix"
 )
@@ -24,7 +23,7 @@ func tune(pid int, s *spec.VMSettings) error {
 		return nil
 	}
 	for _, t := range threads(pid) {
-		role := threadRole(pid, t)
+		role := ThreadRole(pid, t.TID, t.Name)
 		if role == "" {
 			continue
 		}
@@ -53,13 +52,14 @@ func tune(pid int, s *spec.VMSettings) error {
 	return nil
 }
 
-// threadRole says what a QEMU thread does: "vcpu" (a vCPU, named "CPU n/KVM" or "CPU n/TCG"
-// with debug-threads), "io" (the main loop, I/O threads, vhost workers), or "" (helpers).
-func threadRole(pid int, t kinds.Thread) string {
+// ThreadRole says what thread tid, named name, of QEMU process pid does: "vcpu" (a vCPU, named
+// "CPU n/KVM" or "CPU n/TCG" with debug-threads), "io" (the main loop, I/O threads, vhost
+// workers), or "" (helpers).
+func ThreadRole(pid, tid int, name string) string {
 	switch {
-	case strings.HasPrefix(t.Name, "CPU "):
+	case strings.HasPrefix(name, "CPU "):
 		return "vcpu"
-	case t.TID == pid, strings.HasPrefix(t.Name, "IO "), strings.HasPrefix(t.Name, "vhost-"):
+	case tid == pid, strings.HasPrefix(name, "IO "), strings.HasPrefix(name, "vhost-"):
 		return "io"
 	}
 	return ""
