@@ -1,15 +1,18 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/state"
+	"golang.org/x/term"
 )
 
 func execCmd(store storeFunc) *cobra.Command {
@@ -22,9 +25,10 @@ reduced capabilities. With no command it opens a shell. Standard input, output a
 are the caller's, so an interactive command works as it would outside. The exit code is the
 command's.
 
-In a VM node (kind: vm) the command runs through the guest's agent: it runs to its end, then
-its output shows; it gets standard input only with -i (read to its end first), and there is no
-interactive shell yet.`,
+In a VM node (kind: vm) the command runs through the guest's agent. With a terminal it runs on
+a terminal in the guest (a shell if no command is given), as in a container. Without one it
+runs to its end, then its output shows, and it gets standard input only with -i (read to its
+end first).`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := store()
@@ -86,6 +90,7 @@ func runThroughKind(cmd *cobra.Command, st *state.Store, rec *state.Record, name
 	if !ok {
 		return false, nil
 	}
+	terminal, _ := k.(kinds.Terminal)
 	env := &kinds.Env{Store: st, Plan: rec.Plan, Log: io.Discard}
 	running, err := k.Running(env)
 	if err != nil {
@@ -95,8 +100,18 @@ func runThroughKind(cmd *cobra.Command, st *state.Store, rec *state.Record, name
 	if !ok {
 		return true, fmt.Errorf("network %s has no running node %s", rec.Name, name)
 	}
+	if terminal != nil && term.IsTerminal(int(os.Stdin.Fd())) {
+		if len(argv) == 0 {
+			argv = []string{"/bin/bash", "-l"}
+		}
+		code, err := attach(cmd.Context(), terminal, env, in, argv)
+		if err != nil {
+			return true, err
+		}
+		os.Exit(code)
+	}
 	if len(argv) == 0 {
-		return true, fmt.Errorf("node %s is a %s: give the command to run (its nodes have no interactive shell yet)", name, nd.Kind)
+		return true, fmt.Errorf("node %s is a %s: give the command to run (a shell needs a terminal)", name, nd.Kind)
 	}
 	var stdin io.Reader
 	if withStdin {
@@ -108,4 +123,37 @@ func runThroughKind(cmd *cobra.Command, st *state.Store, rec *state.Record, name
 	}
 	os.Exit(code)
 	return true, nil
+}
+
+// attach runs argv on a terminal in the node, with this terminal in raw mode, passing its size
+// and its changes of size.
+func attach(ctx context.Context, t kinds.Terminal, env *kinds.Env, in kinds.Instance, argv []string) (int, error) {
+	fd := int(os.Stdin.Fd())
+	size := func() [2]uint16 {
+		cols, rows, err := term.GetSize(fd)
+		if err != nil {
+			return [2]uint16{24, 80}
+		}
+		return [2]uint16{uint16(rows), uint16(cols)}
+	}
+	old, err := term.MakeRaw(fd)
+	if err != nil {
+		return 0, err
+	}
+	defer term.Restore(fd, old)
+	resize := make(chan [2]uint16, 1)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+	go func() {
+		for range winch {
+			select {
+			case resize <- size():
+			default:
+			}
+		}
+	}()
+	code, err := t.Attach(ctx, env, in, argv, size(), os.Stdin, os.Stdout, resize)
+	term.Restore(fd, old)
+	return code, err
 }

@@ -36,11 +36,12 @@ func serve() error {
 	if err := setLoopback(nil); err != nil {
 		return err
 	}
-	port, err := openPort(60 * time.Second)
+	port, err := openPort(PortName, 60*time.Second)
 	if err != nil {
 		return err
 	}
 	a := &agent{procs: newProcs()}
+	go a.serveTTY()
 	fmt.Fprintln(os.Stderr, "trellis guest agent: ready")
 	in := bufio.NewReader(port)
 	out := json.NewEncoder(port)

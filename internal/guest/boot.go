@@ -82,14 +82,14 @@ func loadModule(path string) error {
 	return nil
 }
 
-// openPort waits for the virtio-serial port named PortName and opens it.
-func openPort(timeout time.Duration) (*os.File, error) {
+// openPort waits for the virtio-serial port named name and opens it.
+func openPort(name string, timeout time.Duration) (*os.File, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		names, _ := filepath.Glob("/sys/class/virtio-ports/*/name")
 		for _, n := range names {
 			data, err := os.ReadFile(n)
-			if err == nil && strings.TrimSpace(string(data)) == PortName {
+			if err == nil && strings.TrimSpace(string(data)) == name {
 				dev := "/dev/" + filepath.Base(filepath.Dir(n))
 				if f, err := os.OpenFile(dev, os.O_RDWR, 0); err == nil {
 					return f, nil
@@ -97,7 +97,7 @@ func openPort(timeout time.Duration) (*os.File, error) {
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no virtio-serial port %s after %s", PortName, timeout)
+			return nil, fmt.Errorf("no virtio-serial port %s after %s", name, timeout)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -47,38 +47,56 @@ func (p *procs) reap() {
 
 // run starts argv with stdin, stdout and stderr (files) and waits for it; ctx ends it.
 func (p *procs) run(ctx context.Context, argv []string, stdin, stdout, stderr *os.File) (int, error) {
+	pid, done, err := p.start(argv, []*os.File{stdin, stdout, stderr}, &syscall.SysProcAttr{Setsid: true})
+	if err != nil {
+		return 127, err
+	}
+	select {
+	case ws := <-done:
+		return exitCode(ws), nil
+	case <-ctx.Done():
+		_ = unix.Kill(-pid, unix.SIGKILL)
+		return exitCode(<-done), ctx.Err()
+	}
+}
+
+// start starts argv with files as its standard input, output and error, and returns its pid
+// and where its exit status comes.
+func (p *procs) start(argv []string, files []*os.File, sys *syscall.SysProcAttr) (int, <-chan syscall.WaitStatus, error) {
 	path := argv[0]
 	if !strings.Contains(path, "/") {
 		var err error
 		if path, err = lookPath(path); err != nil {
-			return 127, err
+			return 0, nil, err
 		}
+	}
+	fds := make([]uintptr, len(files))
+	for i, f := range files {
+		fds[i] = f.Fd()
 	}
 	ch := make(chan syscall.WaitStatus, 1)
 	p.mu.Lock() // held until the waiter is registered: the reaper cannot see the exit first
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Env:   []string{"PATH=" + searchPath, "HOME=/root", "TERM=xterm"},
-		Files: []uintptr{stdin.Fd(), stdout.Fd(), stderr.Fd()},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
+		Files: fds,
+		Sys:   sys,
 	})
 	if err == nil {
 		p.waiters[pid] = ch
 	}
 	p.mu.Unlock()
 	if err != nil {
-		return 127, fmt.Errorf("%s: %w", argv[0], err)
+		return 0, nil, fmt.Errorf("%s: %w", argv[0], err)
 	}
-	select {
-	case ws := <-ch:
-		if ws.Signaled() {
-			return 128 + int(ws.Signal()), nil
-		}
-		return ws.ExitStatus(), nil
-	case <-ctx.Done():
-		_ = unix.Kill(-pid, unix.SIGKILL)
-		ws := <-ch
-		return 128 + int(ws.Signal()), ctx.Err()
+	return pid, ch, nil
+}
+
+// exitCode is a shell's $? for a wait status.
+func exitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
 	}
+	return ws.ExitStatus()
 }
 
 const searchPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -66,6 +66,14 @@ type Runner interface {
 	Run(ctx context.Context, env *Env, in Instance, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
 }
 
+// Terminal is a node kind whose nodes give interactive sessions through trellis (a VM's guest
+// agent) rather than by being entered: trellis exec with a terminal uses it. Attach runs argv
+// on a terminal of size rows x cols in the node, copies stdin to it and its output to stdout
+// until it ends, resizes it to each size that comes on resize, and returns its exit code.
+type Terminal interface {
+	Attach(ctx context.Context, env *Env, in Instance, argv []string, size [2]uint16, stdin io.Reader, stdout io.Writer, resize <-chan [2]uint16) (int, error)
+}
+
 // Preparer is a node kind with work to do on a machine before any of its nodes start (a VM's
 // guest image). The substrate calls Prepare before it changes anything, so a kind that cannot
 // run here refuses the plan with nothing created.

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 )
 
 // needQEMU skips a test of VM nodes on a machine without QEMU.
@@ -117,6 +119,8 @@ func TestVMNode(t *testing.T) {
 			t.Errorf("the guest runs the host's kernel %s: not a VM", uname)
 		}
 	})
+
+	t.Run("terminal", func(t *testing.T) { vmTerminal(t, e.state) })
 
 	t.Run("inspect", func(t *testing.T) {
 		out := mustTrellis(t, e.state, "inspect", "vmnet", "--json")
@@ -227,4 +231,58 @@ func vmPID(t *testing.T, state string) int {
 		t.Fatal("the VM is not running")
 	}
 	return pid
+}
+
+// vmTerminal runs trellis exec with a terminal into the VM: a shell on a terminal in the guest
+// that follows the caller's size, and the shell's exit code.
+func vmTerminal(t *testing.T, state string) {
+	cmd := exec.Command(trellisBin, "--state-dir", state, "exec", "vmnet", "v")
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	out := make(chan string, 64)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			if n > 0 {
+				out <- string(buf[:n])
+			}
+			if err != nil {
+				close(out)
+				return
+			}
+		}
+	}()
+	var seen strings.Builder
+	expect := func(want string) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for !strings.Contains(seen.String(), want) {
+			select {
+			case s, ok := <-out:
+				if !ok {
+					t.Fatalf("the terminal closed before %q; it showed:\n%s", want, seen.String())
+				}
+				seen.WriteString(s)
+			case <-deadline:
+				t.Fatalf("no %q on the terminal in 30 s; it showed:\n%s", want, seen.String())
+			}
+		}
+	}
+	ptmx.WriteString("echo hi-$((1+2)); stty size\n")
+	expect("hi-3")
+	expect("30 100")
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // SIGWINCH, then the resize frame
+	ptmx.WriteString("stty size\n")
+	expect("40 120")
+	ptmx.WriteString("exit 5\n")
+	if err := cmd.Wait(); exitCode(err) != 5 {
+		t.Errorf("trellis exec with a terminal: %v, want the shell's exit code 5", err)
+	}
 }

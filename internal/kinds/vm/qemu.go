@@ -27,7 +27,8 @@ func marker(stateID, netID, node, digest string) string {
 	return markerPrefix + strings.Join([]string{stateID, netID, node, digest}, "/")
 }
 
-// socket is the abstract unix socket name of a VM's agent port ("agent") or monitor ("qmp").
+// socket is the abstract unix socket name of a VM's agent port ("agent"), terminal port
+// ("tty") or monitor ("qmp").
 // Abstract sockets vanish with QEMU: nothing is left in the file system after a crash.
 func socket(stateID, netID, node, what string) string {
 	return "trellis-vm/" + stateID + "/" + netID + "/" + node + "/" + what
@@ -82,7 +83,7 @@ func newPort(p plan.Port, mtu int, s *spec.VMSettings) vmPort {
 }
 
 // args returns QEMU's command line for node n.
-func args(img image.Image, mark, agent, qmp, consoleLog string, n *plan.Node, ports []vmPort) []string {
+func args(img image.Image, mark, agent, tty, qmp, consoleLog string, n *plan.Node, ports []vmPort) []string {
 	mem := uint64(256)
 	if n.Needs.Memory > 0 {
 		mem = max(n.Needs.Memory>>20, 128)
@@ -101,6 +102,8 @@ func args(img image.Image, mark, agent, qmp, consoleLog string, n *plan.Node, po
 		"-serial", "file:" + consoleLog,
 		"-chardev", "socket,id=agent,path=" + agent + ",abstract=on,server=on,wait=off",
 		"-device", "virtio-serial-pci", "-device", "virtserialport,chardev=agent,name=" + guest.PortName,
+		"-chardev", "socket,id=tty,path=" + tty + ",abstract=on,server=on,wait=off",
+		"-device", "virtserialport,chardev=tty,name=" + guest.TTYPortName,
 		"-chardev", "socket,id=qmp,path=" + qmp + ",abstract=on,server=on,wait=off",
 		"-mon", "chardev=qmp,mode=control",
 	}

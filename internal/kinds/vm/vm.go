@@ -70,7 +70,7 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	}
 	id, netID := env.Store.ID, env.Plan.NetID
 	argv := args(img, marker(id, netID, n.Name, n.Digest), socket(id, netID, n.Name, "agent"),
-		socket(id, netID, n.Name, "qmp"), filepath.Join(logDir, n.Name+".console"), n, ports(env.Plan, n))
+		socket(id, netID, n.Name, "tty"), socket(id, netID, n.Name, "qmp"), filepath.Join(logDir, n.Name+".console"), n, ports(env.Plan, n))
 	if in.PID, err = launch(ctx, argv, filepath.Join(logDir, n.Name+".pid")); err != nil {
 		return in, err
 	}
