@@ -104,10 +104,10 @@ type Interface struct {
 type Thread struct {
 	TID      int    `json:"tid"`
 	Name     string `json:"name"`
-	CPU      int    `json:"cpu"`      // the CPU it last ran on
-	Affinity string `json:"affinity"` // the CPUs it may run on, e.g. 0-1
-	Policy   string `json:"policy"`   // other, fifo, rr, batch, idle, deadline
-	Priority int    `json:"priority"` // real-time priority (fifo, rr)
+	CPU      int    `json:"cpu"`               // the CPU it last ran on
+	Affinity string `json:"affinity"`          // the CPUs it may run on, e.g. 0-1
+	Policy   string `json:"policy"`            // other, fifo, rr, batch, idle, deadline
+	Priority int    `json:"priority"`          // real-time priority (fifo, rr)
 	Reserve  string `json:"reserve,omitempty"` // a deadline thread's runtime/period, e.g. 5ms/10ms
 }
 
