@@ -53,6 +53,14 @@ func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 		}
 		out[name] = in
 	}
+	// The records of VMs that are gone (QEMU was killed) go too.
+	records, _ := filepath.Glob(filepath.Join(env.Store.Dir, "vm", env.Plan.NetID+"-*.ready"))
+	for _, r := range records {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(r), env.Plan.NetID+"-"), ".ready")
+		if _, ok := found[name]; !ok {
+			os.Remove(r)
+		}
+	}
 	return out, nil
 }
 
