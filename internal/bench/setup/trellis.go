@@ -117,8 +117,9 @@ func (h *Harness) upBenchFile(g *Rig, name, topology string) (*BenchNet, error) 
 		return nil, fmt.Errorf("network %s: no record after up (%v)", name, err)
 	}
 	b := &BenchNet{plan: rec.Plan, PIDs: rec.Nodes, NS: map[string]netns.NsHandle{}}
-	for _, nd := range []string{"src", "nut", "sink"} {
-		nh, err := netns.GetFromPid(rec.Nodes[nd])
+	for _, pn := range rec.Plan.Nodes {
+		nd := pn.Name
+		nh, err := netns.GetFromPid(rec.Nodes[nd]) // a VM's QEMU runs in the root namespace
 		if err != nil {
 			return nil, fmt.Errorf("node %s of %s: %w", nd, name, err)
 		}
