@@ -3,6 +3,7 @@ module github.com/trellisnet/trellis
 go 1.26.0
 
 require (
+	github.com/cavaliergopher/cpio v1.0.1
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/cilium/ebpf v0.22.0
