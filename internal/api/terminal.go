@@ -15,12 +15,18 @@ import (
 	"github.com/creack/pty"
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
 // ErrNoNode is returned for a node the network does not have, or that is not running.
 var ErrNoNode = errors.New("no running node")
+
+// ErrKindNoTerminal is returned for a node whose kind runs commands itself (a VM's guest
+// agent): the terminal websocket runs commands in containers only, for now.
+var ErrKindNoTerminal = errors.New("its kind runs commands through its guest agent, which the terminal websocket does not reach yet: use trellis exec")
 
 // TerminalMessage is a control message of the terminal websocket, sent as a text frame of
 // JSON. The client sends {"type":"resize","cols":C,"rows":R} when its terminal changes size;
@@ -93,6 +99,13 @@ func (s *Server) runningNode(network, nodeName string) (int, error) {
 	}
 	if rec == nil {
 		return 0, fmt.Errorf("%w %s in %s", substrate.ErrNoNetwork, network, s.st.Dir)
+	}
+	if nd := planNode(rec.Plan, nodeName); nd != nil {
+		if k, err := kinds.NodeKind(nd.Kind); err == nil {
+			if _, ok := k.(kinds.Runner); ok {
+				return 0, fmt.Errorf("network %s: node %s: %w", network, nodeName, ErrKindNoTerminal)
+			}
+		}
 	}
 	running, err := node.Find(s.st.ID, rec.NetID)
 	if err != nil {
@@ -209,4 +222,11 @@ func closeReason(s string) string {
 		return s[:120]
 	}
 	return s
+}
+
+func planNode(p *plan.Plan, name string) *plan.Node {
+	if p == nil {
+		return nil
+	}
+	return p.Node(name)
 }
