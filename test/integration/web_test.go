@@ -164,6 +164,8 @@ func TestWebPage(t *testing.T) {
 	port := info.link(t, link).Endpoints[0].Port
 	clickElement(t, ctx, "link:"+link)
 	waitJS(t, ctx, "the link's panel", `document.querySelector("#link-toggle") && document.querySelector("#link-toggle").textContent === "Take down"`, 10*time.Second)
+	waitJS(t, ctx, "the link's rates", `/b\/s/.test(document.querySelector(".panel-link tbody").textContent)`, 10*time.Second)
+	screenshot(t, ctx, "web-link.png") // docs/web.png is one of these
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#link-toggle"))); err != nil {
 		t.Fatal(err)
 	}

@@ -5,12 +5,16 @@ export class Rates {
   constructor() {
     this.prev = new Map();
     this.at = null; // when the previous counters were read
+    this.last = null; // the rates last computed
   }
 
   // update takes an inspect and returns, per link name, its endpoints' rates:
   // {tx, rx (bit/s), txp, rxp (frames/s), drops (/s)} by "node:interface".
   update(info, now = performance.now()) {
     const dt = this.at === null ? 0 : (now - this.at) / 1000;
+    // An inspect soon after another (one made at once after a click) gives noise over so
+    // short a time: the rates stay those of the last full interval.
+    if (this.last && dt < 0.5) return this.last;
     const out = new Map();
     const next = new Map();
     for (const l of info.links || []) {
@@ -32,6 +36,7 @@ export class Rates {
     }
     this.prev = next;
     this.at = now;
+    this.last = out;
     return out;
   }
 }

@@ -64,5 +64,6 @@ test("rates from counters", () => {
   const got = r.update(info(125000), 2000).get("l").get("a:e1");
   assert.equal(got.tx, 500000);
   assert.equal(got.drops, 62.5);
+  assert.equal(r.update(info(999999), 2100).get("l").get("a:e1").tx, 500000, "0.1 s later: the last rates");
   assert.deepEqual([0, 812, 1234567, 2e9].map(fmtBits), ["0", "812 b/s", "1.2 Mb/s", "2.0 Gb/s"]);
 });
