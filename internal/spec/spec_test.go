@@ -25,7 +25,7 @@ nodse:
 nodes:
   r1:
     adresses: {}
-`, `topo.yaml:4: nodes.r1.adresses: unknown key; the keys allowed here are [kind host addresses exec files sysctl cpu memory]`},
+`, `topo.yaml:4: nodes.r1.adresses: unknown key; the keys allowed here are [kind host addresses exec files sysctl cpu memory engines dispatch]`},
 	{"unknown link key", `name: t
 nodes:
   r1:

@@ -104,6 +104,7 @@ func (p *parser) validate(n *Network) {
 		} else if k.Check != nil {
 			p.add(k.Check(n, nd)...)
 		}
+		p.validateEngines(n, nd)
 	}
 	used := map[Endpoint]int{} // endpoint (Line zero) -> index of the link that uses it
 	for _, l := range n.Links {
@@ -185,6 +186,7 @@ var DefaultSysctl = map[string]string{
 
 func setDefaults(n *Network) {
 	for _, nd := range n.Nodes {
+		engineDefaults(nd)
 		for k, v := range DefaultSysctl {
 			if _, set := nd.Sysctl[k]; !set {
 				nd.Sysctl[k] = v
