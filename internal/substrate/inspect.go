@@ -32,6 +32,7 @@ type NodeInfo struct {
 	PID        int             `json:"pid"`
 	Running    bool            `json:"running"`
 	Interfaces []InterfaceInfo `json:"interfaces"`
+	Engines    *EnginesInfo    `json:"engines,omitempty"` // a node with forwarding engines
 }
 
 // InterfaceInfo describes a virtual interface as the node sees it.
@@ -111,6 +112,9 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 	devs, drops, err := substrateDevices(rec.NetID)
 	if err != nil {
 		return nil, err
+	}
+	for i, n := range rec.Plan.Nodes {
+		info.Nodes[i].Engines = enginesInfo(st, rec.NetID, n, devs)
 	}
 	for _, l := range rec.Plan.Links {
 		li := LinkInfo{Name: l.Name, Connector: l.Connector, MTU: l.MTU, State: stateWord(l.Down)}

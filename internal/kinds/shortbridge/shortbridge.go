@@ -36,14 +36,17 @@ func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Memb
 	ends := append(append([]netlink.Link{}, m.Ports...), m.Tunnels...)
 	a, b := ends[0], ends[1]
 	bIsPort := len(m.Ports) == 2
+	// A port whose node has engines is entered through its egress, where their classifier is.
+	peerA := l.Rate == 0 && !l.Ports[0].Classify
+	peerB := l.Rate == 0 && bIsPort && !l.Ports[len(l.Ports)-1].Classify
 	if l.Rate == 0 && !bIsPort && m.EncapOnPort != nil {
 		if err := m.EncapOnPort(a); err != nil {
 			return err
 		}
-	} else if err := dataplane.AttachShortbridge(a.Attrs().Index, b.Attrs().Index, l.Rate == 0 && bIsPort); err != nil {
+	} else if err := dataplane.AttachShortbridge(a.Attrs().Index, b.Attrs().Index, peerB); err != nil {
 		return err
 	}
-	return dataplane.AttachShortbridge(b.Attrs().Index, a.Attrs().Index, l.Rate == 0)
+	return dataplane.AttachShortbridge(b.Attrs().Index, a.Attrs().Index, peerA)
 }
 
 // Leave takes the programs off both ends.

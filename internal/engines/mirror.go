@@ -1,0 +1,279 @@
+package engines
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/dataplane"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// mirror copies the control node's addresses, neighbours and routes into every FE, and the
+// node's own addresses into the classifier's table, from a netlink watch: one goroutine applies
+// the changes in the order the kernel reported them.
+type mirror struct {
+	control netns.NsHandle
+	cnl     *netlink.Handle
+	fes     []*fe
+	dp      *dataplane.Engines
+	names   map[int]string // control node ifindex -> interface name
+
+	mu sync.Mutex
+	st MirrorStatus
+}
+
+// watch subscribes to the control node's changes, then copies what is there now (so nothing
+// between the two is missed; a change seen twice is applied twice, harmlessly).
+func (m *mirror) watch(done <-chan struct{}) (addrs chan netlink.AddrUpdate, routes chan netlink.RouteUpdate, neighs chan netlink.NeighUpdate, err error) {
+	addrs, routes, neighs = make(chan netlink.AddrUpdate, 4096), make(chan netlink.RouteUpdate, 65536), make(chan netlink.NeighUpdate, 4096)
+	ns := m.control
+	fail := func(e error) { m.failed(fmt.Errorf("netlink watch: %w", e)) }
+	if err = netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{Namespace: &ns, ErrorCallback: fail, ReceiveBufferSize: 1 << 20}); err != nil {
+		return
+	}
+	if err = netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: fail, ReceiveBufferSize: 1 << 24}); err != nil {
+		return
+	}
+	if err = netlink.NeighSubscribeWithOptions(neighs, done, netlink.NeighSubscribeOptions{Namespace: &ns, ErrorCallback: fail, ReceiveBufferSize: 1 << 20}); err != nil {
+		return
+	}
+	return addrs, routes, neighs, m.copyAll()
+}
+
+// copyAll copies what the control node has now: addresses, then neighbours, then routes
+// (whose next hops need the first two).
+func (m *mirror) copyAll() error {
+	links, err := m.cnl.LinkList()
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		m.names[l.Attrs().Index] = l.Attrs().Name
+	}
+	addrs, err := m.cnl.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return err
+	}
+	for _, a := range addrs {
+		m.addr(netlink.AddrUpdate{LinkAddress: *a.IPNet, LinkIndex: a.LinkIndex, Flags: a.Flags, NewAddr: true})
+	}
+	neighs, err := m.cnl.NeighList(0, netlink.FAMILY_ALL)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighs {
+		m.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: n})
+	}
+	routes, err := m.cnl.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return err
+	}
+	for _, r := range routes {
+		m.route(netlink.RouteUpdate{Type: unix.RTM_NEWROUTE, Route: r})
+	}
+	return nil
+}
+
+// run applies changes until done closes.
+func (m *mirror) run(done <-chan struct{}, addrs chan netlink.AddrUpdate, routes chan netlink.RouteUpdate, neighs chan netlink.NeighUpdate) {
+	for {
+		select {
+		case <-done:
+			return
+		case u, ok := <-addrs:
+			if ok {
+				m.timed(func() { m.addr(u) })
+			}
+		case u, ok := <-neighs:
+			if ok {
+				m.timed(func() { m.neigh(u) })
+			}
+		case u, ok := <-routes:
+			if ok {
+				m.timed(func() { m.route(u) })
+			}
+		}
+	}
+}
+
+func (m *mirror) timed(f func()) {
+	t0 := time.Now()
+	f()
+	us := time.Since(t0).Microseconds()
+	m.mu.Lock()
+	m.st.LastMicros, m.st.MaxMicros = us, max(m.st.MaxMicros, us)
+	m.mu.Unlock()
+}
+
+func (m *mirror) failed(err error) {
+	m.mu.Lock()
+	m.st.Errors++
+	m.st.LastError = err.Error()
+	m.mu.Unlock()
+}
+
+func (m *mirror) status() MirrorStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st
+}
+
+// name returns the control node's interface of ifindex, asking the kernel for one not seen yet.
+func (m *mirror) name(ifindex int) string {
+	if n, ok := m.names[ifindex]; ok {
+		return n
+	}
+	if l, err := m.cnl.LinkByIndex(ifindex); err == nil {
+		m.names[ifindex] = l.Attrs().Name
+		return l.Attrs().Name
+	}
+	return ""
+}
+
+// addr copies an address of one of the node's link interfaces into the FEs (link-local IPv6
+// ones the FEs make themselves, from the same MAC), and every address of the node into the
+// classifier's table.
+func (m *mirror) addr(u netlink.AddrUpdate) {
+	ip, ok := netip.AddrFromSlice(u.LinkAddress.IP)
+	if !ok {
+		return
+	}
+	if err := m.dp.SetLocal(ip.Unmap(), u.NewAddr); err != nil {
+		m.failed(err)
+	}
+	name := m.name(u.LinkIndex)
+	if ip.Is6() && ip.IsLinkLocalUnicast() {
+		return
+	}
+	for _, f := range m.fes {
+		idx, ok := f.links[name]
+		if !ok {
+			return // not a link interface: the FEs have no copy
+		}
+		ipn := u.LinkAddress
+		a := &netlink.Addr{IPNet: &ipn}
+		if ip.Is6() && !ip.Is4In6() {
+			a.Flags = unix.IFA_F_NODAD
+		}
+		link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: idx}}
+		var err error
+		if u.NewAddr {
+			err = f.nl.AddrReplace(link, a)
+		} else if err = f.nl.AddrDel(link, a); errors.Is(err, unix.EADDRNOTAVAIL) {
+			err = nil
+		}
+		if err != nil {
+			m.failed(fmt.Errorf("FE %d: address %s on %s: %w", f.index, u.LinkAddress.String(), name, err))
+		}
+	}
+	m.mu.Lock()
+	m.st.Addresses++
+	m.mu.Unlock()
+}
+
+// neigh copies a neighbour entry of a link interface into the FEs as a permanent entry, or
+// removes it there when the node lost it.
+func (m *mirror) neigh(u netlink.NeighUpdate) {
+	n := u.Neigh
+	name := m.name(n.LinkIndex)
+	if n.IP == nil || n.IP.IsMulticast() {
+		return
+	}
+	gone := u.Type == unix.RTM_DELNEIGH || len(n.HardwareAddr) == 0 ||
+		n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0 || n.State == netlink.NUD_NONE
+	for _, f := range m.fes {
+		idx, ok := f.links[name]
+		if !ok {
+			return
+		}
+		e := &netlink.Neigh{LinkIndex: idx, Family: n.Family, IP: n.IP, HardwareAddr: n.HardwareAddr, State: netlink.NUD_PERMANENT}
+		var err error
+		if gone {
+			if err = f.nl.NeighDel(e); err != nil && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)) {
+				err = nil
+			}
+		} else {
+			err = f.nl.NeighSet(e)
+		}
+		if err != nil {
+			m.failed(fmt.Errorf("FE %d: neighbour %s on %s: %w", f.index, n.IP, name, err))
+		}
+	}
+	m.mu.Lock()
+	m.st.Neighbours++
+	m.mu.Unlock()
+}
+
+// route copies a route into the FEs, its devices translated by name. Routes of the local table
+// and those the kernel makes from addresses (the FEs make their own) are not copied, nor
+// those through an interface the FEs have no copy of.
+func (m *mirror) route(u netlink.RouteUpdate) {
+	r := u.Route
+	if r.Table == unix.RT_TABLE_LOCAL || r.Protocol == unix.RTPROT_KERNEL || r.Type == unix.RTN_LOCAL ||
+		r.Type == unix.RTN_BROADCAST || r.Type == unix.RTN_MULTICAST || (r.Dst != nil && r.Dst.IP.IsMulticast()) {
+		return
+	}
+	for _, f := range m.fes {
+		fr, ok := m.translate(f, r)
+		if !ok {
+			return
+		}
+		var err error
+		if u.Type == unix.RTM_DELROUTE {
+			if err = f.nl.RouteDel(&fr); err != nil && (errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT)) {
+				err = nil
+			}
+		} else if err = f.nl.RouteReplace(&fr); err != nil && fr.Src != nil {
+			fr.Src = nil // a preferred source on the node's loopback, which the FE has not
+			err = f.nl.RouteReplace(&fr)
+		}
+		if err != nil {
+			m.failed(fmt.Errorf("FE %d: route %s: %w", f.index, r.Dst, err))
+		}
+	}
+	m.mu.Lock()
+	m.st.Routes++
+	m.mu.Unlock()
+}
+
+// translate gives route r the FE's devices. ok is false for a route through an interface the
+// FE has no copy of.
+func (m *mirror) translate(f *fe, r netlink.Route) (netlink.Route, bool) {
+	dev := func(idx int) (int, bool) {
+		if idx == 0 {
+			return 0, true
+		}
+		out, ok := f.links[m.name(idx)]
+		return out, ok
+	}
+	fr := r
+	fr.ILinkIndex, fr.Flags = 0, 0
+	var ok bool
+	if fr.LinkIndex, ok = dev(r.LinkIndex); !ok {
+		return fr, false
+	}
+	if len(r.MultiPath) > 0 {
+		fr.MultiPath = nil
+		for _, nh := range r.MultiPath {
+			c := *nh
+			if c.LinkIndex, ok = dev(nh.LinkIndex); !ok {
+				return fr, false
+			}
+			c.Flags = 0
+			fr.MultiPath = append(fr.MultiPath, &c)
+		}
+	}
+	if fr.Dst == nil { // a default route: the kernel reports no destination
+		fr.Dst = &net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}
+		if r.Family == unix.AF_INET6 {
+			fr.Dst = &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+		}
+	}
+	return fr, true
+}
