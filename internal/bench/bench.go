@@ -55,6 +55,7 @@ var parts = []part{
 	{PartDeploy, (*runner).deploy},
 	{PartApply, (*runner).apply},
 	{PartImpair, (*runner).impair},
+	{PartEngines, (*runner).engines},
 }
 
 // AllParts are the parts a full run makes, in the order they run.

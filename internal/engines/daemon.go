@@ -74,14 +74,15 @@ func start(c Config) (*helper, error) {
 		return nil, err
 	}
 	h.m = &mirror{control: control, cnl: cnl, fes: h.fes, dp: h.dp, names: map[int]string{}}
-	addrs, routes, neighs, err := h.m.watch(h.done)
+	stop := make(chan struct{})
+	sub, err := h.m.watch(stop)
 	if err != nil {
 		return nil, fmt.Errorf("mirroring %s: %w", c.Node, err)
 	}
 	if err := h.attach(); err != nil {
 		return nil, err
 	}
-	go h.m.run(h.done, addrs, routes, neighs)
+	go h.m.run(h.done, sub, stop)
 	if err := os.MkdirAll(filepath.Dir(h.status), 0o755); err != nil {
 		return nil, err
 	}

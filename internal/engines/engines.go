@@ -174,6 +174,7 @@ type MirrorStatus struct {
 	Errors                        int    // changes an FE refused
 	LastError                     string `json:",omitempty"`
 	LastMicros, MaxMicros         int64  // from the netlink event to the change applied in every FE
+	Resyncs                       int    // times the watch lost changes and everything was copied anew
 }
 
 // ReadStatus reads the status a node's helper wrote, or nil if there is none.

@@ -28,26 +28,39 @@ type mirror struct {
 	st MirrorStatus
 }
 
-// watch subscribes to the control node's changes, then copies what is there now (so nothing
-// between the two is missed; a change seen twice is applied twice, harmlessly).
-func (m *mirror) watch(done <-chan struct{}) (addrs chan netlink.AddrUpdate, routes chan netlink.RouteUpdate, neighs chan netlink.NeighUpdate, err error) {
-	addrs, routes, neighs = make(chan netlink.AddrUpdate, 4096), make(chan netlink.RouteUpdate, 65536), make(chan netlink.NeighUpdate, 4096)
+// watch subscribes to the control node's changes until stop closes, then copies what is
+// there now (so nothing between the two is missed; a change seen twice is applied twice,
+// harmlessly).
+func (m *mirror) watch(stop <-chan struct{}) (*subscription, error) {
+	sub := &subscription{addrs: make(chan netlink.AddrUpdate, 4096), routes: make(chan netlink.RouteUpdate, 65536),
+		neighs: make(chan netlink.NeighUpdate, 4096)}
 	ns := m.control
 	fail := func(e error) { m.failed(fmt.Errorf("netlink watch: %w", e)) }
-	if err = netlink.AddrSubscribeWithOptions(addrs, done, netlink.AddrSubscribeOptions{Namespace: &ns, ErrorCallback: fail, ReceiveBufferSize: 1 << 20}); err != nil {
-		return
+	// Forced buffers (root may exceed rmem_max): a full table arrives faster than it is applied.
+	if err := netlink.AddrSubscribeWithOptions(sub.addrs, stop, netlink.AddrSubscribeOptions{Namespace: &ns, ErrorCallback: fail,
+		ReceiveBufferSize: 1 << 22, ReceiveBufferForceSize: true}); err != nil {
+		return nil, err
 	}
-	if err = netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: fail, ReceiveBufferSize: 1 << 24}); err != nil {
-		return
+	if err := netlink.RouteSubscribeWithOptions(sub.routes, stop, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: fail,
+		ReceiveBufferSize: 1 << 26, ReceiveBufferForceSize: true}); err != nil {
+		return nil, err
 	}
-	if err = netlink.NeighSubscribeWithOptions(neighs, done, netlink.NeighSubscribeOptions{Namespace: &ns, ErrorCallback: fail, ReceiveBufferSize: 1 << 20}); err != nil {
-		return
+	if err := netlink.NeighSubscribeWithOptions(sub.neighs, stop, netlink.NeighSubscribeOptions{Namespace: &ns, ErrorCallback: fail,
+		ReceiveBufferSize: 1 << 22, ReceiveBufferForceSize: true}); err != nil {
+		return nil, err
 	}
-	return addrs, routes, neighs, m.copyAll()
+	return sub, m.copyAll()
+}
+
+// subscription is one netlink watch of the control node.
+type subscription struct {
+	addrs  chan netlink.AddrUpdate
+	routes chan netlink.RouteUpdate
+	neighs chan netlink.NeighUpdate
 }
 
 // copyAll copies what the control node has now: addresses, then neighbours, then routes
-// (whose next hops need the first two).
+// (whose next hops need the first two), and removes from the FEs the routes it has not.
 func (m *mirror) copyAll() error {
 	links, err := m.cnl.LinkList()
 	if err != nil {
@@ -70,34 +83,108 @@ func (m *mirror) copyAll() error {
 	for _, n := range neighs {
 		m.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: n})
 	}
-	routes, err := m.cnl.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	routes, err := listRoutes(m.cnl)
 	if err != nil {
 		return err
 	}
+	have := map[string]bool{}
 	for _, r := range routes {
+		have[routeKey(r)] = true
 		m.route(netlink.RouteUpdate{Type: unix.RTM_NEWROUTE, Route: r})
+	}
+	return m.prune(have)
+}
+
+// prune deletes from every FE the copied routes whose keys are not in have.
+func (m *mirror) prune(have map[string]bool) error {
+	for _, f := range m.fes {
+		routes, err := listRoutes(f.nl)
+		if err != nil {
+			return err
+		}
+		for _, r := range routes {
+			if copied(r) && !have[routeKey(r)] {
+				if err := f.nl.RouteDel(&r); err != nil && !errors.Is(err, unix.ESRCH) {
+					m.failed(fmt.Errorf("FE %d: removing route %s: %w", f.index, r.Dst, err))
+				}
+			}
+		}
 	}
 	return nil
 }
 
-// run applies changes until done closes.
-func (m *mirror) run(done <-chan struct{}, addrs chan netlink.AddrUpdate, routes chan netlink.RouteUpdate, neighs chan netlink.NeighUpdate) {
+func listRoutes(h *netlink.Handle) ([]netlink.Route, error) {
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 20; try++ {
+		routes, err = h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	}
+	return routes, err
+}
+
+// routeKey identifies a route within its namespace.
+func routeKey(r netlink.Route) string {
+	dst := "default"
+	if r.Dst != nil {
+		dst = r.Dst.String()
+	}
+	return fmt.Sprintf("%d/%d/%s/%d/%d", r.Family, r.Table, dst, r.Priority, r.Tos)
+}
+
+// copied tells whether the mirror copies a route of this sort.
+func copied(r netlink.Route) bool {
+	return !(r.Table == unix.RT_TABLE_LOCAL || r.Protocol == unix.RTPROT_KERNEL || r.Type == unix.RTN_LOCAL ||
+		r.Type == unix.RTN_BROADCAST || r.Type == unix.RTN_MULTICAST || (r.Dst != nil && r.Dst.IP.IsMulticast()))
+}
+
+// run applies changes until done closes. When the kernel drops changes for the watch (its
+// buffer overflowed: the watch ends), it watches again and copies everything anew. stop ends
+// the watch sub.
+func (m *mirror) run(done <-chan struct{}, sub *subscription, stop chan struct{}) {
+	for {
+		m.consume(done, sub)
+		close(stop)
+		select {
+		case <-done:
+			return
+		default:
+		}
+		m.mu.Lock()
+		m.st.Resyncs++
+		m.mu.Unlock()
+		for {
+			stop = make(chan struct{})
+			var err error
+			if sub, err = m.watch(stop); err == nil {
+				break
+			}
+			close(stop)
+			m.failed(err)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// consume applies the changes of one watch until it ends or done closes.
+func (m *mirror) consume(done <-chan struct{}, sub *subscription) {
 	for {
 		select {
 		case <-done:
 			return
-		case u, ok := <-addrs:
-			if ok {
-				m.timed(func() { m.addr(u) })
+		case u, ok := <-sub.addrs:
+			if !ok {
+				return
 			}
-		case u, ok := <-neighs:
-			if ok {
-				m.timed(func() { m.neigh(u) })
+			m.timed(func() { m.addr(u) })
+		case u, ok := <-sub.neighs:
+			if !ok {
+				return
 			}
-		case u, ok := <-routes:
-			if ok {
-				m.timed(func() { m.route(u) })
+			m.timed(func() { m.neigh(u) })
+		case u, ok := <-sub.routes:
+			if !ok {
+				return
 			}
+			m.timed(func() { m.route(u) })
 		}
 	}
 }
@@ -215,8 +302,7 @@ func (m *mirror) neigh(u netlink.NeighUpdate) {
 // those through an interface the FEs have no copy of.
 func (m *mirror) route(u netlink.RouteUpdate) {
 	r := u.Route
-	if r.Table == unix.RT_TABLE_LOCAL || r.Protocol == unix.RTPROT_KERNEL || r.Type == unix.RTN_LOCAL ||
-		r.Type == unix.RTN_BROADCAST || r.Type == unix.RTN_MULTICAST || (r.Dst != nil && r.Dst.IP.IsMulticast()) {
+	if !copied(r) {
 		return
 	}
 	for _, f := range m.fes {
