@@ -8,7 +8,6 @@ import (
 
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/netnsutil"
-	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -144,12 +143,4 @@ func CPUMask(cpus []int) string {
 		words = append(words, fmt.Sprintf("%08x", v.Uint64()&0xffffffff))
 	}
 	return strings.Join(words, ",")
-}
-
-// modeName is the dispatch mode for messages.
-func modeName(d spec.Dispatch) string {
-	if d.Mode == spec.DispatchFlow {
-		return "flow on " + strings.Join(d.Fields, ",")
-	}
-	return d.Mode
 }
