@@ -55,7 +55,7 @@ func (Kind) Ensure(ctx context.Context, env *kinds.Env, l *plan.Link, ports []ne
 			target = ports[0]
 		}
 		// Into the port's veth peer only when no engines' classifier waits on its egress.
-		if err := addDecap(env, underlay, t, target.Attrs().Index, direct && !l.Ports[0].Classify); err != nil {
+		if err := addDecap(env, underlay, t, target.Attrs().Index, direct && !(len(l.Ports) > 0 && l.Ports[0].Classify)); err != nil {
 			return m, err
 		}
 		if err := dataplane.PrimeNeighbour(underlay.Attrs().Index, t.Remote); err != nil {

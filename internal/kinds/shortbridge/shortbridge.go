@@ -37,8 +37,8 @@ func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Memb
 	a, b := ends[0], ends[1]
 	bIsPort := len(m.Ports) == 2
 	// A port whose node has engines is entered through its egress, where their classifier is.
-	peerA := l.Rate == 0 && !l.Ports[0].Classify
-	peerB := l.Rate == 0 && bIsPort && !l.Ports[len(l.Ports)-1].Classify
+	peerA := l.Rate == 0 && !classified(l, 0)
+	peerB := l.Rate == 0 && bIsPort && !classified(l, 1)
 	if l.Rate == 0 && !bIsPort && m.EncapOnPort != nil {
 		if err := m.EncapOnPort(a); err != nil {
 			return err
@@ -47,6 +47,12 @@ func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Memb
 		return err
 	}
 	return dataplane.AttachShortbridge(b.Attrs().Index, a.Attrs().Index, peerA)
+}
+
+// classified tells whether the link's port i has a classifier on its egress (its node has
+// forwarding engines).
+func classified(l *plan.Link, i int) bool {
+	return i < len(l.Ports) && l.Ports[i].Classify
 }
 
 // Leave takes the programs off both ends.
