@@ -20,6 +20,7 @@ type fe struct {
 	nl    *netlink.Handle
 	links map[string]int // interface name -> ifindex inside the FE
 	ports map[string]int // interface name -> ifindex of its substrate end
+	work  chan func()    // the mirror's changes for this FE, applied in order by one goroutine
 }
 
 func (f *fe) close() {
@@ -57,6 +58,12 @@ func makeFE(c Config, i int) (*fe, error) {
 		f.close()
 		return nil, fmt.Errorf("FE %d: %w", i, err)
 	}
+	f.work = make(chan func(), 1)
+	go func() {
+		for w := range f.work {
+			w()
+		}
+	}()
 	return f, nil
 }
 

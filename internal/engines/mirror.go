@@ -238,7 +238,7 @@ func (m *mirror) addr(u netlink.AddrUpdate) {
 	if ip.Is6() && ip.IsLinkLocalUnicast() {
 		return
 	}
-	for _, f := range m.fes {
+	m.each(func(f *fe) {
 		idx, ok := f.links[name]
 		if !ok {
 			return // not a link interface: the FEs have no copy
@@ -258,7 +258,7 @@ func (m *mirror) addr(u netlink.AddrUpdate) {
 		if err != nil {
 			m.failed(fmt.Errorf("FE %d: address %s on %s: %w", f.index, u.LinkAddress.String(), name, err))
 		}
-	}
+	})
 	m.mu.Lock()
 	m.st.Addresses++
 	m.mu.Unlock()
@@ -274,7 +274,7 @@ func (m *mirror) neigh(u netlink.NeighUpdate) {
 	}
 	gone := u.Type == unix.RTM_DELNEIGH || len(n.HardwareAddr) == 0 ||
 		n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0 || n.State == netlink.NUD_NONE
-	for _, f := range m.fes {
+	m.each(func(f *fe) {
 		idx, ok := f.links[name]
 		if !ok {
 			return
@@ -291,7 +291,7 @@ func (m *mirror) neigh(u netlink.NeighUpdate) {
 		if err != nil {
 			m.failed(fmt.Errorf("FE %d: neighbour %s on %s: %w", f.index, n.IP, name, err))
 		}
-	}
+	})
 	m.mu.Lock()
 	m.st.Neighbours++
 	m.mu.Unlock()
@@ -305,8 +305,12 @@ func (m *mirror) route(u netlink.RouteUpdate) {
 	if !copied(r) {
 		return
 	}
-	for _, f := range m.fes {
-		fr, ok := m.translate(f, r)
+	names := map[int]string{r.LinkIndex: m.name(r.LinkIndex)}
+	for _, nh := range r.MultiPath {
+		names[nh.LinkIndex] = m.name(nh.LinkIndex)
+	}
+	m.each(func(f *fe) {
+		fr, ok := translate(f, r, names)
 		if !ok {
 			return
 		}
@@ -322,20 +326,34 @@ func (m *mirror) route(u netlink.RouteUpdate) {
 		if err != nil {
 			m.failed(fmt.Errorf("FE %d: route %s: %w", f.index, r.Dst, err))
 		}
-	}
+	})
 	m.mu.Lock()
 	m.st.Routes++
 	m.mu.Unlock()
 }
 
-// translate gives route r the FE's devices. ok is false for a route through an interface the
-// FE has no copy of.
-func (m *mirror) translate(f *fe, r netlink.Route) (netlink.Route, bool) {
+// each runs apply on every FE at once (each FE's worker applies its changes in order) and
+// returns when all are done: a change costs the slowest FE's time, not the sum.
+func (m *mirror) each(apply func(f *fe)) {
+	var wg sync.WaitGroup
+	for _, f := range m.fes {
+		wg.Add(1)
+		f.work <- func() {
+			defer wg.Done()
+			apply(f)
+		}
+	}
+	wg.Wait()
+}
+
+// translate gives route r the FE's devices; names gives the control node's interface names.
+// ok is false for a route through an interface the FE has no copy of.
+func translate(f *fe, r netlink.Route, names map[int]string) (netlink.Route, bool) {
 	dev := func(idx int) (int, bool) {
 		if idx == 0 {
 			return 0, true
 		}
-		out, ok := f.links[m.name(idx)]
+		out, ok := f.links[names[idx]]
 		return out, ok
 	}
 	fr := r
