@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
@@ -58,6 +59,7 @@ type EnginesConfig struct {
 // attached in their place replaces them.
 type Engines struct {
 	objs enginesObjects
+	cfg  enginesConfig // as last written
 }
 
 // LoadEngines loads a node's classifier and dispatcher.
@@ -90,9 +92,24 @@ func (e *Engines) Configure(c EnginesConfig) error {
 			return fmt.Errorf("dataplane: engines slot %d: %w", i, err)
 		}
 	}
-	cfg := enginesConfig{Mode: c.Mode, Nslots: uint32(len(c.Slots)), Nfes: uint32(c.FEs), Fields: c.Fields, Offset: c.Offset, Length: c.Length}
-	if err := e.objs.Config.Put(uint32(0), cfg); err != nil {
+	e.cfg = enginesConfig{Mode: c.Mode, Nslots: uint32(len(c.Slots)), Nfes: uint32(c.FEs), Fields: c.Fields, Offset: c.Offset, Length: c.Length,
+		AliveUntil: e.cfg.AliveUntil}
+	if err := e.objs.Config.Put(uint32(0), e.cfg); err != nil {
 		return fmt.Errorf("dataplane: engines config: %w", err)
+	}
+	return nil
+}
+
+// Alive says the FEs are there for d more: until then the classifier sends transit frames to
+// them, after it to the node (the holder of the FEs died). Call it again before d is over.
+func (e *Engines) Alive(d time.Duration) error {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return err
+	}
+	e.cfg.AliveUntil = uint64(ts.Nano() + d.Nanoseconds())
+	if err := e.objs.Config.Put(uint32(0), e.cfg); err != nil {
+		return fmt.Errorf("dataplane: engines alive: %w", err)
 	}
 	return nil
 }

@@ -19,13 +19,16 @@ type enginesAddr struct {
 }
 
 type enginesConfig struct {
-	_      structs.HostLayout
-	Mode   uint32
-	Nslots uint32
-	Nfes   uint32
-	Fields uint32
-	Offset uint32
-	Length uint32
+	_          structs.HostLayout
+	Mode       uint32
+	Nslots     uint32
+	Nfes       uint32
+	Fields     uint32
+	Offset     uint32
+	Length     uint32
+	Pad        uint32
+	_          [4]byte
+	AliveUntil uint64
 }
 
 type enginesFeKey struct {

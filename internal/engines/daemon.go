@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"time"
 
 	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/vishvananda/netlink"
@@ -99,6 +100,9 @@ func (h *helper) attach() error {
 	if err := h.dp.Configure(tc); err != nil {
 		return err
 	}
+	if err := h.dp.Alive(aliveFor); err != nil {
+		return err
+	}
 	for _, in := range h.c.Ifaces {
 		port, err := netlink.LinkByName(in.Port)
 		if err != nil {
@@ -121,15 +125,22 @@ func (h *helper) attach() error {
 	return nil
 }
 
-// serve writes the status every half second until the control node's init ends.
+// aliveFor is how long the classifier takes the FEs as there after the helper last said so;
+// the helper says so four times a second, so a helper killed (or stopped) sends the node's
+// transit frames back to the node itself within aliveFor.
+const aliveFor = 2 * time.Second
+
+// serve says the FEs are alive and writes the status, every quarter of a second, until the
+// control node's init ends.
 func (h *helper) serve() {
 	fds := []unix.PollFd{{Fd: int32(h.pidfd), Events: unix.POLLIN}}
 	for {
-		n, err := unix.Poll(fds, 500)
+		n, err := unix.Poll(fds, 250)
 		if n > 0 || (err != nil && err != unix.EINTR) {
 			close(h.done)
 			return // the control node is gone: so are its ports; the FEs go with this process
 		}
+		h.dp.Alive(aliveFor)
 		h.writeStatus()
 	}
 }

@@ -91,10 +91,14 @@ func TestEnginesDispatch(t *testing.T) {
 		}
 	}
 
-	// kill -9 of the helper: diff sees it, up starts it again.
+	// kill -9 of the helper: within 2 s the node forwards by itself, diff sees it, up starts
+	// it again.
 	info, _ := engines(t, e.state, "pdp-it", "r")
 	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
+	}
+	if !waitFor(5*time.Second, func() bool { return tryPing(t, e.state, "pdp-it", "h1", "10.91.2.1") == nil }) {
+		t.Errorf("5 s after kill -9 of its engines, node r does not forward by itself")
 	}
 	if !waitFor(5*time.Second, func() bool {
 		return strings.Contains(mustTrellis(t, e.state, "diff", file), "~ engines r: they are not running")

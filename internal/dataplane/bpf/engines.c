@@ -50,6 +50,11 @@ struct config {
 	__u32 fields;
 	__u32 offset; // non-IP frames: bytes [offset, offset+length) are the flow key
 	__u32 length; // 0: non-IP frames go to the control node
+	__u32 pad;
+	// The FEs are taken as there until this time (CLOCK_MONOTONIC, ns): the helper that holds
+	// them pushes it forward while it lives. After it, every frame goes to the control node,
+	// which forwards transit frames itself.
+	__u64 alive_until;
 };
 
 struct {
@@ -261,7 +266,7 @@ int engines_classify(struct __sk_buff *skb)
 	__u32 zero = 0;
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
 	struct ethhdr eth;
-	if (!cfg || cfg->nslots == 0 || cfg->nslots > MAX_SLOTS ||
+	if (!cfg || cfg->nslots == 0 || cfg->nslots > MAX_SLOTS || bpf_ktime_get_ns() > cfg->alive_until ||
 	    bpf_skb_load_bytes(skb, 0, &eth, sizeof(eth)) < 0)
 		return to_control();
 	if (eth.h_dest[0] & 1) // broadcast, multicast
