@@ -234,6 +234,10 @@ func (p *parser) checkFlowBytes(d *Dispatch, f map[string]*yaml.Node, field stri
 
 // validateEngines checks a node's engines and dispatch against each other and the hosts.
 func (p *parser) validateEngines(n *Network, nd *Node) {
+	if len(nd.Engines) > 0 && nd.Kind != DefaultNodeKind {
+		p.add(n.NodeError(nd, "engines", "engines need a node of kind "+DefaultNodeKind+", not "+nd.Kind,
+			"remove engines, or the node's kind"))
+	}
 	if nd.Dispatch != nil && len(nd.Engines) == 0 {
 		p.add(n.NodeError(nd, "dispatch", "dispatch without engines", "add `engines: N`, or remove dispatch"))
 	}

@@ -19,7 +19,7 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
 		return nd // `r1:` with nothing under it
 	}
-	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "engines", "dispatch")
+	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "vm", "engines", "dispatch")
 	for k, v := range f {
 		nd.lines[k] = v.Line
 	}
@@ -47,6 +47,9 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	}
 	if d := f["dispatch"]; d != nil {
 		p.dispatch(nd, d, field+".dispatch")
+	}
+	if v := f["vm"]; v != nil {
+		nd.VM = p.vmSettings(nd, v, field+".vm")
 	}
 	return nd
 }

@@ -70,6 +70,8 @@ type Node struct {
 	Sysctl    map[string]string // net.* sysctls; forwarding defaults filled in
 	// Needs is what placement counts for the node: cpu cores and memory.
 	Needs Capacity `json:",omitzero"`
+	// VM holds a VM node's tuning knobs (`vm:`), for node kinds that take them.
+	VM *VMSettings `json:",omitempty"`
 	// Engines are the node's parallel forwarding engines (docs/design.md, decision 12); none
 	// for a node that forwards by itself. Dispatch is set when Engines are.
 	Engines  []Engine  `json:",omitempty"`

@@ -30,6 +30,7 @@ type Report struct {
 	Deploy      []*DeployResult  `json:"deploy,omitempty"`
 	Apply       *ApplyResult     `json:"apply,omitempty"`   // live changes to a running chain
 	Impair      *ImpairResult    `json:"impair,omitempty"`  // configured against delivered impairments
+	VM          *VMResult        `json:"vm,omitempty"`      // VM nodes: boot time, the KVM paper's knobs
 	Engines     []*EnginesRow    `json:"engines,omitempty"` // parallel forwarding engines
 	// EnginesMirror is how long the FIB took to reach every engine.
 	EnginesMirror []*MirrorResult `json:"engines_mirror,omitempty"`

@@ -26,7 +26,7 @@ type Kind struct{}
 // Direct: a shortbridge has one local port per tunnel, which a tunnel may deliver into.
 func (Kind) Direct() bool { return true }
 
-// Join puts the program on both ends. A frame bound for a node on an uncapped link goes
+// Join puts the program on both ends. A frame bound for a container on an uncapped link goes
 // directly into that node (redirect to the veth peer), skipping the port; otherwise it goes
 // out of the other end, through its shaper or into its tunnel. On an uncapped link to another
 // machine whose tunnel kind can encapsulate on the port, the port's own program encapsulates,
@@ -37,8 +37,8 @@ func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Memb
 	a, b := ends[0], ends[1]
 	bIsPort := len(m.Ports) == 2
 	// A port whose node has engines is entered through its egress, where their classifier is.
-	peerA := l.Rate == 0 && !classified(l, 0)
-	peerB := l.Rate == 0 && bIsPort && !classified(l, 1)
+	peerA := l.Rate == 0 && !classified(l, 0) && hasPeer(a)
+	peerB := l.Rate == 0 && bIsPort && !classified(l, 1) && hasPeer(b)
 	if l.Rate == 0 && !bIsPort && m.EncapOnPort != nil {
 		if err := m.EncapOnPort(a); err != nil {
 			return err
@@ -54,6 +54,10 @@ func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Memb
 func classified(l *plan.Link, i int) bool {
 	return i < len(l.Ports) && l.Ports[i].Classify
 }
+
+// hasPeer tells whether a frame can be handed straight to the node behind a port: a veth's
+// peer takes it; a VM's tap must transmit it to QEMU.
+func hasPeer(port netlink.Link) bool { return port.Type() == "veth" }
 
 // Leave takes the programs off both ends.
 func (Kind) Leave(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Members) error {
