@@ -24,9 +24,9 @@ import (
 // ErrNoNode is returned for a node the network does not have, or that is not running.
 var ErrNoNode = errors.New("no running node")
 
-// ErrKindNoTerminal is returned for a node whose kind runs commands itself (a VM's guest
-// agent): the terminal websocket runs commands in containers only, for now.
-var ErrKindNoTerminal = errors.New("its kind runs commands through its guest agent, which the terminal websocket does not reach yet: use trellis exec")
+// ErrKindNoTerminal is returned for a node whose kind runs commands itself but gives no
+// terminal (kinds.Runner without kinds.Terminal).
+var ErrKindNoTerminal = errors.New("its kind runs commands through trellis and gives no terminal: use trellis exec")
 
 // TerminalMessage is a control message of the terminal websocket, sent as a text frame of
 // JSON. The client sends {"type":"resize","cols":C,"rows":R} when its terminal changes size;
@@ -68,6 +68,12 @@ func (s *Server) registerTerminal() {
 // terminal checks the node exists and is running (a 404 problem otherwise, before any
 // upgrade), then upgrades to a websocket and runs the command on a pty.
 func (s *Server) terminal(ctx context.Context, in *terminalInput) (*terminalOutput, error) {
+	if out, err := s.kindTerminal(in.Network, in.Node, in); out != nil || err != nil {
+		if err != nil {
+			return nil, problemOf(err)
+		}
+		return out, nil
+	}
 	pid, err := s.runningNode(in.Network, in.Node)
 	if err != nil {
 		return nil, problemOf(err)
@@ -102,7 +108,7 @@ func (s *Server) runningNode(network, nodeName string) (int, error) {
 	}
 	if nd := planNode(rec.Plan, nodeName); nd != nil {
 		if k, err := kinds.NodeKind(nd.Kind); err == nil {
-			if _, ok := k.(kinds.Runner); ok {
+			if _, ok := k.(kinds.Runner); ok { // a kinds.Terminal was served by kindTerminal
 				return 0, fmt.Errorf("network %s: node %s: %w", network, nodeName, ErrKindNoTerminal)
 			}
 		}
