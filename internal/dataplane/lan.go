@@ -25,8 +25,8 @@ const (
 	lanFilterName   = "trellis_lan"
 	lanFilterHandle = shortbridgeFilterHandle // the forwarding slot of a port (forward.go)
 
-	// MaxLASize is how many members (ports and tunnel devices) one LAN can have.
-	MaxLASize = 4096
+	// MaxLANMembers is how many members (ports and tunnel devices) one LAN can have.
+	MaxLANMembers = 4096
 	// DefaultLANEntries is the default size of a LAN's forwarding table.
 	DefaultLANEntries = 4096
 	// DefaultLANAging is the default time after which a learnt address is forgotten, as for a
@@ -130,7 +130,7 @@ func AttachLAN(members []LANMember, opt LANOptions) error {
 }
 
 func attachLAN(members []LANMember, opt LANOptions) error {
-	if err := checkLASize(members); err != nil {
+	if err := checkLANMembers(members); err != nil {
 		return err
 	}
 	if opt.MaxEntries == 0 {
@@ -152,15 +152,15 @@ func attachLAN(members []LANMember, opt LANOptions) error {
 		return err
 	}
 	defer maps.close()
-	if err := setLASize(maps, members, opt.Aging); err != nil {
+	if err := setLANMembers(maps, members, opt.Aging); err != nil {
 		return err
 	}
 	return attachLANPrograms(h, spec, maps, members)
 }
 
-func checkLASize(members []LANMember) error {
-	if len(members) == 0 || len(members) > MaxLASize {
-		return fmt.Errorf("%w: %d members, want 1 to %d", ErrLANMembers, len(members), MaxLASize)
+func checkLANMembers(members []LANMember) error {
+	if len(members) == 0 || len(members) > MaxLANMembers {
+		return fmt.Errorf("%w: %d members, want 1 to %d", ErrLANMembers, len(members), MaxLANMembers)
 	}
 	seen := map[int]bool{}
 	for _, m := range members {
@@ -210,9 +210,9 @@ func lanMapsOf(h *netlink.Handle, members []LANMember, spec *ebpf.CollectionSpec
 	return maps, nil
 }
 
-// setLASize writes the member list and the ageing time, and forgets the addresses learnt
+// setLANMembers writes the member list and the ageing time, and forgets the addresses learnt
 // on members that left or whose delivery changed.
-func setLASize(maps *lanShared, members []LANMember, aging time.Duration) error {
+func setLANMembers(maps *lanShared, members []LANMember, aging time.Duration) error {
 	var c lanConf
 	if err := maps.conf.Lookup(uint32(0), &c); err != nil {
 		return fmt.Errorf("reading the LAN's settings: %w", err)
@@ -230,7 +230,7 @@ func setLASize(maps *lanShared, members []LANMember, aging time.Duration) error 
 	if err := maps.conf.Put(uint32(0), &c); err != nil {
 		return fmt.Errorf("writing the LAN's settings: %w", err)
 	}
-	for i := len(members); i < old && i < MaxLASize; i++ {
+	for i := len(members); i < old && i < MaxLANMembers; i++ {
 		if err := maps.members.Put(uint32(i), &lanMember{}); err != nil {
 			return fmt.Errorf("clearing member %d: %w", i, err)
 		}
