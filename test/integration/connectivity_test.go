@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -221,6 +222,9 @@ func TestLANConnectivity(t *testing.T) {
 			if l.Connector != connector || (connector == "lan") != (l.Bridge == "") {
 				t.Fatalf("link lan has connector %q and bridge %q, want %s (with a bridge device only for bridge)", l.Connector, l.Bridge, connector)
 			}
+			if connector == "bridge" {
+				checkNoBridgeNetfilter(t, l.Bridge)
+			}
 			checkLAN(t, e.state, name)
 			t.Run("mac move", func(t *testing.T) { checkMACMove(t, e.state, name) })
 			t.Run("members leave and join", func(t *testing.T) {
@@ -243,6 +247,19 @@ func TestLANConnectivity(t *testing.T) {
 			mustTrellis(t, e.state, "down", name)
 			e.assertClean()
 		})
+	}
+}
+
+// checkNoBridgeNetfilter checks that a bridge's own bridge-netfilter options are off.
+func checkNoBridgeNetfilter(t *testing.T, bridge string) {
+	t.Helper()
+	for _, opt := range []string{"nf_call_iptables", "nf_call_ip6tables", "nf_call_arptables"} {
+		data, err := os.ReadFile("/sys/class/net/" + bridge + "/bridge/" + opt)
+		if err != nil {
+			t.Errorf("bridge %s: %v", bridge, err)
+		} else if v := strings.TrimSpace(string(data)); v != "0" {
+			t.Errorf("bridge %s: %s is %s, want 0", bridge, opt, v)
+		}
 	}
 }
 
