@@ -32,12 +32,14 @@ func (Kind) Direct() bool { return false }
 
 // Join puts the LAN program on every member, or updates it in place: the member list (a
 // member made anew, added or gone), and how unicast frames reach a port (straight into the
-// node on an uncapped link, through the port's shaper on a capped one). What the LAN learnt
+// node on an uncapped link whose port is a veth, through the port's egress and shaper
+// otherwise). What the LAN learnt
 // stays, less the addresses of members that left or changed.
 func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Members) error {
 	members := make([]dataplane.LANMember, 0, len(m.Ports)+len(m.Tunnels))
 	for _, p := range m.Ports {
-		members = append(members, dataplane.LANMember{Ifindex: p.Attrs().Index, Peer: l.Rate == 0})
+		// Only a veth has a peer to deliver into (a tap port of a virtual machine has none).
+		members = append(members, dataplane.LANMember{Ifindex: p.Attrs().Index, Peer: l.Rate == 0 && p.Type() == "veth"})
 	}
 	for _, t := range m.Tunnels {
 		members = append(members, dataplane.LANMember{Ifindex: t.Attrs().Index, Tunnel: true})
