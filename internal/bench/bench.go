@@ -105,7 +105,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Parts:         AllParts,
-		Setups:        []string{"native", "shortbridge", "bridge", "userspace", "egre-shortbridge", "egre-bridge", "vxlan"},
+		Setups:        []string{"native", "shortbridge", "bridge", "lan", "userspace", "egre-shortbridge", "egre-bridge", "vxlan"},
 		Repeat:        5,
 		Trial:         time.Second,
 		Size:          64,

@@ -117,7 +117,7 @@ func checkReport(t *testing.T, rep *result.Report) {
 	}
 	stat("generator offered", rep.Generator.Offered)
 	stat("generator delivered", rep.Generator.Delivered)
-	want := map[string]bool{"native": true, "shortbridge": true, "bridge": true, "userspace": true, "egre-shortbridge": true, "egre-bridge": true, "vxlan": true}
+	want := map[string]bool{"native": true, "shortbridge": true, "bridge": true, "lan": true, "userspace": true, "egre-shortbridge": true, "egre-bridge": true, "vxlan": true}
 	for _, s := range rep.Setups {
 		delete(want, s.Name)
 		stat(s.Name+" peak", s.Peak)
@@ -201,7 +201,7 @@ func checkReport(t *testing.T, rep *result.Report) {
 				t.Errorf("profile of %s: groups add up to %.1f%%", p.Setup, sum)
 			}
 		}
-		for _, s := range []string{"shortbridge", "bridge"} {
+		for _, s := range []string{"shortbridge", "bridge", "lan"} {
 			if profiled[s] == nil {
 				t.Errorf("%s not profiled", s)
 			}
@@ -211,6 +211,9 @@ func checkReport(t *testing.T, rep *result.Report) {
 		}
 		if p := profiled["shortbridge"]; p != nil && (!hasGroup(p, "eBPF programs, tc, redirect") || hasGroup(p, "Linux bridge")) {
 			t.Errorf("the shortbridge profile: %+v", p.Groups)
+		}
+		if p := profiled["lan"]; p != nil && (!hasGroup(p, "eBPF programs, tc, redirect") || hasGroup(p, "Linux bridge")) {
+			t.Errorf("the lan profile: %+v", p.Groups)
 		}
 	}
 	if len(rep.Sizes) == 0 {

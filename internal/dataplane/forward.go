@@ -44,7 +44,7 @@ const (
 
 // isForwardFilter tells a forwarding filter of a port by its name.
 func isForwardFilter(f *netlink.BpfFilter) bool {
-	return f.Name == shortbridgeFilterName || f.Name == egreEncapFilterName
+	return f.Name == shortbridgeFilterName || f.Name == egreEncapFilterName || f.Name == lanFilterName
 }
 
 // legacyForwardFilters returns the forwarding filters at the old priority on

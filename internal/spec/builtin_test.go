@@ -7,6 +7,7 @@ func init() {
 	RegisterNodeKind("vm", NodeKind{VM: true})
 	RegisterLinkKind(Shortbridge, LinkKind{MinEndpoints: 2, MaxEndpoints: 2})
 	RegisterLinkKind(Bridge, LinkKind{MinEndpoints: 2})
+	RegisterLinkKind(LAN, LinkKind{MinEndpoints: 2, MaxEndpoints: 4096})
 	// Inner Ethernet header, outer IPv4, GRE with a key.
 	RegisterTunnelKind(EGRE, TunnelKind{Overhead: 14 + 20 + 8})
 	// Inner Ethernet header, outer IPv4, UDP, VXLAN.

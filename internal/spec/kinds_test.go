@@ -11,7 +11,7 @@ func TestBuiltinKinds(t *testing.T) {
 		got, want []string
 	}{
 		{NodeKinds(), []string{"container", "vm"}},
-		{LinkKinds(), []string{"bridge", "shortbridge"}},
+		{LinkKinds(), []string{"bridge", "lan", "shortbridge"}},
 		{TunnelKinds(), []string{"egre", "vxlan"}},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {
@@ -119,10 +119,10 @@ links:
 		"topo.yaml:3: tunnel: t-tun joins one host, not 2; use egre",
 		"topo.yaml:5: nodes.a.exec: a t-vm runs no commands; remove exec",
 		"topo.yaml:12: links[0].rate: a t-lan has no shaper; remove the rate",
-		"topo.yaml:14: links[1].connector: a t-lan joins 3 to 4 endpoints, not 2; use `connector: bridge` or `connector: shortbridge`",
-		"topo.yaml:16: links[2].connector: a t-lan joins 3 to 4 endpoints, not 5; use `connector: bridge`",
-		"topo.yaml:18: links[3].connector: a shortbridge joins exactly 2 endpoints, not 5; use `connector: bridge`",
-		`topo.yaml:20: links[4].connector: unknown connector "nope"; use one of: bridge, shortbridge, t-lan`,
+		"topo.yaml:14: links[1].connector: a t-lan joins 3 to 4 endpoints, not 2; use `connector: bridge` or `connector: lan` or `connector: shortbridge`",
+		"topo.yaml:16: links[2].connector: a t-lan joins 3 to 4 endpoints, not 5; use `connector: bridge` or `connector: lan`",
+		"topo.yaml:18: links[3].connector: a shortbridge joins exactly 2 endpoints, not 5; use `connector: bridge` or `connector: lan`",
+		`topo.yaml:20: links[4].connector: unknown connector "nope"; use one of: bridge, lan, shortbridge, t-lan`,
 	})
 	n, err := Parse("topo.yaml", []byte(`name: t
 hosts: {m1: {address: 198.18.0.1}}

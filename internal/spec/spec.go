@@ -14,6 +14,7 @@ import (
 const (
 	Shortbridge = "shortbridge" // eBPF hand-over between the two ports of a point-to-point link
 	Bridge      = "bridge"      // Linux bridge, for LANs
+	LAN         = "lan"         // the eBPF LAN connector: learning table, flooding by cloning
 )
 
 // Tunnel kinds: how a virtual link crosses between physical machines.
@@ -26,7 +27,7 @@ const (
 const (
 	DefaultNodeKind     = "container"   // a node without `kind:`
 	DefaultP2PConnector = "shortbridge" // a two-endpoint link without `connector:`
-	DefaultLANConnector = "bridge"      // a link of three or more endpoints without `connector:`
+	DefaultLANConnector = LAN           // a link of three or more endpoints without `connector:`
 	DefaultTunnel       = "egre"        // a file with `hosts:` and without `tunnel:`
 )
 

@@ -346,7 +346,7 @@ nodes:
 links:
   - endpoints: [r1:eth1, r2:eth1]
     connector: veth
-`, `topo.yaml:7: links[0].connector: unknown connector "veth"; use one of: bridge, shortbridge`},
+`, `topo.yaml:7: links[0].connector: unknown connector "veth"; use one of: bridge, lan, shortbridge`},
 	{"shortbridge with three endpoints", `name: t
 nodes:
   r1:
@@ -356,7 +356,7 @@ links:
   - name: lan
     connector: shortbridge
     endpoints: [r1:eth1, r2:eth1, r3:eth1]
-`, "topo.yaml:8: links[0].connector: a shortbridge joins exactly 2 endpoints, not 3; use `connector: bridge`"},
+`, "topo.yaml:8: links[0].connector: a shortbridge joins exactly 2 endpoints, not 3; use `connector: bridge` or `connector: lan`"},
 
 	// Files.
 	{"file outside the writable directories", `name: t
@@ -647,7 +647,7 @@ links:
 	}
 	want := []linkSummary{
 		{"r1:eth1--r2:eth1", Shortbridge, "r1:eth1 r2:eth1", "10mbit", 10e6, 9000, 26},
-		{"lan", Bridge, "r1:eth2 h3:eth0 a-very-long-interface-user:abcdefghijklmno", "", 0, 0, 29},
+		{"lan", DefaultLANConnector, "r1:eth2 h3:eth0 a-very-long-interface-user:abcdefghijklmno", "", 0, 0, 29},
 		{"h3:eth1--r2:eth2", Bridge, "r2:eth2 h3:eth1", "2mbps", 16e6, 0, 31},
 	}
 	if !reflect.DeepEqual(got, want) {

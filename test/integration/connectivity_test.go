@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,47 +190,157 @@ links:
 	e.assertClean()
 }
 
-func TestBridgeConnectivity(t *testing.T) {
-	e := start(t)
-	path := writeTopo(t, `name: brconn
-nodes:
-  a:
-    addresses:
-      eth1: [10.0.0.1/24, fd00::1/64]
-  b:
-    addresses:
-      eth1: [10.0.0.2/24, fd00::2/64]
-  c:
-    addresses:
-      eth1: [10.0.0.3/24, fd00::3/64]
-links:
-  - endpoints: [a:eth1, b:eth1, c:eth1]
-    connector: bridge
-`)
-	mustTrellis(t, e.state, "up", path)
-	if c := inspect(t, e.state, "brconn").link(t, "a:eth1--b:eth1--c:eth1").Connector; c != "bridge" {
-		t.Fatalf("link1 has connector %q, want bridge", c)
+// lanTopo is a LAN of the named connector between members (of a, b, c and d; the others are
+// nodes without an interface on it), each member with an IPv4 and an IPv6 address.
+func lanTopo(name, connector string, members ...string) string {
+	var nodes, eps []string
+	for i, n := range []string{"a", "b", "c", "d"} {
+		if !slices.Contains(members, n) {
+			nodes = append(nodes, "  "+n+": {}\n")
+			continue
+		}
+		nodes = append(nodes, fmt.Sprintf("  %s:\n    addresses:\n      eth1: [10.0.0.%d/24, fd00::%d/64]\n", n, i+1, i+1))
+		eps = append(eps, n+":eth1")
 	}
+	return fmt.Sprintf("name: %s\nnodes:\n%slinks:\n  - name: lan\n    endpoints: [%s]\n    connector: %s\n",
+		name, strings.Join(nodes, ""), strings.Join(eps, ", "), connector)
+}
+
+// TestLANConnectivity checks both LAN connectors, the eBPF LAN and the Linux bridge, as a switch:
+// IPv4, IPv6 (neighbour discovery), ARP, non-IP frames, broadcast to every member, learnt
+// unicast to its member alone, a MAC address moving to another member, and members leaving and
+// joining the running LAN. (The forwarding table's limit and ageing are checked on the data
+// plane: internal/dataplane, TestLAN.)
+func TestLANConnectivity(t *testing.T) {
+	for _, connector := range []string{"lan", "bridge"} {
+		t.Run(connector, func(t *testing.T) {
+			e := start(t)
+			name := "conn" + connector
+			path := writeTopo(t, lanTopo(name, connector, "a", "b", "c"))
+			mustTrellis(t, e.state, "up", path)
+			l := inspect(t, e.state, name).link(t, "lan")
+			if l.Connector != connector || (connector == "lan") != (l.Bridge == "") {
+				t.Fatalf("link lan has connector %q and bridge %q, want %s (with a bridge device only for bridge)", l.Connector, l.Bridge, connector)
+			}
+			if connector == "bridge" {
+				checkNoBridgeNetfilter(t, l.Bridge)
+			}
+			checkLAN(t, e.state, name)
+			t.Run("mac move", func(t *testing.T) { checkMACMove(t, e.state, name) })
+			t.Run("members leave and join", func(t *testing.T) {
+				rewriteTopo(t, path, lanTopo(name, connector, "a", "b", "c", "d"))
+				mustTrellis(t, e.state, "up", path)
+				ping(t, e.state, name, "d", "10.0.0.1")
+				rewriteTopo(t, path, lanTopo(name, connector, "a", "b", "d"))
+				if out := mustTrellis(t, e.state, "up", path); !strings.Contains(out, "member c:eth1 removed") {
+					t.Errorf("up without c said %q", out)
+				}
+				if err := tryPing(t, e.state, name, "a", "10.0.0.3"); err == nil {
+					t.Error("a reached c after c left the LAN")
+				}
+				ping(t, e.state, name, "a", "fd00::4")
+				rewriteTopo(t, path, lanTopo(name, connector, "a", "b", "c", "d"))
+				mustTrellis(t, e.state, "up", path)
+				ping(t, e.state, name, "a", "10.0.0.3")
+				checkBroadcast(t, e.state, name, "b", "a", "c", "d")
+			})
+			mustTrellis(t, e.state, "down", name)
+			e.assertClean()
+		})
+	}
+}
+
+// checkNoBridgeNetfilter checks that a bridge's own bridge-netfilter options are off.
+func checkNoBridgeNetfilter(t *testing.T, bridge string) {
+	t.Helper()
+	for _, opt := range []string{"nf_call_iptables", "nf_call_ip6tables", "nf_call_arptables"} {
+		data, err := os.ReadFile("/sys/class/net/" + bridge + "/bridge/" + opt)
+		if err != nil {
+			t.Errorf("bridge %s: %v", bridge, err)
+		} else if v := strings.TrimSpace(string(data)); v != "0" {
+			t.Errorf("bridge %s: %s is %s, want 0", bridge, opt, v)
+		}
+	}
+}
+
+// checkLAN checks a running LAN of a, b and c.
+func checkLAN(t *testing.T, state, name string) {
 	t.Run("ipv4", func(t *testing.T) {
-		ping(t, e.state, "brconn", "a", "10.0.0.2")
-		ping(t, e.state, "brconn", "a", "10.0.0.3")
-		ping(t, e.state, "brconn", "c", "10.0.0.2")
+		ping(t, state, name, "a", "10.0.0.2")
+		ping(t, state, name, "a", "10.0.0.3")
+		ping(t, state, name, "c", "10.0.0.2")
 	})
 	t.Run("ipv6", func(t *testing.T) {
-		ping(t, e.state, "brconn", "a", "fd00::2")
-		ping(t, e.state, "brconn", "a", "fd00::3")
-		ping(t, e.state, "brconn", "c", "fd00::2")
+		ping(t, state, name, "a", "fd00::2")
+		ping(t, state, name, "a", "fd00::3")
+		ping(t, state, name, "c", "fd00::2")
 	})
 	t.Run("arp", func(t *testing.T) {
-		checkARP(t, e.state, "brconn", "a", "eth1", "10.0.0.2", "b")
-		checkARP(t, e.state, "brconn", "b", "eth1", "10.0.0.3", "c")
+		checkARP(t, state, name, "a", "eth1", "10.0.0.2", "b")
+		checkARP(t, state, name, "b", "eth1", "10.0.0.3", "c")
 	})
 	t.Run("non-ip frame", func(t *testing.T) {
-		checkFrameCrosses(t, e.state, "brconn", "a", "eth1", "c", "eth1")
-		checkFrameCrosses(t, e.state, "brconn", "c", "eth1", "b", "eth1")
+		checkFrameCrosses(t, state, name, "a", "eth1", "c", "eth1")
+		checkFrameCrosses(t, state, name, "c", "eth1", "b", "eth1")
 	})
-	mustTrellis(t, e.state, "down", "brconn")
-	e.assertClean()
+	t.Run("broadcast", func(t *testing.T) { checkBroadcast(t, state, name, "a", "b", "c") })
+	t.Run("learnt unicast", func(t *testing.T) {
+		// a and b have just talked: each is learnt, and a frame between them is not flooded.
+		ping(t, state, name, "a", "10.0.0.2")
+		info := inspect(t, state, name)
+		payload := []byte("trellis-it-unicast-" + nonce())
+		rb := listenFrame(t, state, name, "b", "eth1", payload, 3*time.Second)
+		rc := listenFrame(t, state, name, "c", "eth1", payload, 3*time.Second)
+		sendFrame(t, state, name, "a", "eth1", info.iface(t, "b", "eth1").MAC, payload, 3)
+		if rb.result(t) == nil {
+			t.Error("a frame from a to b's MAC did not reach b")
+		}
+		if f := rc.result(t); f != nil {
+			t.Errorf("a frame from a to b's learnt MAC was flooded to c: %+v", f)
+		}
+	})
+}
+
+// checkBroadcast sends a broadcast non-IP frame from one node and checks that each of to
+// receives it.
+func checkBroadcast(t *testing.T, state, name, from string, to ...string) {
+	t.Helper()
+	payload := []byte("trellis-it-broadcast-" + nonce())
+	var rs []*frameReceiver
+	for _, n := range to {
+		rs = append(rs, listenFrame(t, state, name, n, "eth1", payload, 3*time.Second))
+	}
+	sendFrame(t, state, name, from, "eth1", "ff:ff:ff:ff:ff:ff", payload, 3)
+	for i, r := range rs {
+		if r.result(t) == nil {
+			t.Errorf("a broadcast from %s did not reach %s", from, to[i])
+		}
+	}
+}
+
+// checkMACMove moves b's MAC and address to c (as when a virtual machine migrates): b's
+// interface goes down, c's takes b's MAC and IPv4 address, and once c has sent a frame a
+// reaches the address through c, its ARP entry unchanged. Then everything is put back.
+func checkMACMove(t *testing.T, state, name string) {
+	info := inspect(t, state, name)
+	macB, macC := info.iface(t, "b", "eth1").MAC, info.iface(t, "c", "eth1").MAC
+	ping(t, state, name, "a", "10.0.0.2") // a's ARP entry and the LAN's table: b's MAC on b
+	mustExec(t, state, name, "b", "ip", "link", "set", "eth1", "down")
+	mustExec(t, state, name, "c", "ip", "link", "set", "eth1", "address", macB)
+	mustExec(t, state, name, "c", "ip", "addr", "add", "10.0.0.12/24", "dev", "eth1")
+	mustExec(t, state, name, "c", "ip", "addr", "add", "10.0.0.2/24", "dev", "eth1")
+	// c speaks from b's MAC: the LAN learns it on c's port.
+	ping(t, state, name, "c", "10.0.0.1")
+	ping(t, state, name, "a", "10.0.0.2")
+	if out := mustExec(t, state, name, "a", "ip", "-4", "neigh", "show", "10.0.0.2"); !strings.Contains(strings.ToLower(out), strings.ToLower(macB)) {
+		t.Errorf("a's neighbour entry for 10.0.0.2 is %q, want b's MAC %s (the frames followed the MAC to c)", out, macB)
+	}
+	mustExec(t, state, name, "c", "ip", "addr", "del", "10.0.0.2/24", "dev", "eth1")
+	mustExec(t, state, name, "c", "ip", "addr", "del", "10.0.0.12/24", "dev", "eth1")
+	mustExec(t, state, name, "c", "ip", "link", "set", "eth1", "address", macC)
+	mustExec(t, state, name, "b", "ip", "link", "set", "eth1", "up")
+	pingEventually(t, state, name, "b", "10.0.0.1") // and the MAC moves back to b
+	pingEventually(t, state, name, "a", "10.0.0.3")
 }
 
 // isoTopo is the network of TestIsolation; only the name differs between the two copies.

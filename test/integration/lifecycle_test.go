@@ -44,9 +44,10 @@ func TestUpDownLeavesNothing(t *testing.T) {
 	}
 
 	// The snapshot must see what the network is made of, or assertClean would prove nothing:
-	// 5 ports and a bridge, 3 node namespaces and init processes, 2 shortbridge programs.
+	// 5 ports (the LAN's connector has no device), 3 node namespaces and init processes, 2
+	// shortbridge programs and the LAN's (one for its three ports).
 	during := snapshot(t).oursCount()
-	want := map[string]int{"link": 6, "netns": 3, "node": 3, "bpf": 2}
+	want := map[string]int{"link": 5, "netns": 3, "node": 3, "bpf": 3}
 	for kind, n := range want {
 		if during[kind] != n {
 			t.Errorf("while up, the host snapshot holds %d %s objects of the test, want %d (all: %v)", during[kind], kind, n, during)

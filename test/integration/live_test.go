@@ -48,7 +48,7 @@ const (
 	ab   = "  - endpoints: [a:eth1, b:eth1]\n"
 	bc   = "  - endpoints: [b:eth2, c:eth1]\n"
 	cd   = "  - endpoints: [c:eth2, d:eth1]\n"
-	lan2 = "  - endpoints: [a:eth2, b:eth3]\n    name: lan\n    connector: bridge\n"
+	lan2 = "  - endpoints: [a:eth2, b:eth3]\n    name: lan\n    connector: lan\n"
 	lan3 = "  - endpoints: [a:eth2, b:eth3, c:eth3]\n    name: lan\n"
 )
 

@@ -68,7 +68,7 @@ measured for the peak: the whole path on the forwarding CPU, both machines' ends
 	}
 	b.WriteString("\n\n")
 	var diffs []string
-	for _, pair := range [][2]string{{"shortbridge", "native"}, {"bridge", "shortbridge"}, {"egre-shortbridge", "shortbridge"}, {"egre-bridge", "bridge"}, {"vxlan", "egre-shortbridge"}} {
+	for _, pair := range [][2]string{{"shortbridge", "native"}, {"bridge", "shortbridge"}, {"lan", "shortbridge"}, {"egre-shortbridge", "shortbridge"}, {"egre-bridge", "bridge"}, {"vxlan", "egre-shortbridge"}} {
 		if d := profileDiff(rep, pair[0], pair[1]); d != "" {
 			diffs = append(diffs, d)
 		}
@@ -109,6 +109,11 @@ const whereTimeGoes = `What the paths do per frame, and so where the gaps come f
   every bridged frame goes through bridge netfilter (br_nf_*: this kernel has
   CONFIG_BRIDGE_NETFILTER and bridge-nf-call-iptables is 1 by default in every namespace), which
   attaches an skb extension and runs the IPv4 hooks as if routing. Two bridged hops per frame.
+- *lan*: as shortbridge, but the ports' program is the LAN connector's: per frame it looks the
+  source address up in the LAN's forwarding table (an LRU hash; written only when an address is
+  new, moved, or its entry is more than a second old) and the destination, then hands the frame
+  on with bpf_redirect_peer as the shortbridge does; broadcast and unknown destinations are
+  cloned to every other member. No bridge device, no bridge netfilter.
 - *egre-shortbridge*: the port's own tc program encapsulates each frame (bpf_skb_adjust_room, a
   FIB lookup, redirect to the underlay); it crosses the underlay veth to the other machine (a
   backlog round there, as a NIC's receive would be) and is decapsulated (a map lookup, strip)

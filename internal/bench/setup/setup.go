@@ -34,6 +34,7 @@ var kinds = []Kind{
 	{Name: "native", Desc: "a plain network namespace forwards in the kernel, veths to source and sink, no trellis (figure 6a)", build: buildNative},
 	{Name: "shortbridge", Desc: "trellis: source, node under test and sink are nodes of one network; links use the shortbridge (eBPF, figure 6f without tunnels)", build: trellisSetup(spec.Shortbridge, false)},
 	{Name: "bridge", Desc: "trellis: as shortbridge, with a Linux bridge per link (figure 6d without tunnels)", build: trellisSetup(spec.Bridge, false)},
+	{Name: "lan", Desc: "trellis: as shortbridge, with the eBPF LAN connector (learning table, flooding by cloning) per link", build: trellisSetup("lan", false)},
 	{Name: "userspace", Desc: "trellis node under test whose relay process forwards UDP between two sockets (the PL-VINI baseline, figure 6b)", build: trellisSetup(spec.Shortbridge, true)},
 	{Name: "vm-tap", Desc: "trellis: as shortbridge, with the node under test a VM (kind: vm, QEMU) whose interfaces are virtio-net on taps (the KVM paper's tap interconnect); functional only without KVM", build: vmSetup},
 	// Setups across two machines, simulated on this one (machines.go).

@@ -1,6 +1,7 @@
 // Package bridge is the link kind "bridge": a LAN joined by a Linux bridge in the substrate,
 // which learns addresses and floods broadcasts, so ARP, neighbour discovery and non-IP frames
-// reach every member.
+// reach every member. The eBPF connector "lan" is the default for LANs; this one stays for
+// whoever asks for it (`connector: bridge`).
 package bridge
 
 import (
@@ -12,6 +13,8 @@ import (
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
 )
 
 // Name is the kind's name in topology files.
@@ -39,6 +42,12 @@ func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Memb
 		if err := netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: l.Device}}); err != nil {
 			return fmt.Errorf("bridge %s: %w", l.Device, err)
 		}
+		if br, err = netlink.LinkByName(l.Device); err != nil {
+			return fmt.Errorf("bridge %s: %w", l.Device, err)
+		}
+	}
+	if err := noNetfilter(br.Attrs().Index); err != nil {
+		return fmt.Errorf("bridge %s: %w", l.Device, err)
 	}
 	if br, err = netdev.UpQuiet(l.Device); err != nil {
 		return fmt.Errorf("bridge %w", err)
@@ -62,4 +71,30 @@ func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Memb
 // Leave deletes the bridge; its members leave it with it.
 func (Kind) Leave(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Members) error {
 	return netdev.Delete(l.Device)
+}
+
+// noNetfilter turns the bridge's own bridge-netfilter options off (nf_call_iptables,
+// nf_call_ip6tables, nf_call_arptables: `ip link set BR type bridge nf_call_iptables 0`), so
+// that the bridge does not send its frames through the IP, IPv6 and ARP firewall hooks. The
+// kernel calls those hooks when either the bridge's option or the namespace's sysctl
+// (net.bridge.bridge-nf-call-iptables and the others, 1 by default wherever br_netfilter is
+// loaded or built in) is on: the bridge's options can only add the hooks, so on a host with the
+// sysctls on its bridges still pay for them (docs/architecture.md, "Bridge (LAN)"); the LAN
+// connector "lan" has no bridge and never meets them.
+func noNetfilter(index int) error {
+	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_ACK)
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Index = int32(index)
+	req.AddData(msg)
+	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
+	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated("bridge"))
+	data := info.AddRtAttr(nl.IFLA_INFO_DATA, nil)
+	for _, opt := range []int{unix.IFLA_BR_NF_CALL_IPTABLES, unix.IFLA_BR_NF_CALL_IP6TABLES, unix.IFLA_BR_NF_CALL_ARPTABLES} {
+		data.AddRtAttr(opt, nl.Uint8Attr(0))
+	}
+	req.AddData(info)
+	if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
+		return fmt.Errorf("turning bridge netfilter off: %w", err)
+	}
+	return nil
 }
