@@ -14,8 +14,12 @@ func main() {
 	switch {
 	case os.Args[0] == node.InitArg0:
 		node.InitMain()
+	case os.Args[0] == node.SetupArg0:
+		node.SetupMain()
 	case len(os.Args) > 2 && os.Args[1] == node.ExecArg && os.Args[2] == "--":
 		node.ExecMain(os.Args[3:])
+	case len(os.Args) > 1 && os.Args[1] == node.JoinArg:
+		node.JoinMain(os.Args[2:])
 	}
 	if err := cli.NewRoot().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "trellis:", err)

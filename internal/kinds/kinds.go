@@ -59,6 +59,20 @@ type Node interface {
 	Exec(ctx context.Context, env *Env, in Instance, n *plan.Node) error
 }
 
+// Usage is what a running node uses, from its control group.
+type Usage struct {
+	CPUSeconds float64 `json:"cpu_seconds"` // CPU time of all its processes since it started
+	Memory     uint64  `json:"memory"`      // bytes, page cache and tmpfs files included
+	Processes  int64   `json:"processes"`   // processes and threads
+	OOMKills   int64   `json:"oom_kills"`   // processes killed for its memory limit
+}
+
+// Measurer is a node kind that can tell what a node uses (`trellis inspect`). The substrate
+// asks for it with a type assertion: a kind need not have it.
+type Measurer interface {
+	Usage(env *Env, in Instance) (Usage, error)
+}
+
 // Members are the substrate devices a connector joins: the link's ports on this machine, in
 // plan order, and its tunnel devices to other machines.
 type Members struct {

@@ -163,7 +163,10 @@ func Digest(nd *spec.Node) string {
 		Exec     []string
 		Files    []spec.File
 		Sysctl   map[string]string
-	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl}) // maps marshal in key order
+		Needs    spec.Capacity `json:",omitzero"` // limits: absent (and digests unchanged) when not given
+		Cpuset   string        `json:",omitempty"`
+		Pids     int64         `json:",omitempty"`
+	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids}) // maps marshal in key order
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
 }

@@ -32,6 +32,8 @@ type NodeInfo struct {
 	PID        int             `json:"pid"`
 	Running    bool            `json:"running"`
 	Interfaces []InterfaceInfo `json:"interfaces"`
+	// Usage is what the node uses (CPU time, memory, processes), for kinds that tell it.
+	Usage *kinds.Usage `json:"usage,omitempty"`
 }
 
 // InterfaceInfo describes a virtual interface as the node sees it.
@@ -105,6 +107,7 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 		ni := NodeInfo{Name: n.Name, PID: running[n.Name], Running: running[n.Name] != 0}
 		if ni.Running {
 			ni.Interfaces = interfaces(ni.PID, n.Name, seen)
+			ni.Usage = usage(env, found[n.Name])
 		}
 		info.Nodes = append(info.Nodes, ni)
 	}
@@ -211,4 +214,18 @@ func substrateDevices(netID string) (map[string]netlink.Link, map[int]uint64, er
 		}
 	}
 	return devs, drops, nil
+}
+
+// usage asks a node's kind what the node uses, if the kind can tell; nil otherwise.
+func usage(env *kinds.Env, in kinds.Instance) *kinds.Usage {
+	k, err := kinds.NodeKind(in.Kind)
+	m, ok := k.(kinds.Measurer)
+	if err != nil || !ok {
+		return nil
+	}
+	u, err := m.Usage(env, in)
+	if err != nil {
+		return nil // gone meanwhile
+	}
+	return &u
 }
