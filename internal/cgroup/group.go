@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -54,7 +55,7 @@ func onlineText() string {
 	return strings.TrimSpace(string(data))
 }
 
-func onlineCPUs() (map[int]bool, error) {
+var onlineCPUs = sync.OnceValues(func() (map[int]bool, error) {
 	list, err := ParseCPUList(onlineText())
 	if err != nil {
 		return nil, fmt.Errorf("online cores: %w", err)
@@ -64,7 +65,7 @@ func onlineCPUs() (map[int]bool, error) {
 		out[c] = true
 	}
 	return out, nil
-}
+})
 
 // ParseCPUList reads a list of cores as the kernel writes them: "0-3,6,8-9".
 func ParseCPUList(s string) ([]int, error) {
@@ -262,6 +263,27 @@ func (h *Hierarchy) JoinOf(pid int) error {
 		for _, d := range dirs {
 			if err := write(d, "cgroup.procs", self); err != nil {
 				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Kill kills every process in the group (what a crash left of a node that does not run).
+func (g *Group) Kill() error {
+	for _, dir := range g.dirs {
+		procs, err := read(dir, "cgroup.procs")
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(procs) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+					return fmt.Errorf("cgroup %s: killing %d: %w", dir, pid, err)
+				}
 			}
 		}
 	}

@@ -73,6 +73,14 @@ type Measurer interface {
 	Usage(env *Env, in Instance) (Usage, error)
 }
 
+// Sweeper is a node kind that keeps something outside its nodes' processes (container: their
+// cgroups) and can find and remove what belongs to nodes of the network that no longer run
+// (their trellis was killed before it could). The substrate calls Sweep under the network's
+// lock, in `up` once nodes were stopped and in `down`, with the nodes that run.
+type Sweeper interface {
+	Sweep(env *Env, running map[string]Instance) error
+}
+
 // Members are the substrate devices a connector joins: the link's ports on this machine, in
 // plan order, and its tunnel devices to other machines.
 type Members struct {

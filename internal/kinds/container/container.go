@@ -37,13 +37,6 @@ func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 		return nil, err
 	}
 	out := make(map[string]kinds.Instance, len(found))
-	names := map[string]bool{}
-	for name := range found {
-		names[name] = true
-	}
-	if err := removeStale(env, names); err != nil {
-		return nil, err
-	}
 	for name, r := range found {
 		in := kinds.Instance{Kind: Name, Name: name, PID: r.PID, Digest: r.Digest}
 		if !r.Ready {

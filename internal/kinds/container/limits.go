@@ -68,9 +68,9 @@ func createGroup(env *kinds.Env, n *plan.Node) (*cgroup.Group, error) {
 	return h.Create(groupName(env, n.Name), l)
 }
 
-// removeStale removes the groups of the network's nodes that are not running (their init was
-// killed with its trellis before the group went, or never started).
-func removeStale(env *kinds.Env, running map[string]bool) error {
+// Sweep removes the groups of the network's nodes that are not running (their init was killed
+// with its trellis before the group went, or never started), killing what is left in them.
+func (Kind) Sweep(env *kinds.Env, running map[string]kinds.Instance) error {
 	h, err := hierarchy()
 	if errors.Is(err, cgroup.ErrNoCgroups) {
 		return nil
@@ -83,8 +83,12 @@ func removeStale(env *kinds.Env, running map[string]bool) error {
 		return err
 	}
 	for _, name := range names {
-		if !running[strings.TrimPrefix(name, groupPrefix(env))] {
-			if err := h.Open(name).Remove(); err != nil {
+		if _, ok := running[strings.TrimPrefix(name, groupPrefix(env))]; !ok {
+			g := h.Open(name)
+			if err := g.Kill(); err != nil { // a setup process or init whose trellis was killed
+				return err
+			}
+			if err := g.Remove(); err != nil {
 				return err
 			}
 		}
