@@ -8,8 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultTmpfsSize is the size of each of a node's private directories when Config gives none.
-// Their pages count in the node's memory cgroup, whatever the size.
+// DefaultTmpfsSize is the size of each of a node's private directories when Config gives none
+// (a node without a memory limit). Their pages count in the node's memory cgroup.
 const DefaultTmpfsSize = 64 << 20
 
 // PrivateDirs get an empty tmpfs of their own in every node; with /etc (an overlay, see
@@ -47,10 +47,17 @@ func mountPrivate(cfg Config) error {
 		{"making the host file system read-only", func() error {
 			return unix.MountSetattr(-1, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
 		}},
-		// /proc stays writable: the setup process writes the init's uid and gid maps there, and
-		// the kernel lets the node mount its own /proc only over a /proc it could write.
-		{"/proc", func() error {
-			return unix.MountSetattr(-1, "/proc", 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY})
+		// /proc and /sys (not what is mounted below them) stay writable: the setup process
+		// writes the init's uid and gid maps in /proc, and the kernel lets the node mount a
+		// /proc or /sys of its own (`ip netns exec` does) only where the host's mount it would
+		// reveal is not locked read-only. Their files keep their host owners and modes.
+		{"/proc and /sys", func() error {
+			for _, p := range []string{"/proc", "/sys"} {
+				if err := unix.MountSetattr(-1, p, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
+					return fmt.Errorf("%s: %w", p, err)
+				}
+			}
+			return nil
 		}},
 		{"etc template " + cfg.Etc, func() (err error) {
 			etc, err = os.OpenFile(cfg.Etc, unix.O_PATH|unix.O_DIRECTORY, 0) // /run/trellis goes under the node's /run

@@ -29,6 +29,11 @@ func SetupMain() {
 	var cfg setupConfig
 	err := json.NewDecoder(os.Stdin).Decode(&cfg)
 	if err == nil {
+		// The init inherits it: when the node runs out of memory, the kernel kills its other
+		// processes, never the init that holds the node.
+		err = os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0)
+	}
+	if err == nil {
 		err = mountPrivate(cfg.Config)
 	}
 	if err == nil {

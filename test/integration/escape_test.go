@@ -96,7 +96,7 @@ func TestEscape(t *testing.T) {
 		{"see its port", "ip link show " + port, false},
 		{"remove its shaper", "tc qdisc del dev " + port + " root", false},
 		{"raise its pids limit", "umount /sys; echo max > " + group + "/pids.max", false},
-		{"mount its cgroup v1 hierarchy", "mkdir -p /tmp/cg && mount -t cgroup -o pids none /tmp/cg", false},
+		{"raise its pids limit through a cgroup mount of its own", "mkdir -p /tmp/cg && mount -t cgroup -o pids none /tmp/cg && echo max > /tmp/cg/pids.max", false},
 		// Limits.
 		{"exceed its pids limit", "sh -c 'for i in $(seq 80); do sleep 20 & done; wait'; r=$?; kill -9 -1; exit $r", false},
 		{"exceed its memory limit", "/usr/bin/python3 -c 'x = bytearray(256 << 20); print(len(x))'", false},

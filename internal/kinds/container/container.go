@@ -68,7 +68,9 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 		return in, err
 	}
 	if n.Needs.Memory > 0 {
-		cfg.TmpfsSize = n.Needs.Memory // each private directory at most the node's memory
+		// Each private directory holds at most a quarter of the node's memory: one filled up
+		// leaves room for the node's processes.
+		cfg.TmpfsSize = max(n.Needs.Memory/4, 1<<20)
 	}
 	pid, err := node.Start(node.Marker(env.Store.ID, env.Plan.NetID, n.Name, n.Digest), cfg, opt)
 	if err != nil {
