@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,8 +31,11 @@ func SetupMain() {
 	err := json.NewDecoder(os.Stdin).Decode(&cfg)
 	if err == nil {
 		// The init inherits it: when the node runs out of memory, the kernel kills its other
-		// processes, never the init that holds the node.
-		err = os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0)
+		// processes, never the init that holds the node. It takes CAP_SYS_RESOURCE, which some
+		// machines withhold even from root (then the init, small, is merely unlikely to go).
+		if werr := os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0); werr != nil && !errors.Is(werr, os.ErrPermission) {
+			err = werr
+		}
 	}
 	if err == nil {
 		err = mountPrivate(cfg.Config)

@@ -146,7 +146,13 @@ func TestEscape(t *testing.T) {
 		}
 	}
 	ping(t, e.state, net1, "b", "10.0.0.1") // the prisoner's neighbour is unharmed, and so is a
+	if ranges, _ := filepath.Glob(filepath.Join(e.state, "uids", "*")); len(ranges) != 2 {
+		t.Errorf("uid ranges recorded while two networks are up: %v, want 2", ranges)
+	}
 	mustTrellis(t, e.state, "down", net1, net2)
+	if ranges, _ := filepath.Glob(filepath.Join(e.state, "uids", "*")); len(ranges) != 0 {
+		t.Errorf("uid ranges still recorded after down: %v", ranges)
+	}
 	e.assertClean()
 }
 
