@@ -37,7 +37,9 @@ func InitMain() {
 		fmt.Fprintf(ready, "error: %v\n", err)
 		os.Exit(1)
 	}
-	fmt.Fprint(ready, "ok\n")
+	if _, err := fmt.Fprint(ready, "ok\n"); err != nil {
+		os.Exit(1) // trellis is gone: it would never mark this node ready
+	}
 	ready.Close()
 	reap()
 }

@@ -78,6 +78,11 @@ func startInit(cfg setupConfig, ready *os.File) error {
 	if err != nil {
 		return fmt.Errorf("starting the node's init: %w", err)
 	}
-	fmt.Fprintf(ready, "pid %d\n", cmd.Process.Pid)
+	// If trellis is gone (killed while it started the node), the write fails and the init,
+	// never configured, goes with the setup process: nothing is left that no one will find.
+	if _, err := fmt.Fprintf(ready, "pid %d\n", cmd.Process.Pid); err != nil {
+		cmd.Process.Kill()
+		return err
+	}
 	return json.NewEncoder(confW).Encode(cfg.Config)
 }
