@@ -4,7 +4,6 @@ package integration
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -21,14 +20,24 @@ nodes:
   a: {cpu: 0.5}
   b: {}
 `))
-	const secs = 4
-	spin := fmt.Sprintf("for i in 1 2 3; do timeout %d sh -c 'while :; do :; done' & done; wait", secs)
-	busy := startIn(t, e.state, "cpulimit", "b", "sh", "-c", spin)
-	before, t0 := cpuSeconds(t, e.state, "cpulimit", "a"), time.Now()
-	mustExec(t, e.state, "cpulimit", "a", "sh", "-c", spin)
-	cores := (cpuSeconds(t, e.state, "cpulimit", "a") - before) / time.Since(t0).Seconds()
-	busy.wait(10 * time.Second)
-	t.Logf("node a held to cpu: 0.5 used %.3f cores over %d s, with node b busy", cores, secs)
+	// Both nodes spin for 6 s; a's CPU time is sampled 1 s and 5 s in, well inside the run,
+	// each sample timed at the middle of the inspect that reads it.
+	spin := "for i in 1 2 3; do timeout 6 sh -c 'while :; do :; done' & done; wait"
+	busyB := startIn(t, e.state, "cpulimit", "b", "sh", "-c", spin)
+	busyA := startIn(t, e.state, "cpulimit", "a", "sh", "-c", spin)
+	sample := func() (float64, time.Time) {
+		t0 := time.Now()
+		cpu := cpuSeconds(t, e.state, "cpulimit", "a")
+		return cpu, t0.Add(time.Since(t0) / 2)
+	}
+	time.Sleep(time.Second)
+	cpu1, t1 := sample()
+	time.Sleep(4 * time.Second)
+	cpu2, t2 := sample()
+	cores := (cpu2 - cpu1) / t2.Sub(t1).Seconds()
+	busyA.wait(10 * time.Second)
+	busyB.wait(10 * time.Second)
+	t.Logf("node a held to cpu: 0.5 used %.3f cores over %.1f s, with node b busy", cores, t2.Sub(t1).Seconds())
 	if math.Abs(cores-0.5) > 0.05 {
 		t.Errorf("node a used %.3f cores, want 0.5 ± 0.05", cores)
 	}
