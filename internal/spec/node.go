@@ -22,7 +22,7 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
 		return nd // `r1:` with nothing under it
 	}
-	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "cpuset", "pids")
+	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "cpuset", "pids", "vm")
 	for k, v := range f {
 		nd.lines[k] = v.Line
 	}
@@ -55,6 +55,9 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 		} else {
 			nd.Pids = n
 		}
+	}
+	if v := f["vm"]; v != nil {
+		nd.VM = p.vmSettings(nd, v, field+".vm")
 	}
 	return nd
 }

@@ -75,6 +75,8 @@ type Node struct {
 	Cpuset string `json:",omitempty"`
 	// Pids limits the node's processes and threads; 0 means the node kind's default.
 	Pids int64 `json:",omitempty"`
+	// VM holds a VM node's tuning knobs (`vm:`), for node kinds that take them.
+	VM   *VMSettings `json:",omitempty"`
 	Line int
 
 	index   int            // position in the file's nodes, for field names in messages
