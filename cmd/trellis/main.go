@@ -21,8 +21,12 @@ func main() {
 		node.InitMain()
 	case os.Args[0] == engines.Arg0:
 		engines.Main()
+	case os.Args[0] == node.SetupArg0:
+		node.SetupMain()
 	case len(os.Args) > 2 && os.Args[1] == node.ExecArg && os.Args[2] == "--":
 		node.ExecMain(os.Args[3:])
+	case len(os.Args) > 1 && os.Args[1] == node.JoinArg:
+		node.JoinMain(os.Args[2:])
 	}
 	if err := cli.NewRoot().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "trellis:", err)

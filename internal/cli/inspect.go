@@ -56,6 +56,7 @@ func printInfo(out io.Writer, info *substrate.NetworkInfo) error {
 			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d\t%s\t%s\n", n.Name, n.PID, i.Name, i.MAC, i.MTU, i.State, strings.Join(i.Addresses, " "))
 		}
 	}
+	printUsage(w, info)
 	fmt.Fprintf(w, "\nLINK\tCONNECTOR\tRATE\tMTU\tENDPOINT\tPORT\tTX PKTS\tTX BYTES\tRX PKTS\tRX BYTES\tDROPS\n")
 	for _, l := range info.Links {
 		rate := l.Rate
@@ -136,5 +137,15 @@ func printTunnels(w io.Writer, info *substrate.NetworkInfo) {
 	if c := info.EGRE; c != nil {
 		fmt.Fprintf(w, "\nEGRE on this machine (all networks): %d frames decapsulated; dropped: %d unknown key, %d wrong source, %d errors\n",
 			c.Decapsulated, c.UnknownKey, c.WrongSource, c.Errors)
+	}
+}
+
+// printUsage prints what each running node uses, from its control group.
+func printUsage(w io.Writer, info *substrate.NetworkInfo) {
+	fmt.Fprintf(w, "\nNODE\tCPU TIME\tMEMORY\tPROCESSES\tOOM KILLS\n")
+	for _, n := range info.Nodes {
+		if u := n.Usage; u != nil {
+			fmt.Fprintf(w, "%s\t%.2fs\t%.1fM\t%d\t%d\n", n.Name, u.CPUSeconds, float64(u.Memory)/(1<<20), u.Processes, u.OOMKills)
+		}
 	}
 }

@@ -35,8 +35,12 @@ func TestMain(m *testing.M) {
 		guest.Main()
 	case os.Args[0] == node.InitArg0:
 		node.InitMain()
+	case os.Args[0] == node.SetupArg0:
+		node.SetupMain()
 	case len(os.Args) > 2 && os.Args[1] == node.ExecArg && os.Args[2] == "--":
 		node.ExecMain(os.Args[3:])
+	case len(os.Args) > 1 && os.Args[1] == node.JoinArg:
+		node.JoinMain(os.Args[2:])
 	}
 	os.Exit(m.Run())
 }
@@ -60,6 +64,7 @@ func inMachine(t *testing.T, f func(fx *fixture)) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer st.Delete("contract") // its uid range and copy of /etc
 	err = netnsutil.Do(ns, func() error {
 		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "underlay"}, PeerName: "wire"}); err != nil {
 			return err

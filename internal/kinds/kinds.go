@@ -59,6 +59,28 @@ type Node interface {
 	Exec(ctx context.Context, env *Env, in Instance, n *plan.Node) error
 }
 
+// Usage is what a running node uses, from its control group.
+type Usage struct {
+	CPUSeconds float64 `json:"cpu_seconds"` // CPU time of all its processes since it started
+	Memory     uint64  `json:"memory"`      // bytes, page cache and tmpfs files included
+	Processes  int64   `json:"processes"`   // processes and threads
+	OOMKills   int64   `json:"oom_kills"`   // processes killed for its memory limit
+}
+
+// Measurer is a node kind that can tell what a node uses (`trellis inspect`). The substrate
+// asks for it with a type assertion: a kind need not have it.
+type Measurer interface {
+	Usage(env *Env, in Instance) (Usage, error)
+}
+
+// Sweeper is a node kind that keeps something outside its nodes' processes (container: their
+// cgroups) and can find and remove what belongs to nodes of the network that no longer run
+// (their trellis was killed before it could). The substrate calls Sweep under the network's
+// lock, in `up` once nodes were stopped and in `down`, with the nodes that run.
+type Sweeper interface {
+	Sweep(env *Env, running map[string]Instance) error
+}
+
 // Runner is a node kind whose nodes run commands through trellis (a VM's guest agent) rather
 // than by being entered through their namespaces: trellis exec uses it. Run returns the
 // command's exit code.

@@ -18,19 +18,29 @@ import (
 // process as a node of one network of one state directory, so that it can be found again.
 const InitArg0 = "trellis-node"
 
-// ExecArg is the hidden sub-command that drops capabilities and runs a command in a node.
+// ExecArg is the hidden sub-command that runs a command in a node, from inside it.
 const ExecArg = "__node-exec"
+
+// JoinArg is the hidden sub-command that joins a node's control groups on the host, then
+// enters the node (Command).
+const JoinArg = "__node-join"
 
 // Config is what the init process needs to set a node up; it travels as JSON on its stdin.
 type Config struct {
 	Hostname string
-	Files    []File
+	Etc      string // the etc template: the lower layer of the node's /etc
+	// TmpfsSize is the size in bytes of each private directory (PrivateDirs); 0: the default.
+	TmpfsSize uint64 `json:",omitempty"`
+	UIDBase   uint32 // the host uid of the node's root (Options.UIDBase)
+	Files     []File
 }
 
 // File is one file written into the node's private file system.
 type File struct {
 	Path    string
 	Content string
+	Mode    uint32 `json:",omitempty"` // permission bits; 0 means 0644
+	Owner   string `json:",omitempty"` // USER or USER:GROUP inside the node; "" means root
 }
 
 // Marker returns the command-line arguments that identify a node's init process. digest
@@ -41,13 +51,31 @@ func Marker(stateID, netID, node, digest string) []string {
 }
 
 // ReadyFile is the file, in a node's private /run, that marks the node as started: trellis
-// writes it (MarkReady) once it has set the node up. A node found without it was being started
+// writes into it (MarkReady) once it has set the node up. A node found without it was being started
 // by a trellis that was killed, and is started again.
 const ReadyFile = "/run/.trellis/ready"
 
+// ReadyFile is made by the init, empty; MarkReady writes readyText into it. (Host root
+// cannot make a file in the node's /run: its uid is not mapped in the node's user namespace.)
+const readyText = "ready\n"
+
 // MarkReady marks the node whose init is pid as started.
 func MarkReady(pid int) error {
-	return os.WriteFile(fmt.Sprintf("/proc/%d/root%s", pid, ReadyFile), nil, 0o600)
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/root%s", pid, ReadyFile), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(readyText)
+	if err2 := f.Close(); err == nil {
+		err = err2
+	}
+	return err
+}
+
+// isReady tells whether the node whose init is pid was marked ready.
+func isReady(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/root%s", pid, ReadyFile))
+	return err == nil && string(data) == readyText
 }
 
 // Running is a node init process found by FindRunning.
@@ -91,8 +119,38 @@ func FindRunning(stateID, netID string) (map[string]Running, error) {
 		}
 		args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
 		if len(args) == 5 {
-			_, err := os.Stat(fmt.Sprintf("/proc/%d/root%s", pid, ReadyFile))
-			out[args[3]] = Running{PID: pid, Digest: args[4], Ready: err == nil}
+			out[args[3]] = Running{PID: pid, Digest: args[4], Ready: isReady(pid)}
+		}
+	}
+	return out, nil
+}
+
+// UIDBases returns the first host uid of the user namespace of every node init running on the
+// machine, whatever its state directory: the uid ranges in use.
+func UIDBases() (map[uint32]bool, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint32]bool{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.HasPrefix(string(cmdline), InitArg0+"\x00") {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/uid_map", pid))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		f := strings.Fields(string(data))
+		if len(f) >= 3 && f[0] == "0" {
+			if base, err := strconv.ParseUint(f[1], 10, 32); err == nil && base != 0 {
+				out[uint32(base)] = true
+			}
 		}
 	}
 	return out, nil

@@ -198,9 +198,11 @@ func Digest(nd *spec.Node) string {
 		Exec     []string
 		Files    []spec.File
 		Sysctl   map[string]string
-		Needs    spec.Capacity    `json:",omitzero"`  // a VM's cores and memory
+		Needs    spec.Capacity    `json:",omitzero"`  // a VM's cores and memory, a container's limits
+		Cpuset   string           `json:",omitempty"` // limits: absent (and digests unchanged) when not given
+		Pids     int64            `json:",omitempty"`
 		VM       *spec.VMSettings `json:",omitempty"` // a VM's knobs
-	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.VM}) // maps marshal in key order
+	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids, nd.VM}) // maps marshal in key order
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
 }

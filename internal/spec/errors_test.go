@@ -65,7 +65,7 @@ links:
     speed: 1mbit
 `, []string{
 		`topo.yaml:2: nodse: unknown key; the keys allowed here are [name hosts tunnel nodes links]`,
-		`topo.yaml:6: nodes.r1.adresses: unknown key; the keys allowed here are [kind host addresses exec files sysctl cpu memory vm engines dispatch]`,
+		`topo.yaml:6: nodes.r1.adresses: unknown key; the keys allowed here are [kind host addresses exec files sysctl cpu memory cpuset pids vm engines dispatch]`,
 		"topo.yaml:8: nodes.r1.sysctl.net.ipv4.ip_forward: expected a single value; write e.g. `net.ipv4.ip_forward: 0`",
 		`topo.yaml:10: links[0].endpoints: a link needs at least two endpoints; list two endpoints for a point-to-point link, more for a LAN`,
 		`topo.yaml:11: links[0].speed: unknown key; the keys allowed here are [name endpoints rate mtu connector state loss duplicate corrupt delay jitter distribution from]`,
@@ -119,6 +119,37 @@ nodes: {r1: {kind: x, host: m1, exec: x}}
 		"topo.yaml:2: nodes.r1.host: no host named \"m1\"; add a `hosts:` section listing the machines, or remove `host:`",
 		`topo.yaml:2: nodes.r1.kind: unknown node kind "x"; use one of: container, vm`,
 	}},
+	{"limits", `name: t
+nodes:
+  r1: {cpuset: "0-", pids: 3}
+  r2: {cpuset: "3-1", pids: many}
+  r3: {cpuset: "0-1,3", pids: 64, cpu: 0.5, memory: 64M}
+`, []string{
+		`topo.yaml:3: nodes.r1.cpuset: "0-" is not a list of cores; list core numbers and ranges as the kernel does, e.g. 0-1,3`,
+		`topo.yaml:3: nodes.r1.pids: "3" is not a process limit; give a whole number from 8 to 4194304, e.g. 512`,
+		`topo.yaml:4: nodes.r2.cpuset: "3-1" is not a list of cores; list core numbers and ranges as the kernel does, e.g. 0-1,3`,
+		`topo.yaml:4: nodes.r2.pids: "many" is not a process limit; give a whole number from 8 to 4194304, e.g. 512`,
+	}},
+	{"files: mode and owner", `name: t
+nodes:
+  r1:
+    files:
+      - {path: /etc/a, content: a, mode: 0649}
+      - {path: /etc/b, content: b, mode: "0"}
+      - {path: /etc/c, content: c, mode: 17777}
+      - {path: /etc/d, content: d, owner: "Frr"}
+      - {path: /etc/e, content: e, owner: "frr:70000"}
+      - {path: /etc/f, content: f, owner: "frr:frr:x"}
+      - {path: /etc/g, content: g, mode: 0o640, owner: "frr:frr"}
+      - {path: /var/lib/frr/h, content: h, mode: 600, owner: "100:102"}
+`, []string{
+		`topo.yaml:5: nodes.r1.files[0].mode: "0649" is not a file mode; give octal permission bits as chmod takes them, e.g. 0640 or 0755`,
+		`topo.yaml:6: nodes.r1.files[1].mode: mode 0 would make the file unreadable even to its owner; give e.g. 0600 for a file only its owner reads`,
+		`topo.yaml:7: nodes.r1.files[2].mode: "17777" is not a file mode; give octal permission bits as chmod takes them, e.g. 0640 or 0755`,
+		`topo.yaml:8: nodes.r1.files[3].owner: "Frr" is not an owner; write USER or USER:GROUP, names or numbers below 65536, e.g. frr:frr`,
+		`topo.yaml:9: nodes.r1.files[4].owner: "frr:70000" is not an owner; write USER or USER:GROUP, names or numbers below 65536, e.g. frr:frr`,
+		`topo.yaml:10: nodes.r1.files[5].owner: "frr:frr:x" is not an owner; write USER or USER:GROUP, names or numbers below 65536, e.g. frr:frr`,
+	}},
 	{"files: every item", `name: t
 nodes:
   r1:
@@ -129,7 +160,7 @@ nodes:
       - path: /etc/y
       - [not, a, file]
 `, []string{
-		`topo.yaml:5: nodes.r1.files[0].path: "/usr/x" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log`,
+		`topo.yaml:5: nodes.r1.files[0].path: "/usr/x" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp, /var/log or /var/lib`,
 		"topo.yaml:7: nodes.r1.files[1].path: missing; say where the file goes inside the node, e.g. `path: /etc/bird/bird.conf`",
 		"topo.yaml:8: nodes.r1.files[2]: neither content nor source given; add `content: |` with the text, or `source: path/relative/to/topology`",
 		`topo.yaml:9: nodes.r1.files[3]: expected a mapping of keys to values; see the topology file reference in README.md`,

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -19,7 +22,7 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
 		return nd // `r1:` with nothing under it
 	}
-	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "vm", "engines", "dispatch")
+	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "cpuset", "pids", "vm", "engines", "dispatch")
 	for k, v := range f {
 		nd.lines[k] = v.Line
 	}
@@ -47,6 +50,17 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	}
 	if d := f["dispatch"]; d != nil {
 		p.dispatch(nd, d, field+".dispatch")
+	}
+	if v := f["cpuset"]; v != nil {
+		nd.Cpuset = p.cpuset(v, field+".cpuset")
+	}
+	if v := f["pids"]; v != nil {
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if v.Kind != yaml.ScalarNode || err != nil || n < MinPids || n > 1<<22 {
+			p.fail(v, field+".pids", fmt.Sprintf("%q is not a process limit", v.Value), fmt.Sprintf("give a whole number from %d to %d, e.g. 512", MinPids, 1<<22))
+		} else {
+			nd.Pids = n
+		}
 	}
 	if v := f["vm"]; v != nil {
 		nd.VM = p.vmSettings(nd, v, field+".vm")
@@ -92,7 +106,7 @@ func (p *parser) files(n *yaml.Node, field string) []File {
 	var out []File
 	for i, item := range n.Content {
 		fld := fmt.Sprintf("%s[%d]", field, i)
-		f, ok := p.fields(item, fld, "path", "content", "source")
+		f, ok := p.fields(item, fld, "path", "content", "source", "mode", "owner")
 		if !ok {
 			continue
 		}
@@ -112,9 +126,75 @@ func (p *parser) files(n *yaml.Node, field string) []File {
 		default:
 			p.fail(item, fld, "neither content nor source given", "add `content: |` with the text, or `source: path/relative/to/topology`")
 		}
+		if m := f["mode"]; m != nil {
+			file.Mode = p.fileMode(m, fld+".mode")
+		}
+		if o := f["owner"]; o != nil {
+			file.Owner = p.fileOwner(o, fld+".owner")
+		}
 		out = append(out, file)
 	}
 	return out
+}
+
+// MinPids is the lowest process limit a node may have: its init, a shell and a daemon or two.
+const MinPids = 8
+
+var cpusetRE = regexp.MustCompile(`^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$`)
+
+// cpuset reads a list of cores, as the kernel writes them: 0-1,3.
+func (p *parser) cpuset(v *yaml.Node, field string) string {
+	ok := v.Kind == yaml.ScalarNode && cpusetRE.MatchString(v.Value)
+	for _, r := range strings.Split(v.Value, ",") {
+		lo, hi, isRange := strings.Cut(r, "-")
+		a, _ := strconv.Atoi(lo)
+		b, _ := strconv.Atoi(hi)
+		ok = ok && (!isRange || b >= a) && a < 4096 && b < 4096
+	}
+	if !ok {
+		p.fail(v, field, fmt.Sprintf("%q is not a list of cores", v.Value), "list core numbers and ranges as the kernel does, e.g. 0-1,3")
+		return ""
+	}
+	return v.Value
+}
+
+// fileMode reads a file's permission bits, in octal as chmod takes them: 640, 0640 or 0o640.
+func (p *parser) fileMode(m *yaml.Node, field string) uint32 {
+	v := strings.TrimPrefix(strings.TrimPrefix(m.Value, "0o"), "0")
+	mode, err := strconv.ParseUint(v, 8, 32)
+	if m.Kind != yaml.ScalarNode || (err != nil && v != "") || mode > 0o7777 {
+		p.fail(m, field, fmt.Sprintf("%q is not a file mode", m.Value), "give octal permission bits as chmod takes them, e.g. 0640 or 0755")
+		return 0
+	}
+	if mode == 0 {
+		p.fail(m, field, "mode 0 would make the file unreadable even to its owner", "give e.g. 0600 for a file only its owner reads")
+	}
+	return uint32(mode)
+}
+
+var ownerRE = regexp.MustCompile(`^([a-z_][a-z0-9_.-]*[$]?|[0-9]+)(:([a-z_][a-z0-9_.-]*[$]?|[0-9]+))?$`)
+
+// fileOwner reads a file's owner: USER or USER:GROUP, each a name (looked up in the node's
+// /etc/passwd and /etc/group when it starts) or a number below 65536 (the node's ids).
+func (p *parser) fileOwner(o *yaml.Node, field string) string {
+	m := ownerRE.FindStringSubmatch(o.Value)
+	for _, id := range []string{get(m, 1), get(m, 3)} {
+		if n, err := strconv.Atoi(id); err == nil && n >= 65536 {
+			m = nil
+		}
+	}
+	if o.Kind != yaml.ScalarNode || m == nil {
+		p.fail(o, field, fmt.Sprintf("%q is not an owner", o.Value), "write USER or USER:GROUP, names or numbers below 65536, e.g. frr:frr")
+		return ""
+	}
+	return o.Value
+}
+
+func get(m []string, i int) string {
+	if i < len(m) {
+		return m[i]
+	}
+	return ""
 }
 
 // source reads the file a `source:` names, relative to the topology file.

@@ -69,8 +69,13 @@ type Node struct {
 	Exec      []string          // shell commands run in order at start, inside the node
 	Files     []File            // written into the node's private file system before Exec
 	Sysctl    map[string]string // net.* sysctls; forwarding defaults filled in
-	// Needs is what placement counts for the node: cpu cores and memory.
+	// Needs is what placement counts for the node: cpu cores and memory. The node kind also
+	// enforces them as limits (container: a CFS quota of Needs.CPU cores, Needs.Memory bytes).
 	Needs Capacity `json:",omitzero"`
+	// Cpuset lists the cores the node may run on ("0-1,3"); "" means any.
+	Cpuset string `json:",omitempty"`
+	// Pids limits the node's processes and threads; 0 means the node kind's default.
+	Pids int64 `json:",omitempty"`
 	// VM holds a VM node's tuning knobs (`vm:`), for node kinds that take them.
 	VM *VMSettings `json:",omitempty"`
 	// Engines are the node's parallel forwarding engines (docs/design.md, decision 12); none
@@ -88,6 +93,10 @@ type Node struct {
 type File struct {
 	Path    string // absolute, under one of the node's private writable directories
 	Content string // inline, or read from the source path given in the topology file
+	// Mode is the file's permission bits (0 means 0644); Owner its owner inside the node,
+	// "USER" or "USER:GROUP", names or numbers ("" means root).
+	Mode  uint32 `json:",omitempty"`
+	Owner string `json:",omitempty"`
 }
 
 // Link is a virtual link: point-to-point (two endpoints) or a LAN (two or more).

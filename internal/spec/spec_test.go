@@ -25,7 +25,7 @@ nodse:
 nodes:
   r1:
     adresses: {}
-`, `topo.yaml:4: nodes.r1.adresses: unknown key; the keys allowed here are [kind host addresses exec files sysctl cpu memory vm engines dispatch]`},
+`, `topo.yaml:4: nodes.r1.adresses: unknown key; the keys allowed here are [kind host addresses exec files sysctl cpu memory cpuset pids vm engines dispatch]`},
 	{"vm settings on a container", `name: t
 nodes:
   r1:
@@ -62,7 +62,7 @@ nodes:
       - path: /etc/x.conf
         contents: hi
 `, "topo.yaml:5: nodes.r1.files[0]: neither content nor source given; add `content: |` with the text, or `source: path/relative/to/topology`\n" +
-		`topo.yaml:6: nodes.r1.files[0].contents: unknown key; the keys allowed here are [path content source]`},
+		`topo.yaml:6: nodes.r1.files[0].contents: unknown key; the keys allowed here are [path content source mode owner]`},
 	{"top-level key twice", `name: t
 nodes:
   r1:
@@ -365,42 +365,42 @@ nodes:
     files:
       - path: /usr/local/etc/x.conf
         content: hi
-`, `topo.yaml:5: nodes.r1.files[0].path: "/usr/local/etc/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log`},
+`, `topo.yaml:5: nodes.r1.files[0].path: "/usr/local/etc/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp, /var/log or /var/lib`},
 	{"file path climbing out with ..", `name: t
 nodes:
   r1:
     files:
       - path: /etc/../usr/x.conf
         content: hi
-`, `topo.yaml:5: nodes.r1.files[0].path: "/etc/../usr/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log`},
+`, `topo.yaml:5: nodes.r1.files[0].path: "/etc/../usr/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp, /var/log or /var/lib`},
 	{"file path ending in ..", `name: t
 nodes:
   r1:
     files:
       - content: hi
         path: /tmp/..
-`, `topo.yaml:6: nodes.r1.files[0].path: "/tmp/.." is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log`},
+`, `topo.yaml:6: nodes.r1.files[0].path: "/tmp/.." is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp, /var/log or /var/lib`},
 	{"file path that is a directory", `name: t
 nodes:
   r1:
     files:
       - path: /run/
         content: hi
-`, `topo.yaml:5: nodes.r1.files[0].path: "/run/" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log`},
+`, `topo.yaml:5: nodes.r1.files[0].path: "/run/" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp, /var/log or /var/lib`},
 	{"relative file path", `name: t
 nodes:
   r1:
     files:
       - path: etc/x.conf
         content: hi
-`, `topo.yaml:5: nodes.r1.files[0].path: "etc/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log`},
+`, `topo.yaml:5: nodes.r1.files[0].path: "etc/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp, /var/log or /var/lib`},
 	{"file path in a look-alike directory", `name: t
 nodes:
   r1:
     files:
       - path: /etcetera/x.conf
         content: hi
-`, `topo.yaml:5: nodes.r1.files[0].path: "/etcetera/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log`},
+`, `topo.yaml:5: nodes.r1.files[0].path: "/etcetera/x.conf" is not in a node's writable directories; give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp, /var/log or /var/lib`},
 	{"file with content and source", `name: t
 nodes:
   r1:
@@ -629,7 +629,7 @@ links:
 		t.Errorf("r1 exec %q, want %q", r1.Exec, want)
 	}
 	if want := []File{{Path: "/etc/bird/bird.conf", Content: birdConf}, {Path: "/tmp/motd", Content: "hello\n"}}; !reflect.DeepEqual(r1.Files, want) {
-		t.Errorf("r1 files %q, want %q", r1.Files, want)
+		t.Errorf("r1 files %+v, want %+v", r1.Files, want)
 	}
 
 	type linkSummary struct {
@@ -680,7 +680,7 @@ nodes:
 	}
 	want := []File{{Path: "/etc/frr/frr.conf", Content: "hostname r1\n"}, {Path: "/etc/frr/abs.conf", Content: "hostname r1\n"}}
 	if got := n.Node("r1").Files; !reflect.DeepEqual(got, want) {
-		t.Errorf("files %q, want %q", got, want)
+		t.Errorf("files %+v, want %+v", got, want)
 	}
 
 	// The same name next to a topology file in another folder is not found.
@@ -759,5 +759,25 @@ func TestFormatRate(t *testing.T) {
 		if got, err := ParseRate(FormatRate(bps)); err != nil || got != bps {
 			t.Errorf("ParseRate(FormatRate(%d)) = %d, %v", bps, got, err)
 		}
+	}
+}
+
+func TestFileModeOwner(t *testing.T) {
+	doc := `name: t
+nodes:
+  r1:
+    files:
+      - {path: /etc/a, content: a, mode: 0o640, owner: "frr:frr"}
+      - {path: /var/lib/frr/b, content: b, mode: 600, owner: "100"}
+      - {path: /etc/c, content: c}
+`
+	n, err := Parse("topo.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []File{{Path: "/etc/a", Content: "a", Mode: 0o640, Owner: "frr:frr"},
+		{Path: "/var/lib/frr/b", Content: "b", Mode: 0o600, Owner: "100"}, {Path: "/etc/c", Content: "c"}}
+	if got := n.Node("r1").Files; !reflect.DeepEqual(got, want) {
+		t.Errorf("files %+v, want %+v", got, want)
 	}
 }

@@ -23,7 +23,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 
 // writableDirs are the node's private writable directories; files may only go there, since the
 // rest of the host's file system is read-only inside a node.
-var writableDirs = []string{"/etc/", "/run/", "/var/run/", "/tmp/", "/var/tmp/", "/var/log/"}
+var writableDirs = []string{"/etc/", "/run/", "/var/run/", "/tmp/", "/var/tmp/", "/var/log/", "/var/lib/"}
 
 func (p *parser) checkName(at *yaml.Node, field, name string, max int) bool {
 	if !nameRE.MatchString(name) || len(name) > max {
@@ -52,7 +52,7 @@ func fileInWritableDir(file string) bool {
 func (p *parser) checkFilePath(at *yaml.Node, field, file string) {
 	if !fileInWritableDir(file) {
 		p.fail(at, field, fmt.Sprintf("%q is not in a node's writable directories", file),
-			"give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp or /var/log")
+			"give an absolute file path under /etc, /run, /var/run, /tmp, /var/tmp, /var/log or /var/lib")
 	}
 }
 

@@ -133,12 +133,30 @@ func (s *Store) markPath(name string) string {
 	return filepath.Join(s.Dir, "networks", name+".changing")
 }
 
-// Delete removes a network's record, lock and logs.
+// RunDir is where trellis keeps what nodes must reach by path: a directory that every user
+// may traverse (a state directory may not be), and that a reboot empties, as it ends the nodes.
+const RunDir = "/run/trellis"
+
+// EtcDir is where the copy of the host's /etc that a network's nodes see is kept (in RunDir).
+func (s *Store) EtcDir(name string) string {
+	return filepath.Join(RunDir, s.ID, "etc", name)
+}
+
+// Delete removes a network's record, uid range, /etc copy, lock and logs.
 func (s *Store) Delete(name string) error {
-	if err := os.RemoveAll(s.LogDir(name)); err != nil {
-		return err
+	partial, _ := filepath.Glob(s.EtcDir(name) + ".tmp*") // copies a killed trellis was making
+	for _, d := range append([]string{s.LogDir(name), s.EtcDir(name)}, partial...) {
+		if err := os.RemoveAll(d); err != nil {
+			return err
+		}
 	}
-	for _, f := range []string{s.path(name), s.markPath(name), s.lockPath(name)} {
+	// RunDir's own directories go with their last network; another's may be using them.
+	for d := filepath.Dir(s.EtcDir(name)); d != filepath.Dir(RunDir); d = filepath.Dir(d) {
+		if os.Remove(d) != nil {
+			break
+		}
+	}
+	for _, f := range []string{s.path(name), s.uidPath(name), s.markPath(name), s.lockPath(name)} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}

@@ -45,7 +45,12 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 		f     func(i int) error
 		count *atomic.Int64
 	}{
-		{"nodes stopped", 1, func(int) error { return a.stopNodes(ctx) }, &a.stopped},
+		{"nodes stopped", 1, func(int) error {
+			if err := a.stopNodes(ctx); err != nil {
+				return err
+			}
+			return sweep(env, a.running)
+		}, &a.stopped},
 		{"devices removed", 1, func(int) error { return a.removeGone(ctx) }, &a.removed},
 		{"nodes started", len(p.Nodes), func(i int) error { return a.startNode(ctx, p.Nodes[i]) }, &a.started},
 		{"links made or changed", len(p.Links), func(i int) error { return a.link(ctx, p.Links[i]) }, &a.joined},
@@ -99,6 +104,18 @@ func runningNodes(env *kinds.Env) (map[string]kinds.Instance, error) {
 		}
 	}
 	return out, nil
+}
+
+// sweep has the node kinds remove what they keep for nodes that do not run (kinds.Sweeper).
+func sweep(env *kinds.Env, running map[string]kinds.Instance) error {
+	for _, k := range kinds.NodeKinds() {
+		if s, ok := k.(kinds.Sweeper); ok {
+			if err := s.Sweep(env, running); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func digests(running map[string]kinds.Instance) map[string]string {

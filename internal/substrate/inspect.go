@@ -35,6 +35,8 @@ type NodeInfo struct {
 	PID        int             `json:"pid"`
 	Running    bool            `json:"running"`
 	Interfaces []InterfaceInfo `json:"interfaces"`
+	// Usage is what the node uses (CPU time, memory, processes), for kinds that tell it.
+	Usage *kinds.Usage `json:"usage,omitempty"`
 	// A VM's QEMU threads (their CPUs, policies and priorities) and notes such as its
 	// acceleration.
 	Threads []kinds.Thread `json:"threads,omitempty"`
@@ -117,6 +119,7 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 			if k, _ := kinds.NodeKind(n.Kind); k != nil {
 				describe(ctx, env, k, found[n.Name], &ni, seen)
 			}
+			ni.Usage = usage(env, found[n.Name])
 		}
 		info.Nodes = append(info.Nodes, ni)
 	}
@@ -247,4 +250,18 @@ func substrateDevices(netID string) (map[string]netlink.Link, map[int]uint64, er
 		}
 	}
 	return devs, drops, nil
+}
+
+// usage asks a node's kind what the node uses, if the kind can tell; nil otherwise.
+func usage(env *kinds.Env, in kinds.Instance) *kinds.Usage {
+	k, err := kinds.NodeKind(in.Kind)
+	m, ok := k.(kinds.Measurer)
+	if err != nil || !ok {
+		return nil
+	}
+	u, err := m.Usage(env, in)
+	if err != nil {
+		return nil // gone meanwhile
+	}
+	return &u
 }

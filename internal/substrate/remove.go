@@ -54,6 +54,9 @@ func remove(st *state.Store, rec *state.Record) error {
 			return err
 		}
 	}
+	if err := sweep(env, nil); err != nil {
+		return err
+	}
 	for _, p := range []*plan.Plan{rec.Plan, rec.Target} {
 		if err := removeTunnels(ctx, st, p); err != nil {
 			return err

@@ -525,11 +525,14 @@ const (
 
 // hostSnapshot is what trellis may change on the host.
 type hostSnapshot struct {
-	Links  map[string]string   // root namespace link name -> type
-	Qdiscs map[string]string   // qdisc description -> link name
-	Netns  map[uint64][]int    // network namespace inode -> pids of processes in it
-	Progs  map[uint32]bool     // loaded eBPF program ids
-	Nodes  map[int]string      // pid -> command line of trellis-node processes
+	Links  map[string]string // root namespace link name -> type
+	Qdiscs map[string]string // qdisc description -> link name
+	Netns  map[uint64][]int  // network namespace inode -> pids of processes in it
+	Progs  map[uint32]bool   // loaded eBPF program ids
+	Nodes  map[int]string    // pid -> command line of trellis-node processes
+	// Groups are the nodes' control groups ("HIERARCHY/trellis/STATEID.NETID.NODE") and the
+	// networks' /etc copies ("/run/trellis/STATEID/etc/NETWORK"), each with its state id.
+	Groups map[string]string
 	procs  map[int]*procEntry  // every process, for owners
 	linkOf map[uint32][]string // eBPF program id -> "link ingress/egress" where attached (lazy)
 	fdOf   map[uint32][]int    // eBPF program id -> pids holding it open (lazy)
@@ -556,8 +559,11 @@ func snapshot(t testing.TB) *hostSnapshot {
 
 func takeSnapshot() (*hostSnapshot, error) {
 	s := &hostSnapshot{Links: map[string]string{}, Qdiscs: map[string]string{}, Netns: map[uint64][]int{},
-		Progs: map[uint32]bool{}, Nodes: map[int]string{}}
+		Progs: map[uint32]bool{}, Nodes: map[int]string{}, Groups: map[string]string{}}
 	s.stateIDs, s.netIDs = ours()
+	if err := s.readGroups(); err != nil {
+		return nil, err
+	}
 
 	// Qdiscs before links, so that every qdisc's link is in the list; a qdisc whose link was
 	// deleted in between is skipped.
@@ -617,6 +623,36 @@ func takeSnapshot() (*hostSnapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// readGroups lists the nodes' control groups in every cgroup hierarchy and the networks'
+// copies of /etc.
+func (s *hostSnapshot) readGroups() error {
+	globs := []string{"/sys/fs/cgroup/*/trellis/*", "/sys/fs/cgroup/trellis/*", "/run/trellis/*/etc/*"}
+	for _, g := range globs {
+		paths, err := filepath.Glob(g)
+		if err != nil {
+			return err
+		}
+		for _, p := range paths {
+			id, _, _ := strings.Cut(filepath.Base(p), ".") // a group: STATEID.NETID.NODE
+			if strings.HasPrefix(p, "/run/") {
+				id = filepath.Base(filepath.Dir(filepath.Dir(p)))
+			}
+			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+				s.Groups[p] = id
+			}
+		}
+	}
+	return nil
+}
+
+// stateOwner tells whose a group or /etc copy of state directory id is.
+func (s *hostSnapshot) stateOwner(id string) string {
+	if s.stateIDs[id] {
+		return ownOurs
+	}
+	return ownForeign
 }
 
 // qemuMarker returns "trellis-vm STATEID NETID NODE" for the QEMU process of a VM node (its
@@ -915,6 +951,16 @@ func diffSnapshots(before, after *hostSnapshot) (fail, excused []change) {
 	for id := range before.Progs {
 		if !after.Progs[id] {
 			add(change{"-", "bpf", fmt.Sprintf("prog %d", id), ownUnknown})
+		}
+	}
+	for path, id := range after.Groups {
+		if _, ok := before.Groups[path]; !ok {
+			add(change{"+", "group", path, after.stateOwner(id)})
+		}
+	}
+	for path, id := range before.Groups {
+		if _, ok := after.Groups[path]; !ok {
+			add(change{"-", "group", path, before.stateOwner(id)})
 		}
 	}
 	for pid, cmd := range after.Nodes {

@@ -212,8 +212,10 @@ func downRootNetworks(dir string) error {
 	return nil
 }
 
-// killNodes ends the nodes of every network of a simulated machine's state directory. Their
-// devices, tunnels and eBPF programs are in the machine's network namespace and go with it.
+// killNodes ends the nodes of every network of a simulated machine's state directory and
+// deletes their records (with what the records name outside it: the networks' copies of /etc).
+// Their devices, tunnels and eBPF programs are in the machine's network namespace and go with
+// it.
 func killNodes(dir string) error {
 	st, recs, err := records(dir)
 	if err != nil {
@@ -232,7 +234,15 @@ func killNodes(dir string) error {
 			pids = append(pids, pid)
 		}
 	}
-	return node.WaitGone(pids...)
+	if err := node.WaitGone(pids...); err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if err := st.Delete(rec.Name); err != nil { // its copy of /etc in /run/trellis too
+			return err
+		}
+	}
+	return nil
 }
 
 // killMentioning kills every process with an argument that holds a path under directory dir,

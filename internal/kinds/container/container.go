@@ -5,11 +5,13 @@ package container
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/trellisnet/trellis/internal/cgroup"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/plan"
@@ -19,7 +21,7 @@ import (
 // Name is the kind's name in topology files.
 const Name = "container"
 
-func init() { kinds.RegisterNode(Name, Kind{}, spec.NodeKind{}) }
+func init() { kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check}) }
 
 // NotReady is the digest Running gives a node whose init has not finished setting it up (its
 // trellis was killed while starting it).
@@ -48,13 +50,33 @@ func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 // Start starts the node's init process with its files, then sets the node's sysctls (except
 // those of interfaces that are link endpoints, which Port sets) and its loopback addresses.
 func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Instance, error) {
-	cfg := node.Config{Hostname: n.Name}
+	cfg := node.Config{Hostname: n.Name, Etc: env.Store.EtcDir(env.Plan.Network)}
 	for _, f := range n.Files {
-		cfg.Files = append(cfg.Files, node.File{Path: f.Path, Content: f.Content})
+		cfg.Files = append(cfg.Files, node.File{Path: f.Path, Content: f.Content, Mode: f.Mode, Owner: f.Owner})
 	}
 	in := kinds.Instance{Kind: Name, Name: n.Name, Digest: n.Digest}
-	pid, err := node.Start(node.Marker(env.Store.ID, env.Plan.NetID, n.Name, n.Digest), cfg)
+	base, err := env.Store.AllocUIDs(env.Plan.Network, node.UIDBases)
 	if err != nil {
+		return in, err
+	}
+	etc := env.Store.EtcDir(env.Plan.Network)
+	if err := node.EtcTemplate("/etc", etc, base); err != nil {
+		return in, err
+	}
+	opt := node.Options{UIDBase: base, Etc: etc}
+	if opt.Cgroup, err = createGroup(env, n); err != nil {
+		return in, err
+	}
+	if n.Needs.Memory > 0 {
+		// Each private directory holds at most a quarter of the node's memory: one filled up
+		// leaves room for the node's processes.
+		cfg.TmpfsSize = max(n.Needs.Memory/4, 1<<20)
+	}
+	pid, err := node.Start(node.Marker(env.Store.ID, env.Plan.NetID, n.Name, n.Digest), cfg, opt)
+	if err != nil {
+		if opt.Cgroup != nil {
+			opt.Cgroup.Remove()
+		}
 		return in, err
 	}
 	in.PID = pid
@@ -78,7 +100,17 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 	if err := node.Kill(in.PID); err != nil {
 		return fmt.Errorf("ending node %s (pid %d): %w", in.Name, in.PID, err)
 	}
-	return node.WaitGone(in.PID)
+	if err := node.WaitGone(in.PID); err != nil {
+		return err
+	}
+	h, err := hierarchy()
+	if errors.Is(err, cgroup.ErrNoCgroups) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return h.Open(groupName(env, in.Name)).Remove()
 }
 
 // Exec runs the node's start commands in order, each through /bin/sh, with their output in the

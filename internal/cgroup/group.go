@@ -1,0 +1,291 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DefaultPids is a node's process limit when the file gives none: enough for any routing suite,
+// and a fork bomb stops there.
+const DefaultPids = 1024
+
+// period is the CFS period, in microseconds, over which a node's CPU quota is counted.
+const period = 100000
+
+// Limits are a node's resource limits. Zero values mean no limit (Pids: DefaultPids).
+type Limits struct {
+	CPUs   float64 // cores: a CFS quota of CPUs*period per period
+	Cpuset string  // the cores the node may run on, as cpuset.cpus takes them ("0-1,3")
+	Memory uint64  // bytes, page cache and tmpfs files included; over it, the kernel kills inside the group
+	Pids   int64   // processes and threads
+}
+
+// Check refuses limits the host cannot honour: more cores than it has, cores it lacks.
+func Check(l Limits) error {
+	online, err := onlineCPUs()
+	if err != nil {
+		return err
+	}
+	if l.CPUs > float64(len(online)) {
+		return fmt.Errorf("%w: cpus %g, but this machine has %d cores", ErrLimit, l.CPUs, len(online))
+	}
+	if l.Cpuset != "" {
+		want, err := ParseCPUList(l.Cpuset)
+		if err != nil {
+			return fmt.Errorf("%w: cpuset %q: %v", ErrLimit, l.Cpuset, err)
+		}
+		for _, c := range want {
+			if !online[c] {
+				return fmt.Errorf("%w: cpuset %q names core %d, which this machine lacks (it has %s)", ErrLimit, l.Cpuset, c, onlineText())
+			}
+		}
+	}
+	return nil
+}
+
+func onlineText() string {
+	data, _ := os.ReadFile("/sys/devices/system/cpu/online")
+	return strings.TrimSpace(string(data))
+}
+
+var onlineCPUs = sync.OnceValues(func() (map[int]bool, error) {
+	list, err := ParseCPUList(onlineText())
+	if err != nil {
+		return nil, fmt.Errorf("online cores: %w", err)
+	}
+	out := map[int]bool{}
+	for _, c := range list {
+		out[c] = true
+	}
+	return out, nil
+})
+
+// ParseCPUList reads a list of cores as the kernel writes them: "0-3,6,8-9".
+func ParseCPUList(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := a, error(nil)
+		if isRange {
+			b, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || a < 0 || b < a || b > 4095 {
+			return nil, fmt.Errorf("%q is not a list of cores such as 0-1,3", s)
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// Group is one node's control group.
+type Group struct {
+	h    *Hierarchy
+	name string
+	dirs map[string]string
+}
+
+// Open returns group name (under Parent), made or not.
+func (h *Hierarchy) Open(name string) *Group { return &Group{h: h, name: name, dirs: h.dirs(name)} }
+
+// Create makes group name with limits l, or sets its limits if it exists.
+func (h *Hierarchy) Create(name string, l Limits) (*Group, error) {
+	if l.Pids == 0 {
+		l.Pids = DefaultPids
+	}
+	g := h.Open(name)
+	for c, dir := range g.dirs {
+		if err := makeDir(dir, c); err != nil {
+			return nil, err
+		}
+	}
+	if err := g.set(l); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// makeDir makes a group's directory and its parent (Parent), which another trellis may be
+// removing at the same moment as its last group goes: then it tries again.
+func makeDir(dir, controller string) error {
+	var err error
+	for range 5 {
+		if err = ensureParent(filepath.Dir(dir), controller); err == nil {
+			if err = os.Mkdir(dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
+				return nil
+			}
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+	}
+	return fmt.Errorf("cgroup %s: %w", dir, err)
+}
+
+// ensureParent makes Parent in one hierarchy, with what its children need from it: a v1
+// cpuset needs its cores and memory nodes, v2 its controllers enabled for the children.
+func ensureParent(dir, controller string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	switch controller {
+	case "cpuset":
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if v, _ := read(dir, f); v == "" {
+				root, err := read(filepath.Dir(dir), f)
+				if err == nil {
+					err = write(dir, f, root)
+				}
+				if err != nil {
+					return err
+				}
+			}
+		}
+	case "":
+		for _, d := range []string{filepath.Dir(dir), dir} {
+			if err := write(d, "cgroup.subtree_control", "+cpu +cpuset +memory +pids"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// set writes the limits into the group's files.
+func (g *Group) set(l Limits) error {
+	quota := "-1"
+	if l.CPUs > 0 {
+		quota = strconv.Itoa(int(l.CPUs * period))
+	}
+	mem := "-1"
+	if l.Memory > 0 {
+		mem = strconv.FormatUint(l.Memory, 10)
+	}
+	cpus := l.Cpuset
+	type file struct{ controller, name, value string }
+	var files []file
+	if g.h.V2 != "" {
+		if quota == "-1" {
+			quota = "max"
+		}
+		if mem == "-1" {
+			mem = "max"
+		}
+		files = []file{{"", "cpu.max", fmt.Sprintf("%s %d", quota, period)}, {"", "memory.max", mem},
+			{"", "pids.max", strconv.FormatInt(l.Pids, 10)}, {"", "cpuset.cpus", cpus}}
+	} else {
+		if cpus == "" {
+			cpus, _ = read(filepath.Dir(g.dirs["cpuset"]), "cpuset.cpus")
+		}
+		mems, _ := read(filepath.Dir(g.dirs["cpuset"]), "cpuset.mems")
+		files = []file{{"cpu", "cpu.cfs_period_us", strconv.Itoa(period)}, {"cpu", "cpu.cfs_quota_us", quota},
+			{"memory", "memory.limit_in_bytes", mem}, {"pids", "pids.max", strconv.FormatInt(l.Pids, 10)},
+			{"cpuset", "cpuset.cpus", cpus}, {"cpuset", "cpuset.mems", mems}}
+	}
+	for _, f := range files {
+		if err := write(g.dirs[f.controller], f.name, f.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Place moves process pid (all its threads) into the group.
+func (g *Group) Place(pid int) error {
+	for _, dir := range g.dirs {
+		if err := write(dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FD opens the group's v2 directory, for starting a process straight into it
+// (syscall.SysProcAttr.UseCgroupFD); nil on v1.
+func (g *Group) FD() (*os.File, error) {
+	if g.h.V2 == "" {
+		return nil, nil
+	}
+	return os.Open(g.dirs[""])
+}
+
+// Remove deletes the group once the processes in it are gone (a killed node's take a moment),
+// and Parent with its last group.
+func (g *Group) Remove() error {
+	deadline := time.Now().Add(5 * time.Second)
+	for _, dir := range g.dirs {
+		for {
+			err := syscall.Rmdir(dir)
+			if err == nil || errors.Is(err, syscall.ENOENT) {
+				break
+			}
+			if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+				return fmt.Errorf("removing cgroup %s: %w", dir, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		syscall.Rmdir(filepath.Dir(dir)) // fails while another group is in it
+	}
+	return nil
+}
+
+// JoinOf moves the calling process into the groups under Parent that process pid is in (a
+// node's init): commands run in a node are counted and limited with it.
+func (h *Hierarchy) JoinOf(pid int) error {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return err
+	}
+	self := strconv.Itoa(os.Getpid())
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || !strings.HasPrefix(parts[2], "/"+Parent+"/") {
+			continue
+		}
+		var dirs []string
+		if parts[0] == "0" && h.V2 != "" {
+			dirs = append(dirs, filepath.Join(h.V2, parts[2]))
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if m := h.Mounts[c]; m != "" {
+				dirs = append(dirs, filepath.Join(m, parts[2]))
+			}
+		}
+		for _, d := range dirs {
+			if err := write(d, "cgroup.procs", self); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Kill kills every process in the group (what a crash left of a node that does not run).
+func (g *Group) Kill() error {
+	for _, dir := range g.dirs {
+		procs, err := read(dir, "cgroup.procs")
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(procs) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+					return fmt.Errorf("cgroup %s: killing %d: %w", dir, pid, err)
+				}
+			}
+		}
+	}
+	return nil
+}
