@@ -25,8 +25,7 @@ type Machine struct {
 	Lease clientv3.LeaseID `json:"-"`
 }
 
-// Registration is a machine registered under a lease that is kept alive until Close or until
-// ctx of Register ends.
+// Registration is a machine registered under a lease that is kept alive until Close.
 type Registration struct {
 	Lease clientv3.LeaseID
 	// Lost is closed when the lease is lost (etcd unreachable for longer than its TTL, or the
@@ -36,8 +35,10 @@ type Registration struct {
 	cli    *clientv3.Client
 }
 
-// Register registers machine m under a new lease of ttl and keeps the lease alive. A name that
-// another live agent registered is refused with ErrMachineTaken, naming it.
+// Register registers machine m under a new lease of ttl and keeps the lease alive until Close.
+// A name that another live agent registered is refused with ErrMachineTaken, naming it, unless
+// m.Lease is the lease the registration is bound to (the same agent, restarted before its lease
+// expired): then that lease is kept alive again, and nothing notices the restart.
 func (s *Store) Register(ctx context.Context, m *Machine, ttl time.Duration) (*Registration, error) {
 	if err := checkName("machine", m.Name); err != nil {
 		return nil, err
@@ -52,23 +53,36 @@ func (s *Store) Register(ctx context.Context, m *Machine, ttl time.Duration) (*R
 		return nil, unreachable(err, s.cli.Endpoints())
 	}
 	key := MachineKey(m.Name)
+	id := lease.ID
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(data), clientv3.WithLease(lease.ID))).
+		Then(clientv3.OpPut(key, string(data), clientv3.WithLease(id))).
 		Else(clientv3.OpGet(key)).
 		Commit()
+	if err == nil && !resp.Succeeded && m.Lease != 0 {
+		// An agent that restarted within its lease's time takes its registration back.
+		resp, err = s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.LeaseValue(key), "=", m.Lease)).
+			Then(clientv3.OpPut(key, string(data), clientv3.WithLease(m.Lease))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		s.cli.Revoke(context.WithoutCancel(ctx), lease.ID)
+		id = m.Lease
+	}
 	if err == nil && !resp.Succeeded {
 		err = taken(m.Name, resp)
 	}
 	if err != nil {
-		s.cli.Revoke(context.WithoutCancel(ctx), lease.ID)
-		return nil, err
+		if id == lease.ID {
+			s.cli.Revoke(context.WithoutCancel(ctx), id)
+		}
+		return nil, unreachable(err, s.cli.Endpoints())
 	}
-	kctx, cancel := context.WithCancel(ctx)
-	ka, err := s.cli.KeepAlive(kctx, lease.ID)
+	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ka, err := s.cli.KeepAlive(kctx, id)
 	if err != nil {
 		cancel()
-		s.cli.Revoke(context.WithoutCancel(ctx), lease.ID)
+		s.cli.Revoke(context.WithoutCancel(ctx), id)
 		return nil, unreachable(err, s.cli.Endpoints())
 	}
 	lost := make(chan struct{})
@@ -77,8 +91,8 @@ func (s *Store) Register(ctx context.Context, m *Machine, ttl time.Duration) (*R
 		}
 		close(lost)
 	}()
-	m.Lease = lease.ID
-	return &Registration{Lease: lease.ID, Lost: lost, cancel: cancel, cli: s.cli}, nil
+	m.Lease = id
+	return &Registration{Lease: id, Lost: lost, cancel: cancel, cli: s.cli}, nil
 }
 
 func taken(name string, resp *clientv3.TxnResponse) error {
@@ -89,6 +103,10 @@ func taken(name string, resp *clientv3.TxnResponse) error {
 	return fmt.Errorf("%w: %s is registered by agent %s since %s; stop that agent or choose another --machine",
 		ErrMachineTaken, name, other.Agent, other.Since.Format(time.RFC3339))
 }
+
+// Stop stops keeping the lease alive: the registration goes when the lease expires, unless an
+// agent registers again with the same lease before (see Register).
+func (r *Registration) Stop() { r.cancel() }
 
 // Close stops keeping the lease alive and revokes it, so the registration goes at once.
 func (r *Registration) Close(ctx context.Context) error {

@@ -7,6 +7,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"regexp"
@@ -15,6 +16,8 @@ import (
 	"github.com/trellisnet/trellis/internal/cluster/pki"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // Sentinel errors; the errors returned wrap them with what and where.
@@ -54,10 +57,7 @@ func Dial(ctx context.Context, c Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: c.Endpoints, TLS: tc, DialTimeout: DialTimeout, Context: ctx,
-		Logger: zap.NewNop(), // the client's retries would flood the user's terminal
-	})
+	cli, err := clientv3.New(ClientConfig(c.Endpoints, tc))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w: %v", ErrUnreachable, err)
 	}
@@ -67,6 +67,21 @@ func Dial(ctx context.Context, c Config) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// ClientConfig is the configuration of an etcd client of the cluster: quiet, and quick to notice
+// a member that went and to reconnect when it is back (gRPC's own backoff grows to two minutes,
+// which would leave an agent behind long after etcd returned).
+func ClientConfig(endpoints []string, tc *tls.Config) clientv3.Config {
+	return clientv3.Config{
+		Endpoints: endpoints, TLS: tc, DialTimeout: DialTimeout,
+		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
+		Logger: zap.NewNop(), // the client's retries would flood the user's terminal
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		})},
+	}
 }
 
 // New returns the store over an etcd client the caller made (and closes).

@@ -216,6 +216,15 @@ func testMachines(t *testing.T, s *Store, c *etcdtest.Cluster) {
 	if _, err := s.Register(ctx, &Machine{Name: "mt1"}, 5*time.Second); !errors.Is(err, ErrMachineTaken) || !strings.Contains(err.Error(), "agent test") {
 		t.Errorf("second registration of mt1: %v, want ErrMachineTaken naming the agent", err)
 	}
+	// The same agent, restarted while its lease lives, takes the registration back.
+	again, err := s.Register(ctx, &Machine{Name: "mt1", Agent: "test again", Lease: reg.Lease, Cores: 4, Memory: 8 << 30, Address: m.Address}, 5*time.Second)
+	if err != nil {
+		t.Fatalf("registration of mt1 with its own lease: %v", err)
+	}
+	if again.Lease != reg.Lease {
+		t.Errorf("mt1 registered again under lease %x, want its own %x", again.Lease, reg.Lease)
+	}
+	again.cancel() // one keepalive is enough
 	ms, _, err := s.Machines(ctx)
 	if err != nil {
 		t.Fatal(err)

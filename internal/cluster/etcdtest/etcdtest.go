@@ -20,6 +20,9 @@ import (
 
 	"github.com/trellisnet/trellis/internal/cluster/pki"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // ErrNoEtcd is returned by Binary when no etcd 3.6 or later is found.
@@ -219,7 +222,15 @@ func (c *Cluster) NewClient(f pki.Files) (*clientv3.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return clientv3.New(clientv3.Config{Endpoints: c.Endpoints, TLS: tc, DialTimeout: 5 * time.Second})
+	// As cluster.ClientConfig (which this package cannot import: cluster's tests import it).
+	return clientv3.New(clientv3.Config{
+		Endpoints: c.Endpoints, TLS: tc, DialTimeout: 5 * time.Second,
+		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		})},
+	})
 }
 
 // WaitHealthy waits until every running member answers and the cluster has a leader.

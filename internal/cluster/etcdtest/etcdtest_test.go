@@ -11,6 +11,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/cluster/pki"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // TestThreeMembers starts a cluster, writes through it with one member killed, starts that
@@ -55,10 +56,19 @@ func TestThreeMembers(t *testing.T) {
 	}
 }
 
+// put writes a key, trying again while the cluster elects a leader (a killed member may have
+// been the leader: etcd then answers "request timed out" until a new one is elected).
 func put(ctx context.Context, t *testing.T, cli *clientv3.Client, k, v string) {
 	t.Helper()
-	if _, err := cli.Put(ctx, k, v); err != nil {
-		t.Fatalf("put %s: %v", k, err)
+	for {
+		_, err := cli.Put(ctx, k, v)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -100,7 +110,7 @@ func TestTLSRefusesStrangers(t *testing.T) {
 		{"certificate of another CA", strangerTLS, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, TLS: tc.tls, DialTimeout: time.Second})
+			cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, TLS: tc.tls, DialTimeout: time.Second, Logger: zap.NewNop()})
 			if err != nil {
 				t.Fatal(err)
 			}
