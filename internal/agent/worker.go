@@ -66,6 +66,9 @@ func (w *worker) run(ctx context.Context) {
 // and its links' ends, or nothing when the placement is gone or puts nothing here.
 func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted bool) error {
 	st, me := w.a.cfg.State, w.a.cfg.Machine.Name
+	if !deleted && p.Refused != "" {
+		return nil // the network's new generation does not fit: the machine keeps what it has
+	}
 	if deleted || !p.OnMachine(me) {
 		return w.remove(ctx)
 	}

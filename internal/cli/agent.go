@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/agent"
 	"github.com/trellisnet/trellis/internal/cluster"
+	"github.com/trellisnet/trellis/internal/placer"
 	"github.com/trellisnet/trellis/internal/spec"
 )
 
@@ -23,6 +24,7 @@ func agentCmd(store storeFunc) *cobra.Command {
 		address      string
 		memory, rate string
 		ttl          time.Duration
+		withPlacer   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --etcd URLS --machine NAME --cacert CA --cert CERT --key KEY",
@@ -62,6 +64,14 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 			host, _ := os.Hostname()
 			m.Agent = fmt.Sprintf("pid %d on %s", os.Getpid(), host)
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if withPlacer {
+				done := make(chan struct{})
+				go func() {
+					placer.Run(ctx, placer.Config{Store: s, ID: fmt.Sprintf("%s/%d", m.Name, os.Getpid()), Log: log})
+					close(done)
+				}()
+				defer func() { <-done }()
+			}
 			return agent.Run(ctx, agent.Config{Store: s, Machine: m, State: st, LeaseTTL: ttl, Log: log})
 		},
 	}
@@ -73,6 +83,7 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 	cmd.Flags().StringVar(&memory, "memory", "", "memory offered to nodes, e.g. 16G (default: all)")
 	cmd.Flags().StringVar(&rate, "rate", "", "NIC rate, e.g. 10gbit (default: the interface's speed, else not limited)")
 	cmd.Flags().DurationVar(&ttl, "lease", agent.DefaultLeaseTTL, "how long the machine stays registered without its agent")
+	cmd.Flags().BoolVar(&withPlacer, "placer", false, "also run a placer in this process (one leader among all placers; see trellis placer)")
 	return cmd
 }
 
