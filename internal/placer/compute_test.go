@@ -28,7 +28,6 @@ func parseNet(t *testing.T, src string) *spec.Network {
 	return n
 }
 
-
 func TestCompute(t *testing.T) {
 	plain := "name: c\nnodes:\n  a: {}\n  b: {}\n  c: {}\nlinks:\n  - endpoints: [a:eth1, b:eth1]\n  - endpoints: [b:eth2, c:eth1]\n"
 	needs := "name: c\nnodes:\n  a: {cpu: 2}\n  b: {cpu: 2}\n  c: {cpu: 2, memory: 1G}\nlinks:\n  - endpoints: [a:eth1, b:eth1]\n  - endpoints: [b:eth2, c:eth1]\n"
