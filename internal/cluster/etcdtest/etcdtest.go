@@ -63,6 +63,7 @@ type Cluster struct {
 
 	t       testing.TB
 	bin     string
+	opts    Options
 	members []*member
 }
 
@@ -75,11 +76,26 @@ type member struct {
 	clientPort int
 }
 
-// Start starts an n-member cluster and registers its stop with t.Cleanup. It fails the test if
-// etcd cannot be found (in CI) or does not become healthy within 20 s; outside CI a missing
-// etcd skips the test.
-func Start(t testing.TB, n int) *Cluster {
+// Options place a cluster somewhere else than on this namespace's loopback.
+type Options struct {
+	// Host is the IPv4 address the members listen on (default 127.0.0.1).
+	Host string
+	// Netns is a named network namespace (ip netns) to run the members in, e.g. the underlay of
+	// simulated machines; the test's own clients reach them through sockets made there.
+	Netns string
+}
+
+// Start starts an n-member cluster on loopback and registers its stop with t.Cleanup. It fails
+// the test if etcd cannot be found (in CI) or does not become healthy within 20 s; outside CI a
+// missing etcd skips the test.
+func Start(t testing.TB, n int) *Cluster { return StartWith(t, n, Options{}) }
+
+// StartWith is Start with the members where opts say.
+func StartWith(t testing.TB, n int, opts Options) *Cluster {
 	t.Helper()
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
 	bin, err := Binary()
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -87,23 +103,23 @@ func Start(t testing.TB, n int) *Cluster {
 		}
 		t.Skip(err)
 	}
-	c := &Cluster{t: t, bin: bin, Dir: t.TempDir()}
+	c := &Cluster{t: t, bin: bin, Dir: t.TempDir(), opts: opts}
 	if err := c.certs(n); err != nil {
 		t.Fatal(err)
 	}
-	ports, err := freePorts(2 * n)
+	ports, err := freePorts(2 * n) // free here, and most likely in a fresh namespace too
 	if err != nil {
 		t.Fatal(err)
 	}
 	var initial []string
 	for i := range n {
-		initial = append(initial, fmt.Sprintf("m%d=https://127.0.0.1:%d", i+1, ports[2*i+1]))
+		initial = append(initial, fmt.Sprintf("m%d=https://%s:%d", i+1, opts.Host, ports[2*i+1]))
 	}
 	for i := range n {
 		m := &member{name: fmt.Sprintf("m%d", i+1), clientPort: ports[2*i]}
 		m.args = c.args(m, ports[2*i+1], strings.Join(initial, ","))
 		c.members = append(c.members, m)
-		c.Endpoints = append(c.Endpoints, fmt.Sprintf("https://127.0.0.1:%d", m.clientPort))
+		c.Endpoints = append(c.Endpoints, fmt.Sprintf("https://%s:%d", opts.Host, m.clientPort))
 	}
 	t.Cleanup(c.stop)
 	for _, m := range c.members {
@@ -129,7 +145,7 @@ func (c *Cluster) certs(n int) error {
 		return err
 	}
 	for i := range n {
-		p, err := ca.Issue(fmt.Sprintf("m%d", i+1), pki.Server|pki.Client, []string{"127.0.0.1", "localhost"}, 24*time.Hour)
+		p, err := ca.Issue(fmt.Sprintf("m%d", i+1), pki.Server|pki.Client, []string{"127.0.0.1", "localhost", c.opts.Host}, 24*time.Hour)
 		if err != nil {
 			return err
 		}
@@ -152,10 +168,10 @@ func (c *Cluster) args(m *member, peerPort int, initial string) []string {
 	crt, key := filepath.Join(c.Dir, m.name+".crt"), filepath.Join(c.Dir, m.name+".key")
 	return []string{
 		"--name", m.name, "--data-dir", filepath.Join(c.Dir, m.name+".etcd"),
-		"--listen-client-urls", fmt.Sprintf("https://127.0.0.1:%d", m.clientPort),
-		"--advertise-client-urls", fmt.Sprintf("https://127.0.0.1:%d", m.clientPort),
-		"--listen-peer-urls", fmt.Sprintf("https://127.0.0.1:%d", peerPort),
-		"--initial-advertise-peer-urls", fmt.Sprintf("https://127.0.0.1:%d", peerPort),
+		"--listen-client-urls", fmt.Sprintf("https://%s:%d", c.opts.Host, m.clientPort),
+		"--advertise-client-urls", fmt.Sprintf("https://%s:%d", c.opts.Host, m.clientPort),
+		"--listen-peer-urls", fmt.Sprintf("https://%s:%d", c.opts.Host, peerPort),
+		"--initial-advertise-peer-urls", fmt.Sprintf("https://%s:%d", c.opts.Host, peerPort),
 		"--initial-cluster", initial, "--initial-cluster-state", "new",
 		"--initial-cluster-token", filepath.Base(c.Dir),
 		"--cert-file", crt, "--key-file", key, "--trusted-ca-file", c.Root.CA, "--client-cert-auth",
@@ -170,6 +186,9 @@ func (c *Cluster) startMember(m *member) error {
 		return err
 	}
 	cmd := exec.Command(c.bin, m.args...)
+	if c.opts.Netns != "" {
+		cmd = exec.Command("ip", append([]string{"netns", "exec", c.opts.Netns, c.bin}, m.args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	// The member dies with the test process, even if the test is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -226,10 +245,10 @@ func (c *Cluster) NewClient(f pki.Files) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints: c.Endpoints, TLS: tc, DialTimeout: 5 * time.Second,
 		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		DialOptions: append(c.dialer(), grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: 2 * time.Second,
-		})},
+		})),
 	})
 }
 
