@@ -10,9 +10,16 @@ import (
 func lsCmd(store storeFunc) *cobra.Command {
 	return &cobra.Command{
 		Use:   "ls",
-		Short: "List the virtual networks on this machine",
+		Short: "List the virtual networks on this machine (with --cluster: the tenant's in the cluster)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cs, err := clusterOf(cmd); cs != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				defer cs.store.Close()
+				return clusterLs(cmd, cs)
+			}
 			st, err := store()
 			if err != nil {
 				return err

@@ -4,15 +4,19 @@ package integration
 
 // A cluster of three simulated machines (network namespaces, as scripts/sim-machines.sh makes
 // them), each running its own `trellis agent --placer`, and a 3-member etcd in the underlay
-// namespace: a network is placed over the machines and converges, traffic crosses two tunnels;
-// an agent killed with -9 leaves forwarding alone and, started again, restarts nothing; a
-// machine that is lost has its node placed again on the others, and traffic flows again.
+// namespace, driven by the CLI with --cluster: a network is placed over the machines and
+// converges, traffic crosses two tunnels; ls, inspect and diff show it; an agent killed with -9
+// leaves forwarding alone and, started again, restarts nothing; a network that does not fit is
+// refused and nothing is created; a machine that is lost has its node placed again on the
+// others, and traffic flows again; down takes it off every machine.
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -139,13 +143,32 @@ func TestClusterThreeMachines(t *testing.T) {
 		return err == nil && len(ms) == 3, fmt.Sprint(ms, err, "\n", k.logs())
 	})
 
-	start := time.Now()
-	gen, err := k.s.Up(ctx, &cluster.Network{Tenant: "t1", Name: "chain", File: "/t/chain.yaml", Source: fmt.Sprintf(clusterChainTopo, "")}, 0)
-	if err != nil {
-		t.Fatal(err)
+	ctxFile := writeTopo(t, fmt.Sprintf("etcd: [%s]\ncacert: %s\ncert: %s\nkey: %s\ntenant: t1\n",
+		strings.Join(c.Endpoints, ", "), c.Root.CA, c.Root.Cert, c.Root.Key))
+	cli := func(t *testing.T, args ...string) string { // trellis --cluster on machine m1
+		t.Helper()
+		return m.trellis(t, 1, append([]string{"--cluster", ctxFile}, args...)...)
 	}
+	topo := writeTopo(t, fmt.Sprintf(clusterChainTopo, ""))
+	start := time.Now()
+	out := cli(t, "up", topo)
+	took := time.Since(start)
+	if !strings.Contains(out, "network chain is up on 3 machines: m1 (1 node), m2 (1 node), m3 (1 node)") {
+		t.Errorf("up --cluster said %q", out)
+	}
+	gen := k.generation(t, "chain")
 	p := k.converged(t, "chain", gen)
-	t.Logf("up to every agent converged: %v; placement %v", time.Since(start).Round(time.Millisecond), p.Nodes)
+	t.Logf("trellis up --cluster to every agent converged: %v; placement %v", took.Round(time.Millisecond), p.Nodes)
+	if out := cli(t, "ls"); !regexp.MustCompile(`(?m)^chain\s+up\s+` + fmt.Sprint(gen) + `\s+m1 \(1 node\), m2 \(1 node\), m3 \(1 node\)\s+` + regexp.QuoteMeta(topo) + `$`).MatchString(out) {
+		t.Errorf("ls --cluster:\n%s", out)
+	}
+	var info struct {
+		Status string            `json:"status"`
+		Nodes  map[string]string `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(cli(t, "inspect", "chain", "--json")), &info); err != nil || info.Status != "up" || !maps.Equal(info.Nodes, p.Nodes) {
+		t.Errorf("inspect --cluster --json: %+v (%v), want up and the placement %v", info, err, p.Nodes)
+	}
 	if len(p.Machines) != 3 {
 		t.Fatalf("chain placed on %v, want the three machines", p.Nodes)
 	}
@@ -161,10 +184,14 @@ func TestClusterThreeMachines(t *testing.T) {
 		k.agents[mid].kill()
 		m.ping(t, where(p, "a"), local, "a", "10.0.2.2")
 		k.agents[mid] = machineAgent(outer, m, c, mid)
-		gen, err = k.s.Up(ctx, &cluster.Network{Tenant: "t1", Name: "chain", File: "/t/chain.yaml", Source: fmt.Sprintf(clusterChainTopo, "    rate: 50mbit\n")}, gen)
-		if err != nil {
-			t.Fatal(err)
+		rewriteTopo(t, topo, fmt.Sprintf(clusterChainTopo, "    rate: 50mbit\n"))
+		if out := cli(t, "diff", topo); out != "~ link ab: rate none -> 50mbit\n" {
+			t.Errorf("diff --cluster said %q", out)
 		}
+		if out := cli(t, "up", topo); !strings.Contains(out, "network chain changed") || !strings.Contains(out, "~ link ab: rate none -> 50mbit") {
+			t.Errorf("up --cluster of a rate change said %q", out)
+		}
+		gen = k.generation(t, "chain")
 		k.converged(t, "chain", gen)
 		for i := 1; i <= 3; i++ {
 			if got := m.inspect(t, i, local).pids(); !maps.Equal(got, pids[i]) {
@@ -172,6 +199,17 @@ func TestClusterThreeMachines(t *testing.T) {
 			}
 		}
 		m.ping(t, where(p, "a"), local, "a", "10.0.2.2")
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		big := writeTopo(t, "name: big\nnodes:\n  a: {memory: 100000G}\n")
+		_, errOut, err := m.run(1, "--cluster", ctxFile, "up", big)
+		if err == nil || !strings.Contains(errOut, "network big does not fit") || !strings.Contains(errOut, "memory") || !strings.Contains(errOut, "nothing was created") {
+			t.Errorf("up --cluster of a network too big: %v\n%s", err, errOut)
+		}
+		if out := cli(t, "ls"); strings.Contains(out, "big") {
+			t.Errorf("ls --cluster after the refusal:\n%s", out)
+		}
 	})
 
 	t.Run("machine lost", func(t *testing.T) {
@@ -194,6 +232,41 @@ func TestClusterThreeMachines(t *testing.T) {
 			m.name(lost), q.Nodes["c"], placed.Round(time.Millisecond), (placed + took).Round(time.Millisecond))
 		mustHostRun(t, "ip", "-n", m.ul, "link", "set", m.name(lost), "up")
 	})
+
+	t.Run("down", func(t *testing.T) {
+		if out := cli(t, "down", "chain"); out != "network chain is down\n" {
+			t.Errorf("down --cluster said %q", out)
+		}
+		for i := 1; i <= 3; i++ {
+			if i != where(p, "c") && len(m.inspectList(t, i)) != 0 {
+				t.Errorf("m%d still holds networks after down --cluster: %v", i, m.inspectList(t, i))
+			}
+		}
+	})
+}
+
+// generation returns the network's generation in the cluster.
+func (k *clusterOf) generation(t *testing.T, name string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n, err := k.s.Network(ctx, "t1", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Revision
+}
+
+// inspectList lists the networks in machine i's state directory (trellis ls there).
+func (m *machines) inspectList(t *testing.T, i int) []string {
+	t.Helper()
+	var names []string
+	for _, l := range strings.Split(strings.TrimSpace(m.trellis(t, i, "ls")), "\n")[1:] {
+		if f := strings.Fields(l); len(f) > 0 {
+			names = append(names, f[0])
+		}
+	}
+	return names
 }
 
 // pids returns the init pid of each node inspect shows.
