@@ -38,11 +38,12 @@ func (s *Store) Up(ctx context.Context, n *Network, expect int64) (int64, error)
 		return 0, err
 	}
 	key := NetworkKey(n.Tenant, n.Name)
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", expect)).
-		Then(clientv3.OpPut(key, string(data))).
-		Else(clientv3.OpGet(key)).
-		Commit()
+	resp, err := s.txnOnce(ctx, key, string(data), func(ctx context.Context) clientv3.Txn {
+		return s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", expect)).
+			Then(clientv3.OpPut(key, string(data))).
+			Else(clientv3.OpGet(key))
+	})
 	if err != nil {
 		return 0, unreachable(err, s.cli.Endpoints())
 	}

@@ -32,7 +32,46 @@ func TestStore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, s) })
 	}
+	t.Run("leader killed", func(t *testing.T) { testLeaderKilled(t, s, c) })
 	t.Run("dial", func(t *testing.T) { testDial(t, c) })
+}
+
+// testLeaderKilled kills etcd's leader while ups of one network go on, one after another: none
+// of them notices (an answer lost in the election is checked, not taken as a failure).
+func testLeaderKilled(t *testing.T, s *Store, c *etcdtest.Cluster) {
+	ctx := ctxT(t)
+	leader := -1
+	for i, ep := range c.Endpoints {
+		st, err := s.cli.Status(ctx, ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Leader == st.Header.MemberId {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no member says it leads")
+	}
+	rev, err := s.Up(ctx, &Network{Tenant: "kill", Name: "lab", Source: "v0"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Kill(leader)
+	start := time.Now()
+	for i := 1; i <= 20; i++ {
+		if rev, err = s.Up(ctx, &Network{Tenant: "kill", Name: "lab", Source: fmt.Sprint("v", i)}, rev); err != nil {
+			t.Fatalf("up %d, after the leader was killed: %v", i, err)
+		}
+	}
+	t.Logf("20 ups, the first right after the leader was killed: %v", time.Since(start).Round(time.Millisecond))
+	if got, err := s.Network(ctx, "kill", "lab"); err != nil || got.Source != "v20" || got.Revision != rev {
+		t.Errorf("after the ups: %+v (%v), want v20 at revision %d", got, err, rev)
+	}
+	c.Restart(leader)
+	if err := c.WaitHealthy(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func ctxT(t *testing.T) context.Context {

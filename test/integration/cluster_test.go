@@ -201,6 +201,38 @@ func TestClusterThreeMachines(t *testing.T) {
 		m.ping(t, where(p, "a"), local, "a", "10.0.2.2")
 	})
 
+	t.Run("etcd faults", func(t *testing.T) {
+		// One member killed: nothing is noticed, a change goes through.
+		c.Kill(0)
+		rewriteTopo(t, topo, fmt.Sprintf(clusterChainTopo, "    rate: 40mbit\n"))
+		start := time.Now()
+		cli(t, "up", topo)
+		t.Logf("up --cluster with one etcd member killed: %v", time.Since(start).Round(time.Millisecond))
+		// Quorum lost: forwarding goes on, a change is refused with a clear error, in time.
+		c.Kill(1)
+		m.ping(t, where(p, "a"), local, "a", "10.0.2.2")
+		rewriteTopo(t, topo, fmt.Sprintf(clusterChainTopo, "    rate: 30mbit\n"))
+		start = time.Now()
+		_, errOut, err := m.run(1, "--cluster", ctxFile, "up", topo)
+		if took := time.Since(start); err == nil || !strings.Contains(errOut, "etcd unreachable") || took > 8*time.Second {
+			t.Errorf("up --cluster without a quorum: %v after %v\n%s", err, took, errOut)
+		}
+		m.ping(t, where(p, "a"), local, "a", "10.0.2.2")
+		c.Restart(0)
+		c.Restart(1)
+		if err := c.WaitHealthy(20 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		start = time.Now()
+		cli(t, "up", topo)
+		gen = k.generation(t, "chain")
+		k.converged(t, "chain", gen)
+		t.Logf("after the quorum came back, up --cluster converged in %v", time.Since(start).Round(time.Millisecond))
+		if got := m.inspect(t, where(p, "a"), local).link(t, "ab").Rate; got != "30mbit" {
+			t.Errorf("link ab's rate is %q, want 30mbit", got)
+		}
+	})
+
 	t.Run("refused", func(t *testing.T) {
 		big := writeTopo(t, "name: big\nnodes:\n  a: {memory: 100000G}\n")
 		_, errOut, err := m.run(1, "--cluster", ctxFile, "up", big)
