@@ -2,16 +2,22 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/substrate"
 )
 
 func lsCmd(store storeFunc) *cobra.Command {
 	return &cobra.Command{
 		Use:   "ls",
 		Short: "List the virtual networks on this machine (with --cluster: the tenant's in the cluster)",
-		Args:  cobra.NoArgs,
+		Long: `List the virtual networks on this machine: their status, the machine's host name in a network
+over several, their nodes (with how many are not running, e.g. after a crash: 'trellis up'
+starts them again), links and file. With --cluster: the tenant's networks in the cluster, with
+their status, generation and nodes per machine.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cs, err := clusterOf(cmd); cs != nil || err != nil {
 				if err != nil {
@@ -35,7 +41,11 @@ func lsCmd(store storeFunc) *cobra.Command {
 				if host == "" {
 					host = "-"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", r.Name, r.Status, host, len(r.Plan.Nodes), len(r.Plan.Links), r.File)
+				nodes := strconv.Itoa(len(r.Plan.Nodes))
+				if running, err := substrate.RunningNodes(st, r); err == nil && len(running) < len(r.Plan.Nodes) {
+					nodes = fmt.Sprintf("%d (%d not running)", len(r.Plan.Nodes), len(r.Plan.Nodes)-len(running))
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", r.Name, r.Status, host, nodes, len(r.Plan.Links), r.File)
 			}
 			return w.Flush()
 		},
