@@ -27,7 +27,7 @@ var clusterVerbs = map[string]bool{"up": true, "diff": true, "down": true, "ls":
 
 // ownConnection are the commands that take no context file: they have flags of their own, or
 // talk to no cluster.
-var ownConnection = map[string]bool{"agent": true, "placer": true, "help": true, "completion": true, "trellis": true}
+var ownConnection = map[string]bool{"agent": true, "placer": true, "image": true, "help": true, "completion": true, "trellis": true}
 
 // checkClusterVerb refuses --cluster on a command that does not work on a cluster (yet), rather
 // than run it on this machine.
