@@ -120,8 +120,9 @@ func (a *Agent) keepRegistered(ctx context.Context, reg *cluster.Registration, r
 			return
 		case <-reg.Lost:
 		}
-		a.log.Warn("registration lost (etcd unreachable for longer than the lease); registering again")
-		os.Remove(a.leaseFile())
+		// The lease may well live on: etcd extends every lease when it elects a leader, so
+		// the registration is taken back with it if it does (the lease file still names it).
+		a.log.Warn("lease not renewed for its whole time (etcd unreachable); registering again")
 		next, err := a.register(ctx)
 		if err != nil {
 			if ctx.Err() == nil {

@@ -119,7 +119,7 @@ func (k *clusterOf) converged(t *testing.T, name string, gen int64) *cluster.Pla
 	return p
 }
 
-// where is the index of the machine placement p puts node on.
+// where is the index of the machine placement p puts node on; 0 if it puts it nowhere.
 func where(p *cluster.Placement, node string) int {
 	var i int
 	fmt.Sscanf(p.Nodes[node], "m%d", &i)
@@ -253,7 +253,7 @@ func TestClusterThreeMachines(t *testing.T) {
 		waitFor(t, 30*time.Second, "c placed on another machine", func() (bool, string) {
 			var err error
 			q, err = k.s.Placement(ctx, "t1", "chain")
-			return err == nil && q.Nodes["c"] != m.name(lost), fmt.Sprint(q, err)
+			return err == nil && q.Refused == "" && where(q, "c") != 0 && where(q, "c") != lost, fmt.Sprintf("%+v %v\n%s", q, err, k.logs())
 		})
 		placed := time.Since(start)
 		took := waitFor(t, 30*time.Second, "a reaches c again", func() (bool, string) {
