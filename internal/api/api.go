@@ -85,6 +85,8 @@ func (s *Server) register() {
 	huma.Register(s.api, huma.Operation{OperationID: "set-link-state", Method: http.MethodPut, Path: "/networks/{network}/links/{link}/state",
 		Summary:     "Take a link's carrier away or give it back",
 		Description: "As `trellis link NETWORK LINK up|down [--endpoint NODE:IF]`: the whole link, or one endpoint of it. The state stays until the next up of the file."}, s.linkState)
+	s.registerTerminal()
+	s.registerCapture()
 }
 
 // logRequests writes one line per request: method, path, status and time taken.
@@ -106,6 +108,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap gives http.ResponseController and websocket upgrades the writer underneath.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Flush passes flushes on (streamed responses).
 func (w *statusWriter) Flush() {

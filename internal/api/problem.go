@@ -95,8 +95,10 @@ func problemOf(err error) error {
 		return newProblem(http.StatusUnprocessableEntity, fmt.Sprintf("the topology file has %s; nothing was changed", count(len(ses), "problem")), errs...)
 	case errors.As(err, &se):
 		return newProblem(http.StatusUnprocessableEntity, "the topology file has 1 problem; nothing was changed", se)
-	case errors.Is(err, substrate.ErrNoNetwork), errors.Is(err, substrate.ErrNoLink):
+	case errors.Is(err, substrate.ErrNoNetwork), errors.Is(err, substrate.ErrNoLink), errors.Is(err, ErrNoNode):
 		return newProblem(http.StatusNotFound, err.Error())
+	case errors.Is(err, ErrKindNoTerminal):
+		return newProblem(http.StatusNotImplemented, err.Error())
 	case errors.Is(err, state.ErrBusy):
 		return newProblem(http.StatusConflict, err.Error())
 	}

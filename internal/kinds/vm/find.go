@@ -10,20 +10,25 @@ import (
 	"github.com/trellisnet/trellis/internal/kinds"
 )
 
-// findQEMU finds the QEMU processes of network netID of state stateID by their guest names.
-func findQEMU(stateID, netID string) (map[string]kinds.Instance, error) {
+// findQEMU finds the QEMU processes of network netID of state stateID by their guest names:
+// by node, normally one (two only if something went wrong; Stop ends them all).
+func findQEMU(stateID, netID string) (map[string][]kinds.Instance, error) {
 	dirs, err := filepath.Glob("/proc/[0-9]*/cmdline")
 	if err != nil {
 		return nil, err
 	}
 	prefix := "guest=" + markerPrefix + stateID + "/" + netID + "/"
-	out := map[string]kinds.Instance{}
+	out := map[string][]kinds.Instance{}
 	for _, d := range dirs {
 		data, err := os.ReadFile(d)
 		if err != nil || !bytes.Contains(data, []byte(prefix)) {
 			continue
 		}
-		for _, arg := range strings.Split(string(data), "\x00") {
+		argv := strings.Split(string(data), "\x00")
+		if filepath.Base(argv[0]) != QEMU {
+			continue
+		}
+		for _, arg := range argv {
 			rest, ok := strings.CutPrefix(arg, prefix)
 			if !ok {
 				continue
@@ -32,7 +37,7 @@ func findQEMU(stateID, netID string) (map[string]kinds.Instance, error) {
 			name, digest, ok := strings.Cut(rest, "/")
 			pid, err := strconv.Atoi(filepath.Base(filepath.Dir(d)))
 			if ok && err == nil && !zombie(pid) {
-				out[name] = kinds.Instance{Kind: Name, Name: name, PID: pid, Digest: digest}
+				out[name] = append(out[name], kinds.Instance{Kind: Name, Name: name, PID: pid, Digest: digest})
 			}
 		}
 	}

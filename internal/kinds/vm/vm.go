@@ -47,8 +47,9 @@ func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 		return nil, err
 	}
 	out := map[string]kinds.Instance{}
-	for name, in := range found {
-		if pid, _ := readyPID(env, name); pid != in.PID {
+	for name, all := range found {
+		in := all[0]
+		if pid, _ := readyPID(env, name); pid != in.PID || len(all) > 1 {
 			in.Digest = NotReady // its trellis died while starting it: start it again
 		}
 		out[name] = in
@@ -112,13 +113,26 @@ func dial(ctx context.Context, env *kinds.Env, name string) (*guest.Client, erro
 	return guest.Dial(ctx, "@"+socket(env.Store.ID, env.Plan.NetID, name, "agent"))
 }
 
-// Stop ends QEMU; its taps go with it.
+// Stop ends the node's QEMU (every one with its guest name, should there be more); its taps go
+// with it.
 func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
-	if err := unix.Kill(in.PID, unix.SIGKILL); err != nil && err != unix.ESRCH {
-		return fmt.Errorf("ending VM %s (pid %d): %w", in.Name, in.PID, err)
+	found, err := findQEMU(env.Store.ID, env.Plan.NetID)
+	if err != nil {
+		return err
+	}
+	pids := []int{in.PID}
+	for _, other := range found[in.Name] {
+		if other.PID != in.PID {
+			pids = append(pids, other.PID)
+		}
+	}
+	for _, pid := range pids {
+		if err := unix.Kill(pid, unix.SIGKILL); err != nil && err != unix.ESRCH {
+			return fmt.Errorf("ending VM %s (pid %d): %w", in.Name, pid, err)
+		}
 	}
 	os.Remove(readyPath(env, in.Name))
-	return node.WaitGone(in.PID)
+	return node.WaitGone(pids...)
 }
 
 // Exec runs the node's start commands in the guest, each through /bin/sh, with their output
