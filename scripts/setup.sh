@@ -50,3 +50,15 @@ fi
 mkdir -p bin
 CGO_ENABLED=0 go build -o bin/trellis ./cmd/trellis
 echo "setup: built bin/trellis with $(go env GOVERSION)"
+
+# etcd for clusters (docs/cluster.md) and their tests: the server at the version tools/etcd/go.mod
+# pins (Debian's is 3.4), built once into the cache directory; TRELLIS_ETCD names the binary.
+etcd_version=$(sed -n 's#^require go.etcd.io/etcd/server/v3 \(v[0-9.]*\)$#\1#p' tools/etcd/go.mod)
+[ -n "$etcd_version" ] || { echo "setup: no etcd version in tools/etcd/go.mod" >&2; exit 1; }
+export TRELLIS_ETCD=${TRELLIS_CACHE:-/var/cache/trellis}/etcd-$etcd_version/etcd
+if [ ! -x "$TRELLIS_ETCD" ]; then
+	echo "setup: building etcd $etcd_version into $TRELLIS_ETCD (once)"
+	mkdir -p "$(dirname "$TRELLIS_ETCD")"
+	(cd tools/etcd && CGO_ENABLED=0 go build -o "$TRELLIS_ETCD.tmp" . && mv "$TRELLIS_ETCD.tmp" "$TRELLIS_ETCD")
+fi
+echo "setup: etcd $etcd_version at $TRELLIS_ETCD"

@@ -22,9 +22,18 @@ func diffCmd(store storeFunc) *cobra.Command {
   ~ link NAME: what changes        changed live (rate, impairments, state, MTU, connector, members)
   ! node NAME (restarts): why      restarted, alone (its kind, loopback addresses, sysctl, files or exec changed,
                                    or it is not running)
-Exits 0 whether or not there are differences; the file is checked first, as up checks it.`,
+Exits 0 whether or not there are differences; the file is checked first, as up checks it.
+With --cluster, compares the file with the network as the cluster has it (where nodes go is the
+placer's to say, and not shown).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cs, err := clusterOf(cmd); cs != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				defer cs.store.Close()
+				return clusterDiff(cmd, cs, args[0], asJSON)
+			}
 			n, st, host, err := loadFile(store, args[0], host)
 			if err != nil {
 				return err

@@ -3,22 +3,34 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
 func downCmd(store storeFunc) *cobra.Command {
-	var all bool
+	var (
+		all  bool
+		wait time.Duration
+	)
 	cmd := &cobra.Command{
 		Use:   "down NETWORK... | --all",
 		Short: "Remove virtual networks and everything trellis created for them",
 		Long: `Remove virtual networks: their nodes and every process in them, their ports, bridges,
 shapers and eBPF programs, and their records. Works also on a network whose ` + "`up`" + ` was
-interrupted or killed. Touches nothing that trellis did not create.`,
+interrupted or killed. Touches nothing that trellis did not create. With --cluster, removes them
+from the cluster and waits until every agent has taken them off its machine.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) > 0) {
 				return errors.New("name the networks to remove, or give --all")
+			}
+			if cs, err := clusterOf(cmd); cs != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				defer cs.store.Close()
+				return clusterDown(cmd, cs, args, all, wait)
 			}
 			st, err := store()
 			if err != nil {
@@ -44,6 +56,7 @@ interrupted or killed. Touches nothing that trellis did not create.`,
 			return errors.Join(errs...)
 		},
 	}
-	cmd.Flags().BoolVar(&all, "all", false, "remove every network of the state directory")
+	cmd.Flags().BoolVar(&all, "all", false, "remove every network of the state directory (with --cluster: of the tenant)")
+	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "with --cluster: how long to wait for every machine to remove it")
 	return cmd
 }

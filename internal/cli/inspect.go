@@ -18,9 +18,17 @@ func inspectCmd(store storeFunc) *cobra.Command {
 		Short: "Show a network's nodes, interfaces and links, read live from the kernel",
 		Long: `Show a network's nodes (with their init pid), each node's interfaces with addresses, MAC
 and MTU, and each link with its connector, rate and the packets and bytes each endpoint sent (tx)
-and received (rx), and the frames its shaper dropped.`,
+and received (rx), and the frames its shaper dropped. With --cluster: the network's generation,
+which machine holds each node, and what each machine's agent reports.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cs, err := clusterOf(cmd); cs != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				defer cs.store.Close()
+				return clusterInspect(cmd, cs, args[0], asJSON)
+			}
 			st, err := store()
 			if err != nil {
 				return err

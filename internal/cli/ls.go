@@ -12,12 +12,20 @@ import (
 func lsCmd(store storeFunc) *cobra.Command {
 	return &cobra.Command{
 		Use:   "ls",
-		Short: "List the virtual networks on this machine",
+		Short: "List the virtual networks on this machine (with --cluster: the tenant's in the cluster)",
 		Long: `List the virtual networks on this machine: their status, the machine's host name in a network
 over several, their nodes (with how many are not running, e.g. after a crash: 'trellis up'
-starts them again), links and file.`,
+starts them again), links and file. With --cluster: the tenant's networks in the cluster, with
+their status, generation and nodes per machine.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cs, err := clusterOf(cmd); cs != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				defer cs.store.Close()
+				return clusterLs(cmd, cs)
+			}
 			st, err := store()
 			if err != nil {
 				return err

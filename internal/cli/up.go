@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/spec"
@@ -18,6 +19,7 @@ func upCmd(store storeFunc) *cobra.Command {
 	var (
 		verbose bool
 		host    string
+		wait    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "up FILE",
@@ -37,9 +39,22 @@ crash or a reboot, up converges to the file again.
 
 A file with a hosts: section spreads the network over several machines: run up with the same
 file on each of them. This machine is the host whose underlay address is configured here, or
-the one --host names; it gets its nodes and its ends of the links that cross to other machines.`,
+the one --host names; it gets its nodes and its ends of the links that cross to other machines.
+
+With --cluster, the file goes to the cluster's etcd instead (docs/cluster.md): the placer places
+it on the registered machines, and up waits (--wait) until every machine's agent has converged.
+Two ups of one network at once: one wins, the other gets a conflict error and changes nothing.
+A network that does not fit is refused with the machine and resource that are short: a new one
+is not created, a changed one keeps running as it was.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cs, err := clusterOf(cmd); cs != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				defer cs.store.Close()
+				return clusterUp(cmd, cs, args[0], wait)
+			}
 			n, st, host, err := loadFile(store, args[0], host)
 			if err != nil {
 				return err
@@ -71,6 +86,7 @@ the one --host names; it gets its nodes and its ends of the links that cross to 
 		},
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print how long each step took")
+	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "with --cluster: how long to wait for every machine to converge")
 	cmd.Flags().StringVar(&host, "host", "", "which of the file's hosts this machine is (default: the one whose address is configured here)")
 	return cmd
 }

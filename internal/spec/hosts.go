@@ -16,6 +16,10 @@ const minUnderlayMTU = 576
 
 // machines reads the `hosts:` section (the physical machines a network spans) and `tunnel:`.
 func (p *parser) machines(n *Network, hosts, tunnel *yaml.Node) {
+	if p.cluster {
+		p.clusterMachines(n, hosts, tunnel)
+		return
+	}
 	if tunnel != nil {
 		name, ok := p.str(tunnel, "tunnel")
 		switch _, known := tunnelKinds.lookup(name); {
@@ -80,8 +84,29 @@ func (p *parser) host(k, v *yaml.Node, seen map[netip.Addr]string) *Host {
 	return h
 }
 
-// validateHosts checks that nodes name known hosts.
+// clusterMachines reads `tunnel:` of a cluster's file, which has no `hosts:`.
+func (p *parser) clusterMachines(n *Network, hosts, tunnel *yaml.Node) {
+	if hosts != nil {
+		p.fail(hosts, "hosts", "a cluster's machines are those whose agents registered, not listed in the file",
+			"remove `hosts:`; pin a node with `host: MACHINE` if it must run on one")
+	}
+	n.Tunnel = DefaultTunnel
+	if tunnel == nil {
+		return
+	}
+	if name, ok := p.str(tunnel, "tunnel"); ok {
+		if _, known := tunnelKinds.lookup(name); !known {
+			p.fail(tunnel, "tunnel", fmt.Sprintf("unknown tunnel %q", name), useOneOf(TunnelKinds()))
+		}
+		n.Tunnel = name
+	}
+}
+
+// validateHosts checks that nodes name known hosts (in a cluster, the placer checks them).
 func (p *parser) validateHosts(n *Network) {
+	if p.cluster {
+		return
+	}
 	for _, nd := range n.Nodes {
 		if nd.Host == "" || n.Host(nd.Host) != nil {
 			continue

@@ -30,9 +30,29 @@ func Parse(file string, data []byte) (*Network, error) {
 	return parse(file, data, readSource)
 }
 
+// ParseCluster parses and validates a topology file of a network in a cluster (docs/cluster.md):
+// the machines are those registered in etcd, so the file has no `hosts:`, a node's `host:` may
+// name any machine (the placer checks it against the registered ones) and `tunnel:` stands
+// alone (default egre). read reads the `source:` files (nil: ReadSource, from the file system);
+// the agents read them from what `up` stored.
+func ParseCluster(file string, data []byte, read func(path string) ([]byte, error)) (*Network, error) {
+	if read == nil {
+		read = readSource
+	}
+	return parseAs(file, data, read, true)
+}
+
+// ReadSource reads a `source:` file as Parse does.
+func ReadSource(path string) ([]byte, error) { return readSource(path) }
+
 // parse is Parse with the reader of `source:` files given (the fuzz test reads none).
 func parse(file string, data []byte, read func(string) ([]byte, error)) (*Network, error) {
-	p := &parser{file: file, read: read}
+	return parseAs(file, data, read, false)
+}
+
+// parseAs parses a file of one machine's network, or of a cluster's.
+func parseAs(file string, data []byte, read func(string) ([]byte, error), cluster bool) (*Network, error) {
+	p := &parser{file: file, read: read, cluster: cluster}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
@@ -58,7 +78,9 @@ func parse(file string, data []byte, read func(string) ([]byte, error)) (*Networ
 type parser struct {
 	file string
 	read func(string) ([]byte, error) // reads a `source:` file
-	errs []*Error
+	// cluster: the file is a cluster's, whose machines are registered in etcd, not listed.
+	cluster bool
+	errs    []*Error
 
 	hostsBad, nodesBad, linksBad bool // the section is there but could not be read
 	endpointsBad                 bool // some link's endpoints could not be read

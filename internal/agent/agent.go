@@ -1,0 +1,145 @@
+// Package agent is `trellis agent`: the part of a cluster that runs on each machine
+// (docs/cluster.md). It registers the machine with its capacity under an etcd lease kept alive,
+// watches the placements that put nodes on its machine and converges the machine to each with
+// the same reconciler as `trellis up` (internal/substrate), and reports per-network status.
+// Started again, it finds what runs already and leaves it alone; while etcd cannot be reached it
+// changes nothing, so every network keeps forwarding, and it catches up when etcd is back.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/cluster"
+	"github.com/trellisnet/trellis/internal/state"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DefaultLeaseTTL is the lease of a machine's registration: a machine whose agent stops
+// renewing it is taken as lost this long after (the issue's goal: within 10 s).
+const DefaultLeaseTTL = 5 * time.Second
+
+// Config is what an agent needs.
+type Config struct {
+	Store    *cluster.Store
+	Machine  cluster.Machine // name, underlay and capacity, as registered
+	State    *state.Store    // the machine's state directory
+	LeaseTTL time.Duration   // 0: DefaultLeaseTTL
+	Log      *slog.Logger
+}
+
+// Agent converges one machine to the cluster's placements.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	lease   clientv3.LeaseID // the registration's; status reports are bound to it
+	workers map[string]*worker
+	wg      sync.WaitGroup
+}
+
+// Run registers the machine and converges it until ctx ends, then stops renewing the
+// registration and returns. The machine's networks keep running; if no agent is back on the
+// machine before the lease expires, the placer moves its nodes. Only a registration that is refused for good (the name is another
+// agent's) is an error; etcd being unreachable is waited out.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	a := &Agent{cfg: cfg, log: cfg.Log.With("machine", cfg.Machine.Name), workers: map[string]*worker{}}
+	reg, err := a.register(ctx)
+	if err != nil {
+		return err
+	}
+	relist := make(chan struct{}, 1)
+	go a.keepRegistered(ctx, reg, relist)
+	a.sync(ctx, relist)
+	a.wg.Wait()
+	return nil
+}
+
+// leaseFile keeps the registration's lease in the state directory, so that an agent started
+// again before the lease expired takes its registration back instead of being refused.
+func (a *Agent) leaseFile() string {
+	return filepath.Join(a.cfg.State.Dir, "agent-"+a.cfg.Machine.Name+".lease")
+}
+
+// register registers the machine, retrying while etcd cannot be reached.
+func (a *Agent) register(ctx context.Context) (*cluster.Registration, error) {
+	m := a.cfg.Machine
+	if data, err := os.ReadFile(a.leaseFile()); err == nil {
+		if id, err := strconv.ParseInt(string(data), 16, 64); err == nil {
+			m.Lease = clientv3.LeaseID(id)
+		}
+	}
+	for delay := 200 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		reg, err := a.cfg.Store.Register(ctx, &m, a.cfg.LeaseTTL)
+		if err == nil {
+			a.mu.Lock()
+			a.lease = reg.Lease
+			a.mu.Unlock()
+			if err := os.WriteFile(a.leaseFile(), []byte(strconv.FormatInt(int64(reg.Lease), 16)), 0o600); err != nil {
+				return nil, err
+			}
+			a.log.Info("registered", "lease", fmt.Sprintf("%x", int64(reg.Lease)), "address", m.Address, "cores", m.Cores, "memory", m.Memory)
+			return reg, nil
+		}
+		if errors.Is(err, cluster.ErrMachineTaken) || errors.Is(err, cluster.ErrBadName) {
+			return nil, err
+		}
+		a.log.Warn("cannot register, retrying", "err", err, "in", delay)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}
+
+// keepRegistered registers the machine again when its lease is lost (etcd was unreachable for
+// longer than the lease), and then has every network's status reported again under the new
+// lease. When ctx ends it stops renewing the lease and leaves the lease file: an agent started
+// again before the lease expires (a restart, an upgrade) takes the registration back, and no
+// node moves.
+func (a *Agent) keepRegistered(ctx context.Context, reg *cluster.Registration, relist chan<- struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			reg.Stop() // the lease runs out by itself, unless the agent is back before
+			return
+		case <-reg.Lost:
+		}
+		// The lease may well live on: etcd extends every lease when it elects a leader, so
+		// the registration is taken back with it if it does (the lease file still names it).
+		a.log.Warn("lease not renewed for its whole time (etcd unreachable); registering again")
+		next, err := a.register(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				a.log.Error("cannot register again", "err", err)
+			}
+			return
+		}
+		reg = next
+		select {
+		case relist <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (a *Agent) currentLease() clientv3.LeaseID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lease
+}

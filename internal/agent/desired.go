@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/trellisnet/trellis/internal/cluster"
+	"github.com/trellisnet/trellis/internal/spec"
+)
+
+// LocalName is the name a tenant's network has in a machine's state directory: TENANT.NETWORK.
+// No network of one machine has such a name (theirs have no dot), so the agent's networks and
+// those of `trellis up` on the machine never mix, and two tenants' networks of one name differ
+// (in device names, MACs and tunnel keys, which all derive from it).
+func LocalName(tenant, network string) string { return tenant + "." + network }
+
+// splitLocal returns the tenant and network of a local name made by LocalName.
+func splitLocal(name string) (tenant, network string, ok bool) {
+	return strings.Cut(name, ".")
+}
+
+// Desired is the network an agent converges its machine to: the topology file of n, parsed as
+// every machine parses it, named LocalName, with the placement's machines as its hosts and every
+// node pinned where the placement puts it, so that each machine's plan holds its nodes and the
+// tunnels to the others.
+func Desired(n *cluster.Network, p *cluster.Placement) (*spec.Network, error) {
+	read := func(path string) ([]byte, error) {
+		if s, ok := n.Sources[path]; ok {
+			return []byte(s), nil
+		}
+		return nil, fmt.Errorf("%w: the network as stored in etcd has no copy of it", os.ErrNotExist)
+	}
+	sn, err := spec.ParseCluster(n.File, []byte(n.Source), read)
+	if err != nil {
+		return nil, err
+	}
+	sn.Name = LocalName(n.Tenant, n.Name)
+	machines := make([]string, 0, len(p.Machines))
+	for m := range p.Machines {
+		machines = append(machines, m)
+	}
+	sort.Strings(machines) // every machine lists them in the same order
+	for _, m := range machines {
+		u := p.Machines[m]
+		mtu := u.MTU
+		if mtu == 0 {
+			mtu = spec.DefaultUnderlayMTU
+		}
+		sn.Hosts = append(sn.Hosts, &spec.Host{Name: m, Address: u.Address, MTU: mtu})
+	}
+	var errs []error
+	for _, nd := range sn.Nodes {
+		m, ok := p.Nodes[nd.Name]
+		if _, known := p.Machines[m]; !ok || !known {
+			errs = append(errs, fmt.Errorf("placement of %s, generation %d: node %s is on machine %q, which it gives no address", n.Name, p.Generation, nd.Name, m))
+		}
+		nd.Host = m
+	}
+	return sn, errors.Join(errs...)
+}

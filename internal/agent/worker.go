@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/cluster"
+	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/substrate"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// worker converges one network on the machine, one change at a time: a placement that arrives
+// while it works replaces any that waits, so it always goes to the latest.
+type worker struct {
+	a                     *Agent
+	name, tenant, network string
+	kick                  chan struct{}
+
+	mu      sync.Mutex
+	latest  *cluster.Placement
+	deleted bool
+
+	reported      cluster.Status // the last report, to write only what changed
+	reportedLease clientv3.LeaseID
+}
+
+// set gives the worker the latest placement of its network (deleted: there is none).
+func (w *worker) set(p *cluster.Placement, deleted bool) {
+	w.mu.Lock()
+	w.latest, w.deleted = p, deleted
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run converges each placement it is given until ctx ends; a step that failed for a reason
+// that may pass (etcd unreachable, the network locked by a trellis command) is tried again.
+func (w *worker) run(ctx context.Context) {
+	delay := 200 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.kick:
+		}
+		w.mu.Lock()
+		p, deleted := w.latest, w.deleted
+		w.mu.Unlock()
+		if err := w.converge(ctx, p, deleted); err != nil && ctx.Err() == nil {
+			w.a.log.Warn("network not converged; trying again", "network", w.name, "err", err, "in", delay)
+			time.AfterFunc(delay, func() { w.set(p, deleted) })
+			delay = min(2*delay, 5*time.Second)
+			continue
+		}
+		delay = 200 * time.Millisecond
+	}
+}
+
+// converge makes the machine hold its part of placement p: the network's nodes placed here
+// and its links' ends, or nothing when the placement is gone or puts nothing here.
+func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted bool) error {
+	st, me := w.a.cfg.State, w.a.cfg.Machine.Name
+	if !deleted && p.Refused != "" {
+		return nil // the network's new generation does not fit: the machine keeps what it has
+	}
+	if deleted || !p.OnMachine(me) {
+		return w.remove(ctx)
+	}
+	n, err := w.a.cfg.Store.Network(ctx, w.tenant, w.network)
+	if errors.Is(err, cluster.ErrNotFound) {
+		return nil // removed; its placement goes in the same transaction, and comes next
+	}
+	if err != nil {
+		return err
+	}
+	if n.Revision != p.Generation {
+		w.a.log.Info("placement is of an older generation of the network; waiting for the placer", "network", w.name, "placement", p.Generation, "network revision", n.Revision)
+		return nil
+	}
+	status := cluster.Status{Tenant: w.tenant, Network: w.network, Machine: me, Generation: p.Generation}
+	sn, err := Desired(n, p)
+	if err == nil {
+		var res *substrate.Result
+		res, err = substrate.Up(ctx, st, sn, me, "etcd:"+cluster.NetworkKey(w.tenant, w.network), io.Discard)
+		if errors.Is(err, state.ErrBusy) {
+			return err // a trellis command on the machine holds the network: later
+		}
+		if err == nil {
+			status.Took = res.Took.Seconds()
+			w.logResult(res)
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped: the next start converges
+		}
+		status.State, status.Error = cluster.Failed, err.Error()
+		w.a.log.Error("network failed", "network", w.name, "generation", p.Generation, "err", err)
+	} else {
+		status.State = cluster.Converged
+		if rec, lerr := st.Load(sn.Name); lerr == nil && rec != nil && rec.Plan != nil {
+			status.Nodes, status.Links = len(rec.Plan.Nodes), len(rec.Plan.Links)
+		}
+	}
+	return w.report(ctx, &status)
+}
+
+func (w *worker) logResult(res *substrate.Result) {
+	switch {
+	case res.Created:
+		w.a.log.Info("network created", "network", w.name, "nodes", res.Nodes, "links", res.Links, "took", res.Took.Round(time.Millisecond))
+	case len(res.Changes) > 0:
+		w.a.log.Info("network changed", "network", w.name, "changes", len(res.Changes), "took", res.Took.Round(time.Millisecond))
+	}
+}
+
+// remove takes the network's part on this machine down, if there is one, and its report.
+func (w *worker) remove(ctx context.Context) error {
+	st := w.a.cfg.State
+	rec, err := st.Load(w.name)
+	if err != nil {
+		return err
+	}
+	if rec == nil && w.reportedLease == 0 {
+		return nil
+	}
+	if rec != nil {
+		if err := substrate.Down(st, w.name); err != nil {
+			return err
+		}
+		w.a.log.Info("network removed from the machine", "network", w.name)
+	}
+	if err := w.a.cfg.Store.DeleteStatus(ctx, w.tenant, w.network, w.a.cfg.Machine.Name); err != nil {
+		return err
+	}
+	w.reported, w.reportedLease = cluster.Status{}, 0
+	return nil
+}
+
+// report writes the status if it differs from the last one written under the current lease.
+func (w *worker) report(ctx context.Context, s *cluster.Status) error {
+	lease := w.a.currentLease()
+	last := w.reported
+	if lease == w.reportedLease && last.Generation == s.Generation && last.State == s.State && last.Error == s.Error &&
+		last.Nodes == s.Nodes && last.Links == s.Links {
+		return nil
+	}
+	if err := w.a.cfg.Store.PutStatus(ctx, s, lease); err != nil {
+		return err
+	}
+	w.reported, w.reportedLease = *s, lease
+	return nil
+}

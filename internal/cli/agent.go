@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/agent"
+	"github.com/trellisnet/trellis/internal/cluster"
+	"github.com/trellisnet/trellis/internal/placer"
+	"github.com/trellisnet/trellis/internal/spec"
+)
+
+func agentCmd(store storeFunc) *cobra.Command {
+	var (
+		cf           clusterFlags
+		m            cluster.Machine
+		address      string
+		memory, rate string
+		ttl          time.Duration
+		withPlacer   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "agent --etcd URLS --machine NAME --cacert CA --cert CERT --key KEY",
+		Short: "Run this machine's part of a cluster: register it in etcd and converge it to its placements",
+		Long: `Run this machine's part of a trellis cluster (docs/cluster.md). The agent registers the machine
+in etcd with its capacity (cores, memory, underlay address and MTU, NIC rate: detected, or given
+by the flags) under a lease it keeps alive, watches the placements that put nodes on this
+machine, and converges the machine to each with the same reconciler as ` + "`trellis up`" + `. It
+reports each network's status in etcd. Started again, it adopts what runs without restarting it;
+while etcd cannot be reached it changes nothing, so the networks keep forwarding, and it catches
+up when etcd is back. If the agent is not back within the lease (--lease), the machine counts as
+lost and its nodes are placed on other machines.
+
+Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service runs it under systemd.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if m.Name == "" {
+				return errors.New("--machine: give this machine's name in the cluster")
+			}
+			if err := parseCapacity(&m, address, memory, rate); err != nil {
+				return err
+			}
+			if err := agent.Detect(&m); err != nil {
+				return err
+			}
+			st, err := store()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			s, err := cf.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			host, _ := os.Hostname()
+			m.Agent = fmt.Sprintf("pid %d on %s", os.Getpid(), host)
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if withPlacer {
+				done := make(chan struct{})
+				go func() {
+					placer.Run(ctx, placer.Config{Store: s, ID: fmt.Sprintf("%s/%d", m.Name, os.Getpid()), Log: log})
+					close(done)
+				}()
+				defer func() { <-done }()
+			}
+			return agent.Run(ctx, agent.Config{Store: s, Machine: m, State: st, LeaseTTL: ttl, Log: log})
+		},
+	}
+	cf.add(cmd)
+	cmd.Flags().StringVar(&m.Name, "machine", "", "this machine's name in the cluster (letters, digits, - and _)")
+	cmd.Flags().StringVar(&address, "address", "", "underlay IPv4 address other machines reach this one at (default: detected)")
+	cmd.Flags().IntVar(&m.MTU, "mtu", 0, "underlay MTU (default: the underlay interface's)")
+	cmd.Flags().Float64Var(&m.Cores, "cores", 0, "cores offered to nodes (default: all)")
+	cmd.Flags().StringVar(&memory, "memory", "", "memory offered to nodes, e.g. 16G (default: all)")
+	cmd.Flags().StringVar(&rate, "rate", "", "NIC rate, e.g. 10gbit (default: the interface's speed, else not limited)")
+	cmd.Flags().DurationVar(&ttl, "lease", agent.DefaultLeaseTTL, "how long the machine stays registered without its agent")
+	cmd.Flags().BoolVar(&withPlacer, "placer", false, "also run a placer in this process (one leader among all placers; see trellis placer)")
+	return cmd
+}
+
+// parseCapacity reads the flags that need parsing into m.
+func parseCapacity(m *cluster.Machine, address, memory, rate string) error {
+	if address != "" {
+		a, err := netip.ParseAddr(address)
+		if err != nil || !a.Is4() {
+			return fmt.Errorf("--address %q: give an IPv4 address, e.g. 198.18.0.1", address)
+		}
+		m.Address = a
+	}
+	if memory != "" {
+		v, err := spec.ParseMemory(memory)
+		if err != nil {
+			return fmt.Errorf("--memory %q: %v; write e.g. 16G or 512M", memory, err)
+		}
+		m.Memory = v
+	}
+	if rate != "" {
+		v, err := spec.ParseRate(rate)
+		if err != nil {
+			return fmt.Errorf("--rate %q: %v; write e.g. 10gbit", rate, err)
+		}
+		m.Rate = v
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+package cluster
+
+import "strings"
+
+// The key layout (docs/cluster.md). Each kind of record has a prefix of its own, so that one
+// etcd role can grant exactly one kind (a tenant: its networks to write, its placements and
+// status to read; an agent: placements to read, status and machines to write), and one watch
+// follows one kind.
+const (
+	Prefix           = "/trellis/v1/"
+	NetworksPrefix   = Prefix + "networks/"   // networks/TENANT/NETWORK: the desired network
+	PlacementsPrefix = Prefix + "placements/" // placements/TENANT/NETWORK: node -> machine
+	StatusPrefix     = Prefix + "status/"     // status/TENANT/NETWORK/MACHINE: an agent's report
+	MachinesPrefix   = Prefix + "machines/"   // machines/MACHINE: a registration, with a lease
+	ElectionPrefix   = Prefix + "election/"   // election/placer: the placer's leader election
+)
+
+// NetworkKey is the key of a tenant's desired network.
+func NetworkKey(tenant, network string) string { return NetworksPrefix + tenant + "/" + network }
+
+// PlacementKey is the key of a tenant's network's placement.
+func PlacementKey(tenant, network string) string {
+	return PlacementsPrefix + tenant + "/" + network
+}
+
+// StatusKey is the key of what machine reports of a tenant's network.
+func StatusKey(tenant, network, machine string) string {
+	return StatusPrefix + tenant + "/" + network + "/" + machine
+}
+
+// MachineKey is the key of a machine's registration.
+func MachineKey(machine string) string { return MachinesPrefix + machine }
+
+// TenantPrefix is the prefix of one tenant's records of one kind (NetworksPrefix, ...), with the
+// trailing slash, so that tenant "a" never covers tenant "ab".
+func TenantPrefix(kind, tenant string) string { return kind + tenant + "/" }
+
+// splitKey returns the parts of key after prefix: tenant and network (and machine for status).
+func splitKey(key, prefix string) []string {
+	return strings.Split(strings.TrimPrefix(key, prefix), "/")
+}

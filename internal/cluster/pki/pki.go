@@ -1,0 +1,165 @@
+// Package pki makes the certificates a trellis cluster runs on (docs/design.md, decision 10:
+// TLS between everything): a certificate authority, and certificates it signs for etcd
+// members (server and peer), agents, the placer and tenants (clients; etcd takes a client's
+// user name from its certificate's common name). Keys are ECDSA P-256; everything is PEM.
+package pki
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ErrBadPEM is returned for PEM data that holds no certificate or key of the kind expected.
+var ErrBadPEM = errors.New("pki: bad PEM")
+
+// CA is a certificate authority: its certificate, and its key to sign with.
+type CA struct {
+	Cert *x509.Certificate
+	Key  *ecdsa.PrivateKey
+	PEM  []byte // the certificate, PEM-encoded
+}
+
+// Pair is a signed certificate and its key, PEM-encoded.
+type Pair struct {
+	CertPEM, KeyPEM []byte
+}
+
+// Usage says what a certificate may be used for.
+type Usage int
+
+const (
+	Client Usage = 1 << iota // a TLS client: agents, the placer, tenants, the CLI
+	Server                   // a TLS server: etcd members, agents' stream endpoints
+)
+
+// NewCA makes a self-signed certificate authority named name, valid for validFor.
+func NewCA(name string, validFor time.Duration) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := template(name, validFor)
+	if err != nil {
+		return nil, err
+	}
+	tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{Cert: cert, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+// Issue signs a certificate for common name cn, for the usages given, valid for validFor.
+// hosts (names or IP addresses) go into the subject alternative names of a server certificate.
+func (ca *CA) Issue(cn string, usage Usage, hosts []string, validFor time.Duration) (*Pair, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := template(cn, validFor)
+	if err != nil {
+		return nil, err
+	}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	if usage&Client != 0 {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
+	}
+	if usage&Server != 0 {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+		for _, h := range hosts {
+			if ip := net.ParseIP(h); ip != nil {
+				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+			} else {
+				tmpl.DNSNames = append(tmpl.DNSNames, h)
+			}
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &Pair{
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	}, nil
+}
+
+// template is the part every certificate shares. NotBefore is a minute back, so that machines
+// whose clocks differ a little accept a certificate just made.
+func template(cn string, validFor time.Duration) (*x509.Certificate, error) {
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	return &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: cn, Organization: []string{"trellis"}},
+		NotBefore:    now.Add(-time.Minute),
+		NotAfter:     now.Add(validFor),
+	}, nil
+}
+
+// Write writes the pair as DIR/NAME.crt and DIR/NAME.key (the key mode 0600) and returns
+// their paths.
+func (p *Pair) Write(dir, name string) (cert, key string, err error) {
+	cert, key = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := os.WriteFile(cert, p.CertPEM, 0o644); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(key, p.KeyPEM, 0o600); err != nil {
+		return "", "", err
+	}
+	return cert, key, nil
+}
+
+// Files names the PEM files a TLS client of the cluster uses.
+type Files struct {
+	CA, Cert, Key string
+}
+
+// ClientConfig reads the files into a TLS configuration for a client that checks the server
+// against the CA and presents its own certificate. Errors name the file that is wrong.
+func (f Files) ClientConfig() (*tls.Config, error) {
+	if f.CA == "" || f.Cert == "" || f.Key == "" {
+		return nil, fmt.Errorf("pki: a CA certificate, a certificate and a key are all needed (have %q, %q, %q)", f.CA, f.Cert, f.Key)
+	}
+	caPEM, err := os.ReadFile(f.CA)
+	if err != nil {
+		return nil, fmt.Errorf("pki: CA certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("%w: %s holds no certificate", ErrBadPEM, f.CA)
+	}
+	pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: certificate %s with key %s: %v", ErrBadPEM, f.Cert, f.Key, err)
+	}
+	if leaf, err := x509.ParseCertificate(pair.Certificate[0]); err == nil && time.Now().After(leaf.NotAfter) {
+		return nil, fmt.Errorf("pki: certificate %s expired at %s; issue a new one", f.Cert, leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+}

@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Status states an agent reports for its part of a network.
+const (
+	Converging = "converging" // the agent is applying the placement's generation
+	Converged  = "converged"  // the machine holds its part of that generation
+	Failed     = "failed"     // applying it failed; Error says why
+)
+
+// Status is what one machine's agent reports of its part of a network.
+type Status struct {
+	Tenant, Network, Machine string `json:"-"`
+	// Generation is the network generation (the placement's) the report is about.
+	Generation int64     `json:"generation"`
+	State      string    `json:"state"`
+	Error      string    `json:"error,omitempty"`
+	Nodes      int       `json:"nodes"` // nodes and links of the network on the machine
+	Links      int       `json:"links"`
+	Took       float64   `json:"took"` // seconds the last apply took
+	Time       time.Time `json:"time"`
+}
+
+// PutStatus writes an agent's report. Reports are bound to the agent's lease (0: none), so a
+// machine that is lost takes its reports with it.
+func (s *Store) PutStatus(ctx context.Context, st *Status, lease clientv3.LeaseID) error {
+	st.Time = time.Now().UTC()
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	var opts []clientv3.OpOption
+	if lease != 0 {
+		opts = append(opts, clientv3.WithLease(lease))
+	}
+	if _, err := s.cli.Put(ctx, StatusKey(st.Tenant, st.Network, st.Machine), string(data), opts...); err != nil {
+		return unreachable(err, s.cli.Endpoints())
+	}
+	return nil
+}
+
+// DeleteStatus removes a machine's report of a network (its part is gone).
+func (s *Store) DeleteStatus(ctx context.Context, tenant, network, machine string) error {
+	if _, err := s.cli.Delete(ctx, StatusKey(tenant, network, machine)); err != nil {
+		return unreachable(err, s.cli.Endpoints())
+	}
+	return nil
+}
+
+// Statuses lists the reports of a tenant's network, one per machine, by machine.
+func (s *Store) Statuses(ctx context.Context, tenant, network string) ([]*Status, error) {
+	if err := checkNames(tenant, network); err != nil {
+		return nil, err
+	}
+	resp, err := s.cli.Get(ctx, StatusKey(tenant, network, ""), clientv3.WithPrefix())
+	if err != nil {
+		return nil, unreachable(err, s.cli.Endpoints())
+	}
+	var out []*Status
+	for _, kv := range resp.Kvs {
+		parts := splitKey(string(kv.Key), StatusPrefix)
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("cluster: key %s is not status/TENANT/NETWORK/MACHINE", kv.Key)
+		}
+		st := &Status{Tenant: parts[0], Network: parts[1], Machine: parts[2]}
+		if err := json.Unmarshal(kv.Value, st); err != nil {
+			return nil, fmt.Errorf("cluster: key %s: %w", kv.Key, err)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}

@@ -1,0 +1,232 @@
+// Package placer places the cluster's networks onto its machines (docs/cluster.md). Any number
+// of placers may run (`trellis placer`, or `trellis agent --placer`); one is leader, elected
+// through etcd's concurrency package, and only the leader writes placements. It places every
+// network that has no placement for its current generation, keeps placed nodes where they are,
+// and when a machine's registration goes with its lease, places that machine's nodes again on
+// the machines that are left. Every placement is one transaction that holds only if the network
+// has not changed meanwhile.
+package placer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/cluster"
+	"github.com/trellisnet/trellis/internal/spec"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// SessionTTL is the placer's election lease: a leader that dies is replaced this long after.
+const SessionTTL = 5 * time.Second
+
+// resyncEvery is how often the leader checks every network even when no watch fired.
+const resyncEvery = 30 * time.Second
+
+// Config is what a placer needs.
+type Config struct {
+	Store *cluster.Store
+	ID    string // who this placer is, written as its candidacy (e.g. machine name and pid)
+	Log   *slog.Logger
+}
+
+// Run campaigns for leadership and, while leader, places networks, until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	log := cfg.Log.With("placer", cfg.ID)
+	for ctx.Err() == nil {
+		err := lead(ctx, cfg, log)
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Warn("not leading; campaigning again", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return nil
+}
+
+// lead waits to be elected, then places until its session ends (etcd lost it) or ctx ends.
+func lead(ctx context.Context, cfg Config, log *slog.Logger) error {
+	// The session outlives ctx until Close, which revokes its lease: a placer that stops hands
+	// over at once instead of after SessionTTL.
+	sess, err := concurrency.NewSession(cfg.Store.Client(), concurrency.WithTTL(int(SessionTTL/time.Second)),
+		concurrency.WithContext(context.WithoutCancel(ctx)))
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	el := concurrency.NewElection(sess, cluster.ElectionPrefix+"placer")
+	if err := el.Campaign(ctx, cfg.ID); err != nil {
+		return err
+	}
+	log.Info("leading")
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sess.Done():
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	p := &placer{store: cfg.Store, log: log, parsed: map[string]parsed{}}
+	err = p.loop(lctx)
+	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	el.Resign(rctx)
+	rcancel()
+	return err
+}
+
+type placer struct {
+	store  *cluster.Store
+	log    *slog.Logger
+	parsed map[string]parsed // network key -> its file parsed, at a revision
+}
+
+type parsed struct {
+	rev int64
+	n   *spec.Network
+	err error
+}
+
+// loop runs a pass at once, then after every change of networks or machines (changes that
+// arrive during a pass give one more pass), and every resyncEvery.
+func (p *placer) loop(ctx context.Context) error {
+	cli := p.store.Client()
+	wctx := clientv3.WithRequireLeader(ctx)
+	nets := cli.Watch(wctx, cluster.NetworksPrefix, clientv3.WithPrefix())
+	machines := cli.Watch(wctx, cluster.MachinesPrefix, clientv3.WithPrefix())
+	tick := time.NewTicker(resyncEvery)
+	defer tick.Stop()
+	for {
+		if err := p.pass(ctx); err != nil {
+			p.log.Warn("placing pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case wr, ok := <-nets:
+			if !ok || wr.Err() != nil {
+				return fmt.Errorf("watch of networks ended: %v", wr.Err())
+			}
+		case wr, ok := <-machines:
+			if !ok || wr.Err() != nil {
+				return fmt.Errorf("watch of machines ended: %v", wr.Err())
+			}
+		case <-tick.C:
+		}
+	}
+}
+
+// pass places every network whose placement is missing, of an older generation, or puts
+// nodes on machines that are gone.
+func (p *placer) pass(ctx context.Context) error {
+	machines, _, err := p.store.Machines(ctx)
+	if err != nil {
+		return err
+	}
+	nets, _, err := p.store.Networks(ctx, "")
+	if err != nil {
+		return err
+	}
+	places, _, err := p.store.Placements(ctx)
+	if err != nil {
+		return err
+	}
+	current := map[string]*cluster.Placement{}
+	for _, pl := range places {
+		current[pl.Tenant+"/"+pl.Network] = pl
+	}
+	live := map[string]bool{}
+	for _, m := range machines {
+		live[m.Name] = true
+	}
+	load := Load{}
+	var todo []*cluster.Network
+	for _, n := range nets {
+		pl := current[n.Tenant+"/"+n.Name]
+		sn := p.parse(n)
+		if pl != nil && pl.Generation == n.Revision && pl.Refused == "" && sn.err == nil && settled(pl, sn.n, live) {
+			LoadOf(sn.n, pl, load)
+			continue
+		}
+		todo = append(todo, n)
+	}
+	var errs []error
+	for _, n := range todo {
+		if err := p.place(ctx, n, current[n.Tenant+"/"+n.Name], machines, load); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// settled tells whether placement pl still holds: every node placed on a live machine, or
+// pinned by `host:` to the machine it is on.
+func settled(pl *cluster.Placement, n *spec.Network, live map[string]bool) bool {
+	for _, nd := range n.Nodes {
+		m, ok := pl.Nodes[nd.Name]
+		if !ok || (!live[m] && nd.Host != m) {
+			return false
+		}
+	}
+	return len(pl.Nodes) == len(n.Nodes)
+}
+
+func (p *placer) parse(n *cluster.Network) parsed {
+	key := cluster.NetworkKey(n.Tenant, n.Name)
+	if c, ok := p.parsed[key]; ok && c.rev == n.Revision {
+		return c
+	}
+	read := func(path string) ([]byte, error) {
+		if s, ok := n.Sources[path]; ok {
+			return []byte(s), nil
+		}
+		return nil, os.ErrNotExist
+	}
+	sn, err := spec.ParseCluster(n.File, []byte(n.Source), read)
+	c := parsed{rev: n.Revision, n: sn, err: err}
+	p.parsed[key] = c
+	return c
+}
+
+// place computes and writes the placement of one network, counting it into load.
+func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Placement, machines []*cluster.Machine, load Load) error {
+	pl := &cluster.Placement{Tenant: n.Tenant, Network: n.Name, Generation: n.Revision}
+	sn := p.parse(n)
+	var err error
+	if sn.err != nil {
+		err = sn.err
+	} else {
+		pl.Nodes, pl.Machines, err = Compute(sn.n, machines, prev, load)
+	}
+	if err != nil {
+		pl.Nodes, pl.Machines, pl.Refused = nil, nil, err.Error()
+		if prev != nil && prev.Generation == n.Revision && prev.Refused == pl.Refused {
+			return nil // refused already, for the same reason
+		}
+	}
+	var expect int64
+	if prev != nil {
+		expect = prev.Revision
+	}
+	if _, werr := p.store.PutPlacement(ctx, pl, expect); werr != nil {
+		return werr
+	}
+	if pl.Refused != "" {
+		p.log.Info("network refused", "tenant", n.Tenant, "network", n.Name, "generation", n.Revision, "why", pl.Refused)
+		return nil
+	}
+	LoadOf(sn.n, pl, load)
+	p.log.Info("network placed", "tenant", n.Tenant, "network", n.Name, "generation", n.Revision, "nodes", pl.Nodes)
+	return nil
+}

@@ -1,0 +1,120 @@
+package placer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/cluster"
+	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TestPlacer runs two placers against a 3-member etcd with three registered machines: one leads
+// and places new networks; a lost machine's nodes move to the others (a pinned node stays); a
+// network that does not fit is refused naming the resource; when the leader stops, the other
+// takes over.
+func TestPlacer(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	s := cluster.New(c.Client())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	regs := map[string]*cluster.Registration{}
+	for i := 1; i <= 3; i++ {
+		m := &cluster.Machine{Name: fmt.Sprintf("m%d", i), Address: netip.AddrFrom4([4]byte{198, 18, 0, byte(i)}), MTU: 1500, Cores: 4, Memory: 4 << 30}
+		reg, err := s.Register(ctx, m, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs[m.Name] = reg
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	stops := map[string]context.CancelFunc{}
+	for _, id := range []string{"p1", "p2"} {
+		pctx, stop := context.WithCancel(ctx)
+		stops[id] = stop
+		done := make(chan struct{})
+		go func() { Run(pctx, Config{Store: s, ID: id, Log: quiet}); close(done) }()
+		t.Cleanup(func() { stop(); <-done })
+	}
+
+	up := func(name, src string) int64 {
+		rev, err := s.Up(ctx, &cluster.Network{Tenant: "t", Name: name, File: "/t/" + name + ".yaml", Source: src}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	placed := func(name string, gen int64, cond func(*cluster.Placement) bool) *cluster.Placement {
+		t.Helper()
+		var last *cluster.Placement
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			p, err := s.Placement(ctx, "t", name)
+			if err == nil && p.Generation == gen && cond(p) {
+				return p
+			}
+			last = p
+		}
+		t.Fatalf("placement of %s at generation %d: last %+v", name, gen, last)
+		return nil
+	}
+
+	gen := up("ring", "name: ring\nnodes:\n  a: {host: m2}\n  b: {}\n  c: {}\n  d: {}\nlinks:\n  - endpoints: [a:eth1, b:eth1]\n  - endpoints: [b:eth2, c:eth1]\n  - endpoints: [c:eth2, d:eth1]\n")
+	p := placed("ring", gen, func(p *cluster.Placement) bool { return len(p.Nodes) == 4 })
+	if p.Nodes["a"] != "m2" || len(p.Machines) != 3 {
+		t.Errorf("ring placed %v over %v, want a on m2 and all three machines used", p.Nodes, p.Machines)
+	}
+
+	t.Run("machine lost", func(t *testing.T) {
+		var lost string
+		for n, m := range p.Nodes {
+			if n != "a" && m != "m2" {
+				lost = m
+			}
+		}
+		start := time.Now()
+		if err := regs[lost].Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		q := placed("ring", gen, func(q *cluster.Placement) bool {
+			for _, m := range q.Nodes {
+				if m == lost {
+					return false
+				}
+			}
+			return true
+		})
+		t.Logf("nodes of %s placed again %v after its registration went: %v -> %v", lost, time.Since(start).Round(time.Millisecond), p.Nodes, q.Nodes)
+		for n, m := range p.Nodes {
+			if m != lost && q.Nodes[n] != m {
+				t.Errorf("node %s moved from %s to %s, though its machine is alive", n, m, q.Nodes[n])
+			}
+		}
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		gen := up("big", "name: big\nnodes:\n  a: {memory: 64G}\n")
+		q := placed("big", gen, func(q *cluster.Placement) bool { return q.Refused != "" })
+		if len(q.Nodes) != 0 || !strings.Contains(q.Refused, "memory") {
+			t.Errorf("big: nodes %v, refused %q; want no nodes and memory named", q.Nodes, q.Refused)
+		}
+	})
+
+	t.Run("leader stops", func(t *testing.T) {
+		resp, err := s.Client().Get(ctx, cluster.ElectionPrefix+"placer", clientv3.WithFirstCreate()...)
+		if err != nil || len(resp.Kvs) == 0 {
+			t.Fatalf("no leader key: %v", err)
+		}
+		leader := string(resp.Kvs[0].Value)
+		stops[leader]()
+		start := time.Now()
+		gen := up("later", "name: later\nnodes:\n  a: {}\n")
+		placed("later", gen, func(q *cluster.Placement) bool { return len(q.Nodes) == 1 })
+		t.Logf("leader %s stopped; the other placed a new network %v later", leader, time.Since(start).Round(time.Millisecond))
+	})
+}
