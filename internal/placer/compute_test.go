@@ -103,10 +103,10 @@ func equal(a, b map[string]string) bool {
 }
 
 func TestLoadOf(t *testing.T) {
-	n := parseNet(t, "name: c\nnodes:\n  a: {cpu: 1, memory: 1M}\n  b: {cpu: 0.5}\nlinks:\n  - endpoints: [a:eth1, b:eth1]\n    rate: 10mbit\n")
+	n := parseNet(t, "name: c\nnodes:\n  a: {cpu: 1, memory: 16M}\n  b: {cpu: 0.5}\nlinks:\n  - endpoints: [a:eth1, b:eth1]\n    rate: 10mbit\n")
 	load := Load{}
 	LoadOf(n, &cluster.Placement{Nodes: map[string]string{"a": "m1", "b": "m2"}}, load)
-	if u := load["m1"]; u == nil || u.Nodes != 1 || u.CPU != 1 || u.Memory != 1<<20 || u.Rate != 10e6 {
+	if u := load["m1"]; u == nil || u.Nodes != 1 || u.CPU != 1 || u.Memory != 16<<20 || u.Rate != 10e6 {
 		t.Errorf("m1: %+v", u)
 	}
 	if u := load["m2"]; u == nil || u.Nodes != 1 || u.CPU != 0.5 || u.Rate != 10e6 {

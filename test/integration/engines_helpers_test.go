@@ -125,8 +125,8 @@ func deltas(t testing.TB, state, network, node string, before []uint64, want uin
 	}
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(timeout time.Duration, cond func() bool) bool {
+// eventually polls cond until it holds or timeout passes.
+func eventually(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {

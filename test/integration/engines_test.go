@@ -97,10 +97,10 @@ func TestEnginesDispatch(t *testing.T) {
 	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(5*time.Second, func() bool { return tryPing(t, e.state, "pdp-it", "h1", "10.91.2.1") == nil }) {
+	if !eventually(5*time.Second, func() bool { return tryPing(t, e.state, "pdp-it", "h1", "10.91.2.1") == nil }) {
 		t.Errorf("5 s after kill -9 of its engines, node r does not forward by itself")
 	}
-	if !waitFor(5*time.Second, func() bool {
+	if !eventually(5*time.Second, func() bool {
 		return strings.Contains(mustTrellis(t, e.state, "diff", file), "~ engines r: they are not running")
 	}) {
 		t.Errorf("diff after kill -9 of the engines:\n%s", mustTrellis(t, e.state, "diff", file))
@@ -135,7 +135,7 @@ func checkRouteMirrored(t *testing.T, e *env) {
 	for _, op := range []string{"add", "del"} {
 		mustExec(t, e.state, "pdp-it", "r", "ip", "route", op, "10.99.0.0/16", "via", "10.91.2.1")
 		for _, ns := range fes {
-			if !waitFor(time.Second, func() bool { return (show(ns) != "") == (op == "add") }) {
+			if !eventually(time.Second, func() bool { return (show(ns) != "") == (op == "add") }) {
 				t.Errorf("route %s in r: engine %s shows %q after 1s", op, filepath.Base(ns), show(ns))
 			}
 		}
@@ -156,7 +156,7 @@ func TestEnginesOSPF(t *testing.T) {
 	e := start(t)
 	began := time.Now()
 	mustTrellis(t, e.state, "up", filepath.Join(root, "examples/pdp-router/router.yaml"))
-	if !waitFor(40*time.Second, func() bool { return tryPing(t, e.state, "pdp-router", "h1", "10.1.3.10") == nil }) {
+	if !eventually(40*time.Second, func() bool { return tryPing(t, e.state, "pdp-router", "h1", "10.1.3.10") == nil }) {
 		t.Fatalf("h1 does not reach h2 through r1 40s after up:\n%s", mustExec(t, e.state, "pdp-router", "r1", "ip", "route"))
 	}
 	t.Logf("h1 reaches h2 %.1fs after up began", time.Since(began).Seconds())
