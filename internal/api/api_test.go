@@ -86,6 +86,26 @@ func TestErrors(t *testing.T) {
 			body: `{"state":"up","endpoint":"a"}`, status: 422, first: &ProblemDetail{Location: "body.endpoint"}},
 		{name: "malformed JSON", method: "PUT", path: "/networks/nope/links/l/state", ctype: "application/json",
 			body: `{"state":`, status: 400},
+		{name: "impairments of unknown network", method: "PUT", path: "/networks/nope/links/l/impairments", ctype: "application/json",
+			body: `{"loss":5}`, status: 404, detail: "no network named nope"},
+		{name: "loss over 100%", method: "PUT", path: "/networks/nope/links/l/impairments", ctype: "application/json",
+			body: `{"loss":150}`, status: 422, first: &ProblemDetail{Location: "body.loss", Value: 150.0}},
+		{name: "negative corruption", method: "PUT", path: "/networks/nope/links/l/impairments", ctype: "application/json",
+			body: `{"corrupt":-1}`, status: 422, first: &ProblemDetail{Location: "body.corrupt", Value: -1.0}},
+		{name: "unknown impairment key", method: "PUT", path: "/networks/nope/links/l/impairments", ctype: "application/json",
+			body: `{"delay":"20ms"}`, status: 422, first: &ProblemDetail{Location: "body.delay"}},
+		{name: "impairment endpoint not NODE:IF", method: "PUT", path: "/networks/nope/links/l/impairments", ctype: "application/json",
+			body: `{"loss":1,"endpoint":"a"}`, status: 422, first: &ProblemDetail{Location: "body.endpoint"}},
+		{name: "exec in unknown network", method: "POST", path: "/networks/nope/nodes/a/exec", ctype: "application/json",
+			body: `{"argv":["true"]}`, status: 404, detail: "no network named nope"},
+		{name: "exec of no command", method: "POST", path: "/networks/nope/nodes/a/exec", ctype: "application/json",
+			body: `{"argv":[]}`, status: 422, first: &ProblemDetail{Location: "body.argv"}},
+		{name: "exec without argv", method: "POST", path: "/networks/nope/nodes/a/exec", ctype: "application/json",
+			body: `{"stdin":"x"}`, status: 422, first: &ProblemDetail{Location: "body"}, detail: "validation failed"},
+		{name: "exec with a negative timeout", method: "POST", path: "/networks/nope/nodes/a/exec", ctype: "application/json",
+			body: `{"argv":["true"],"timeout":-1}`, status: 422, first: &ProblemDetail{Location: "body.timeout", Value: -1.0}},
+		{name: "exec body malformed", method: "POST", path: "/networks/nope/nodes/a/exec", ctype: "application/json",
+			body: `{"argv":["true"`, status: 400},
 		{name: "up with no body", method: "POST", path: "/networks", ctype: "application/yaml", status: 400, detail: "request body is required"},
 		{name: "up of blanks", method: "POST", path: "/networks", ctype: "application/yaml", body: "\n  \n", status: 400, detail: "no body",
 			first: &ProblemDetail{Location: "body"}},
@@ -193,7 +213,8 @@ func TestOpenAPI(t *testing.T) {
 		t.Errorf("openapi %q, want 3.x", doc.OpenAPI)
 	}
 	ops := map[string]string{"/networks get": "list-networks", "/networks post": "up", "/networks/{network} get": "inspect-network",
-		"/networks/{network} delete": "down", "/diff post": "diff", "/networks/{network}/links/{link}/state put": "set-link-state"}
+		"/networks/{network} delete": "down", "/diff post": "diff", "/networks/{network}/links/{link}/state put": "set-link-state",
+		"/networks/{network}/links/{link}/impairments put": "set-link-impairments", "/networks/{network}/nodes/{node}/exec post": "exec"}
 	for key, id := range ops {
 		path, method, _ := strings.Cut(key, " ")
 		op := doc.Paths[path][method]

@@ -25,7 +25,7 @@ func serveCmd(store storeFunc) *cobra.Command {
 		Use:   "serve",
 		Short: "Serve the HTTP API (and Prometheus metrics) on a unix socket, and optionally on loopback",
 		Long: `Serve the HTTP API of this state directory: list, inspect, up (POST a topology file), diff,
-down and link state, as the CLI offers them, described by the OpenAPI 3 document at
+down, link state and impairments, and exec (non-interactive), as the CLI offers them, described by the OpenAPI 3 document at
 /openapi.json; Prometheus metrics at /metrics. See docs/api.md.
 
 The API listens on the unix socket --socket (default STATE_DIR/trellis.sock, mode 0600: root

@@ -370,8 +370,9 @@ type endpointInfo struct {
 	RxPackets uint64 `json:"rx_packets"`
 	TxBytes   uint64 `json:"tx_bytes"`
 	RxBytes   uint64 `json:"rx_bytes"`
-	Drops     uint64 `json:"drops"`
-	State     string `json:"state"`
+	Drops      uint64 `json:"drops"`
+	State      string `json:"state"`
+	Impairment string `json:"impairment"`
 }
 
 func inspect(t testing.TB, stateDir, network string) *netInfo {
