@@ -156,4 +156,3 @@ func (c *capped) Write(p []byte) (int, error) {
 	}
 	return c.Buffer.Write(p)
 }
-

@@ -62,7 +62,9 @@ func TestAPIExecAndImpairments(t *testing.T) {
 	}
 	s.must(404, "POST", "/networks/"+name+"/nodes/zz/exec", "application/json", `{"argv":["true"]}`)
 
-	imp := func(body string) { s.must(200, "PUT", "/networks/"+name+"/links/"+link+"/impairments", "application/json", body) }
+	imp := func(body string) {
+		s.must(200, "PUT", "/networks/"+name+"/links/"+link+"/impairments", "application/json", body)
+	}
 	want := func(a, b string) {
 		t.Helper()
 		l := s.inspect(name).link(t, link)
