@@ -43,9 +43,9 @@ the other directions are unchanged. They too stay until the next up of the file.
 				_, err := parseImpairment(args[3:])
 				return err
 			case len(args) != 1 && len(args) != 3:
-				return fmt.Errorf("give NETWORK, NETWORK LINK up|down, or NETWORK LINK set KEY=VALUE...")
+				return fmt.Errorf("give NETWORK, NETWORK LINK up|down, or NETWORK LINK set KEY=VALUE")
 			case len(args) == 3 && args[2] != "up" && args[2] != "down":
-				return fmt.Errorf("%q: give up, down or set KEY=VALUE...", args[2])
+				return fmt.Errorf("%q: give up, down or set KEY=VALUE", args[2])
 			}
 			return nil
 		},
