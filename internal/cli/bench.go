@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -122,7 +123,11 @@ and counts what 20000 numbered frames (2000 with --quick) met; delay needs netem
 			defer stop()
 			rep, runErr := &result.Report{Started: time.Now()}, error(nil)
 			if len(opt.Parts) > 0 { // the embed part alone needs no root and no harness
-				rep, runErr = bench.Run(ctx, opt)
+				withProgress(cmd.ErrOrStderr(), opt.Log, func(log io.Writer) {
+					o := opt
+					o.Log = log
+					rep, runErr = bench.Run(ctx, o)
+				})
 			}
 			if rep == nil {
 				return runErr
