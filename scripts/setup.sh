@@ -18,6 +18,18 @@ if [ ${#missing[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# VM nodes (kind: vm): QEMU, without the GUI it recommends, and the static busybox that their
+# guest image holds.
+vm_missing=()
+for p in qemu-system-x86 busybox-static; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || vm_missing+=("$p")
+done
+if [ ${#vm_missing[@]} -gt 0 ]; then
+	echo "setup: installing ${vm_missing[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${vm_missing[@]}" >/dev/null
+fi
+
 # Go: use the machine's if it is new enough; otherwise Debian's go, which fetches a newer Go
 # toolchain through the Go module proxy.
 export PATH=$PATH:/usr/local/go/bin:/root/go/bin

@@ -6,12 +6,16 @@ import (
 	"os"
 
 	"github.com/trellisnet/trellis/internal/cli"
+	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/node"
 )
 
 func main() {
-	// trellis re-executes itself as a node's init process and to run commands in nodes.
+	// trellis re-executes itself as a node's init process and to run commands in nodes, and is
+	// the agent in a VM node's guest.
 	switch {
+	case os.Getpid() == 1 && os.Args[0] == guest.InitPath: // a VM node's guest agent
+		guest.Main()
 	case os.Args[0] == node.InitArg0:
 		node.InitMain()
 	case len(os.Args) > 2 && os.Args[1] == node.ExecArg && os.Args[2] == "--":

@@ -10,7 +10,7 @@
 
 TRELLIS=${1:-trellis}
 STATE_DIR=${2:-/var/lib/trellis}
-NET=ospf-ring
+NET=${NET:-ospf-ring}      # NET=ospf-mixed for ../vm-mixed/mixed.yaml
 ROUTERS=${ROUTERS:-"1 2 3 4"}  # ROUTERS="1 2 3 4 5" for ring5.yaml
 TIMEOUT=60
 

@@ -35,6 +35,7 @@ const (
 	PartProfile   = "profile"   // where the forwarding CPU's time goes (perf), per setup
 	PartApply     = "apply"     // live changes to a running chain: up of an unchanged or edited file
 	PartImpair    = "impair"    // link impairments configured against delivered
+	PartVM        = "vm"        // VM nodes: boot time, the KVM paper's knobs
 )
 
 // part is one part of a run: run measures and adds its figures to r.rep.
@@ -55,6 +56,7 @@ var parts = []part{
 	{PartDeploy, (*runner).deploy},
 	{PartApply, (*runner).apply},
 	{PartImpair, (*runner).impair},
+	{PartVM, (*runner).vm},
 }
 
 // AllParts are the parts a full run makes, in the order they run.

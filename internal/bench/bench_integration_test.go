@@ -249,6 +249,7 @@ func checkReport(t *testing.T, rep *result.Report) {
 	}
 	checkApply(t, rep, stat)
 	checkImpair(t, rep)
+	checkVM(t, rep, stat)
 }
 
 // checkApply: every change of the apply part was timed in every repetition, and up changed
@@ -322,4 +323,30 @@ func hasGroup(p *result.ProfileResult, name string) bool {
 		}
 	}
 	return false
+}
+
+// checkVM: a VM node booted, and frames crossed a VM node under each quick setting, which its
+// vCPU threads forwarded.
+func checkVM(t *testing.T, rep *result.Report, stat func(string, result.Stat)) {
+	t.Helper()
+	v := rep.VM
+	if v == nil {
+		t.Fatal("no vm figures")
+	}
+	stat("vm boot seconds", v.BootSeconds)
+	if v.Functional != (v.Accel != "kvm") {
+		t.Errorf("vm: accel %s, functional %v", v.Accel, v.Functional)
+	}
+	if len(v.Knobs) != 2 {
+		t.Fatalf("vm: %d knob settings measured, want the quick run's 2", len(v.Knobs))
+	}
+	for _, k := range v.Knobs {
+		stat("vm "+k.Knob+" peak", k.Peak)
+		if !(k.CPU["vcpu"] > 0) {
+			t.Errorf("vm %s: the vCPU threads used %v cores while frames crossed", k.Knob, k.CPU["vcpu"])
+		}
+	}
+	if v.Knobs[1].PeakRatio == nil {
+		t.Errorf("vm %s: no ratio to the defaults", v.Knobs[1].Knob)
+	}
 }

@@ -1,22 +1,34 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/state"
+	"golang.org/x/term"
 )
 
 func execCmd(store storeFunc) *cobra.Command {
-	return &cobra.Command{
+	var stdin bool
+	cmd := &cobra.Command{
 		Use:   "exec NETWORK NODE [-- COMMAND [ARG...]]",
 		Short: "Run a command inside a node (a shell if no command is given)",
 		Long: `Run a command inside a node: in its network, mount, UTS, IPC and PID namespaces, with its
 reduced capabilities. With no command it opens a shell. Standard input, output and the terminal
 are the caller's, so an interactive command works as it would outside. The exit code is the
-command's.`,
+command's.
+
+In a VM node (kind: vm) the command runs through the guest's agent. With a terminal it runs on
+a terminal in the guest (a shell if no command is given), as in a container. Without one it
+runs to its end, then its output shows, and it gets standard input only with -i (read to its
+end first).`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := store()
@@ -29,6 +41,9 @@ command's.`,
 			}
 			if rec == nil {
 				return fmt.Errorf("no network named %s in %s", args[0], st.Dir)
+			}
+			if done, err := runThroughKind(cmd, st, rec, args[1], args[2:], stdin); done || err != nil {
+				return err
 			}
 			running, err := node.Find(st.ID, rec.NetID)
 			if err != nil {
@@ -53,4 +68,92 @@ command's.`,
 			return syscall.Exec(c.Path, c.Args, c.Env)
 		},
 	}
+	cmd.Flags().BoolVarP(&stdin, "stdin", "i", false, "pass standard input to a command in a VM node (containers always get it)")
+	return cmd
+}
+
+// runThroughKind runs argv in the node through its kind when the kind runs commands itself (a
+// VM's guest agent), and exits with the command's code; done is false for other kinds.
+func runThroughKind(cmd *cobra.Command, st *state.Store, rec *state.Record, name string, argv []string, withStdin bool) (done bool, err error) {
+	if rec.Plan == nil {
+		return false, nil
+	}
+	nd := rec.Plan.Node(name)
+	if nd == nil {
+		return false, nil
+	}
+	k, err := kinds.NodeKind(nd.Kind)
+	if err != nil {
+		return false, err
+	}
+	runner, ok := k.(kinds.Runner)
+	if !ok {
+		return false, nil
+	}
+	terminal, _ := k.(kinds.Terminal)
+	env := &kinds.Env{Store: st, Plan: rec.Plan, Log: io.Discard}
+	running, err := k.Running(env)
+	if err != nil {
+		return true, err
+	}
+	in, ok := running[name]
+	if !ok {
+		return true, fmt.Errorf("network %s has no running node %s", rec.Name, name)
+	}
+	if terminal != nil && term.IsTerminal(int(os.Stdin.Fd())) {
+		if len(argv) == 0 {
+			argv = []string{"/bin/bash", "-l"}
+		}
+		code, err := attach(cmd.Context(), terminal, env, in, argv)
+		if err != nil {
+			return true, err
+		}
+		os.Exit(code)
+	}
+	if len(argv) == 0 {
+		return true, fmt.Errorf("node %s is a %s: give the command to run (a shell needs a terminal)", name, nd.Kind)
+	}
+	var stdin io.Reader
+	if withStdin {
+		stdin = os.Stdin
+	}
+	code, err := runner.Run(cmd.Context(), env, in, argv, stdin, os.Stdout, os.Stderr)
+	if err != nil {
+		return true, err
+	}
+	os.Exit(code)
+	return true, nil
+}
+
+// attach runs argv on a terminal in the node, with this terminal in raw mode, passing its size
+// and its changes of size.
+func attach(ctx context.Context, t kinds.Terminal, env *kinds.Env, in kinds.Instance, argv []string) (int, error) {
+	fd := int(os.Stdin.Fd())
+	size := func() [2]uint16 {
+		cols, rows, err := term.GetSize(fd)
+		if err != nil {
+			return [2]uint16{24, 80}
+		}
+		return [2]uint16{uint16(rows), uint16(cols)}
+	}
+	old, err := term.MakeRaw(fd)
+	if err != nil {
+		return 0, err
+	}
+	defer term.Restore(fd, old)
+	resize := make(chan [2]uint16, 1)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+	go func() {
+		for range winch {
+			select {
+			case resize <- size():
+			default:
+			}
+		}
+	}()
+	code, err := t.Attach(ctx, env, in, argv, size(), os.Stdin, os.Stdout, resize)
+	term.Restore(fd, old)
+	return code, err
 }

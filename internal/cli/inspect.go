@@ -68,9 +68,33 @@ func printInfo(out io.Writer, info *substrate.NetworkInfo) error {
 		}
 	}
 	printTunnels(w, info)
+	printThreads(w, info)
 	return w.Flush()
 }
 
+// printThreads lists the host threads of VM nodes: where they run and how they are scheduled.
+func printThreads(w io.Writer, info *substrate.NetworkInfo) {
+	header := false
+	for _, n := range info.Nodes {
+		if len(n.Threads) == 0 && len(n.Notes) == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "\nNODE\tKIND\tTHREAD\tTID\tCPU\tAFFINITY\tPOLICY\tPRIORITY\n")
+			header = true
+		}
+		for _, note := range n.Notes {
+			fmt.Fprintf(w, "%s\t%s\t(%s)\n", n.Name, n.Kind, note)
+		}
+		for _, t := range n.Threads {
+			policy := t.Policy
+			if t.Reserve != "" {
+				policy += " " + t.Reserve
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d\n", n.Name, n.Kind, t.Name, t.TID, t.CPU, t.Affinity, policy, t.Priority)
+		}
+	}
+}
 func printTunnels(w io.Writer, info *substrate.NetworkInfo) {
 	header := false
 	for _, l := range info.Links {

@@ -2,16 +2,21 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/substrate"
 )
 
 func lsCmd(store storeFunc) *cobra.Command {
 	return &cobra.Command{
 		Use:   "ls",
 		Short: "List the virtual networks on this machine",
-		Args:  cobra.NoArgs,
+		Long: `List the virtual networks on this machine: their status, the machine's host name in a network
+over several, their nodes (with how many are not running, e.g. after a crash: 'trellis up'
+starts them again), links and file.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := store()
 			if err != nil {
@@ -28,7 +33,11 @@ func lsCmd(store storeFunc) *cobra.Command {
 				if host == "" {
 					host = "-"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", r.Name, r.Status, host, len(r.Plan.Nodes), len(r.Plan.Links), r.File)
+				nodes := strconv.Itoa(len(r.Plan.Nodes))
+				if running, err := substrate.RunningNodes(st, r); err == nil && len(running) < len(r.Plan.Nodes) {
+					nodes = fmt.Sprintf("%d (%d not running)", len(r.Plan.Nodes), len(r.Plan.Nodes)-len(running))
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", r.Name, r.Status, host, nodes, len(r.Plan.Links), r.File)
 			}
 			return w.Flush()
 		},

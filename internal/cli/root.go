@@ -23,7 +23,7 @@ topology file. Many networks run side by side and may reuse names and addresses.
 	root.PersistentFlags().StringVar(&stateDir, "state-dir", state.DefaultDir, "directory where trellis records what it creates")
 	store := func() (*state.Store, error) { return state.Open(stateDir) }
 	root.AddCommand(upCmd(store), diffCmd(store), downCmd(store), lsCmd(store), inspectCmd(store), execCmd(store), linkCmd(store), serveCmd(store), captureCmd(store))
-	root.AddCommand(benchCmd(store))
+	root.AddCommand(benchCmd(store), imageCmd())
 	return root
 }
 

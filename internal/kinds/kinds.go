@@ -59,6 +59,58 @@ type Node interface {
 	Exec(ctx context.Context, env *Env, in Instance, n *plan.Node) error
 }
 
+// Runner is a node kind whose nodes run commands through trellis (a VM's guest agent) rather
+// than by being entered through their namespaces: trellis exec uses it. Run returns the
+// command's exit code.
+type Runner interface {
+	Run(ctx context.Context, env *Env, in Instance, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
+}
+
+// Terminal is a node kind whose nodes give interactive sessions through trellis (a VM's guest
+// agent) rather than by being entered: trellis exec with a terminal uses it. Attach runs argv
+// on a terminal of size rows x cols in the node, copies stdin to it and its output to stdout
+// until it ends, resizes it to each size that comes on resize, and returns its exit code.
+type Terminal interface {
+	Attach(ctx context.Context, env *Env, in Instance, argv []string, size [2]uint16, stdin io.Reader, stdout io.Writer, resize <-chan [2]uint16) (int, error)
+}
+
+// Preparer is a node kind with work to do on a machine before any of its nodes start (a VM's
+// guest image). The substrate calls Prepare before it changes anything, so a kind that cannot
+// run here refuses the plan with nothing created.
+type Preparer interface {
+	Prepare(ctx context.Context, env *Env) error
+}
+
+// Describer is a node kind whose nodes' interfaces trellis cannot read from a network
+// namespace of theirs on the host (a VM's are in its guest): inspect asks the kind.
+type Describer interface {
+	Describe(ctx context.Context, env *Env, in Instance) (Detail, error)
+}
+
+// Detail is what a Describer tells of a running node.
+type Detail struct {
+	Interfaces []Interface
+	Threads    []Thread // the node's host threads that matter (a VM's vCPU and I/O threads)
+	Notes      []string // e.g. "software emulation (TCG)"
+}
+
+// Interface is a node's virtual interface as the node sees it.
+type Interface struct {
+	netlink.LinkAttrs
+	Addresses []string
+}
+
+// Thread is one host thread of a node.
+type Thread struct {
+	TID      int    `json:"tid"`
+	Name     string `json:"name"`
+	CPU      int    `json:"cpu"`               // the CPU it last ran on
+	Affinity string `json:"affinity"`          // the CPUs it may run on, e.g. 0-1
+	Policy   string `json:"policy"`            // other, fifo, rr, batch, idle, deadline
+	Priority int    `json:"priority"`          // real-time priority (fifo, rr)
+	Reserve  string `json:"reserve,omitempty"` // a deadline thread's runtime/period, e.g. 5ms/10ms
+}
+
 // Members are the substrate devices a connector joins: the link's ports on this machine, in
 // plan order, and its tunnel devices to other machines.
 type Members struct {

@@ -155,7 +155,8 @@ func (p *Plan) addTunnels(n *spec.Network, index int, pl *Link, remote map[strin
 	return nil
 }
 
-// Digest identifies the settings of a node that only a restart can apply.
+// Digest identifies the settings of a node that only a restart can apply. A setting left out
+// of the file leaves the digest as it was before the setting existed.
 func Digest(nd *spec.Node) string {
 	data, _ := json.Marshal(struct {
 		Kind     string
@@ -163,7 +164,9 @@ func Digest(nd *spec.Node) string {
 		Exec     []string
 		Files    []spec.File
 		Sysctl   map[string]string
-	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl}) // maps marshal in key order
+		Needs    spec.Capacity    `json:",omitzero"`  // a VM's cores and memory
+		VM       *spec.VMSettings `json:",omitempty"` // a VM's knobs
+	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.VM}) // maps marshal in key order
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
 }

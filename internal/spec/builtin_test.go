@@ -4,6 +4,7 @@ package spec
 // cannot import those packages (they import spec).
 func init() {
 	RegisterNodeKind(DefaultNodeKind, NodeKind{})
+	RegisterNodeKind("vm", NodeKind{VM: true})
 	RegisterLinkKind(Shortbridge, LinkKind{MinEndpoints: 2, MaxEndpoints: 2})
 	RegisterLinkKind(Bridge, LinkKind{MinEndpoints: 2})
 	// Inner Ethernet header, outer IPv4, GRE with a key.

@@ -19,7 +19,7 @@ hosts:
 tunnel: gre
 nodes:
   r1:
-    kind: vm
+    kind: jail
     host: m9
     addresses:
       eth1: [10.0.0.1]
@@ -39,7 +39,7 @@ links:
 		`topo.yaml:3: hosts.m1.address: "198.18.0.300" is not an IPv4 address; write the machine's underlay IPv4 address without a prefix length, e.g. 198.18.0.1`,
 		`topo.yaml:4: hosts.m2.mtu: "100" is not an MTU; give the underlay MTU, a whole number from 576 to 65535`,
 		`topo.yaml:5: tunnel: unknown tunnel "gre"; use one of: egre, vxlan`,
-		`topo.yaml:8: nodes.r1.kind: unknown node kind "vm"; use one of: container`,
+		`topo.yaml:8: nodes.r1.kind: unknown node kind "jail"; use one of: container, vm`,
 		"topo.yaml:9: nodes.r1.host: no host named \"m9\"; name one of the hosts under `hosts:`, or remove `host:` to let trellis place the node",
 		`topo.yaml:11: nodes.r1.addresses.eth1[0]: "10.0.0.1" is not an address with a prefix length; write it in CIDR form, e.g. 10.0.0.1/24 or fd00::1/64`,
 		`topo.yaml:14: nodes.r2.sysctl.kernel.panic: only net.* sysctls belong to a node; remove it, or name a net.* sysctl such as net.ipv4.ip_forward`,
@@ -65,7 +65,7 @@ links:
     speed: 1mbit
 `, []string{
 		`topo.yaml:2: nodse: unknown key; the keys allowed here are [name hosts tunnel nodes links]`,
-		`topo.yaml:6: nodes.r1.adresses: unknown key; the keys allowed here are [kind host addresses exec files sysctl cpu memory]`,
+		`topo.yaml:6: nodes.r1.adresses: unknown key; the keys allowed here are [kind host addresses exec files sysctl cpu memory vm]`,
 		"topo.yaml:8: nodes.r1.sysctl.net.ipv4.ip_forward: expected a single value; write e.g. `net.ipv4.ip_forward: 0`",
 		`topo.yaml:10: links[0].endpoints: a link needs at least two endpoints; list two endpoints for a point-to-point link, more for a LAN`,
 		`topo.yaml:11: links[0].speed: unknown key; the keys allowed here are [name endpoints rate mtu connector state loss duplicate corrupt delay jitter distribution from]`,
@@ -107,17 +107,17 @@ links:
 hosts: [m1, m2]
 nodes:
   r1: {host: m1}
-  r2: {host: m2, kind: vm}
+  r2: {host: m2, kind: jail}
 `, []string{
 		"topo.yaml:2: hosts: expected a mapping from machine name to machine; write e.g. `m1: {address: 198.18.0.1}`",
-		`topo.yaml:5: nodes.r2.kind: unknown node kind "vm"; use one of: container`,
+		`topo.yaml:5: nodes.r2.kind: unknown node kind "jail"; use one of: container, vm`,
 	}},
 	{"one line, several problems", `name: t
 nodes: {r1: {kind: x, host: m1, exec: x}}
 `, []string{
 		"topo.yaml:2: nodes.r1.exec: expected a list; write `[a, b]` or one `- item` per line",
 		"topo.yaml:2: nodes.r1.host: no host named \"m1\"; add a `hosts:` section listing the machines, or remove `host:`",
-		`topo.yaml:2: nodes.r1.kind: unknown node kind "x"; use one of: container`,
+		`topo.yaml:2: nodes.r1.kind: unknown node kind "x"; use one of: container, vm`,
 	}},
 	{"files: every item", `name: t
 nodes:

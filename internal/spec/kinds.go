@@ -11,6 +11,8 @@ import (
 // node's fields beyond the common ones. Check may be nil.
 type NodeKind struct {
 	Check func(n *Network, nd *Node) []*Error
+	// VM says the kind takes the `vm:` settings; a node of another kind may not have them.
+	VM bool
 }
 
 // LinkKind is what the spec layer needs of a link kind, named by a link's `connector:`: how

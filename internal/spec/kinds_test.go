@@ -10,7 +10,7 @@ func TestBuiltinKinds(t *testing.T) {
 	for _, tc := range []struct {
 		got, want []string
 	}{
-		{NodeKinds(), []string{"container"}},
+		{NodeKinds(), []string{"container", "vm"}},
 		{LinkKinds(), []string{"bridge", "shortbridge"}},
 		{TunnelKinds(), []string{"egre", "vxlan"}},
 	} {

@@ -70,7 +70,9 @@ type Node struct {
 	Sysctl    map[string]string // net.* sysctls; forwarding defaults filled in
 	// Needs is what placement counts for the node: cpu cores and memory.
 	Needs Capacity `json:",omitzero"`
-	Line  int
+	// VM holds a VM node's tuning knobs (`vm:`), for node kinds that take them.
+	VM   *VMSettings `json:",omitempty"`
+	Line int
 
 	index   int            // position in the file's nodes, for field names in messages
 	lines   map[string]int // line of each key's value: "kind", "host", "addresses.eth1", ...

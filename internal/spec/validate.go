@@ -101,7 +101,12 @@ func (p *parser) validate(n *Network) {
 		k, ok := nodeKinds.lookup(nd.Kind)
 		if !ok {
 			p.add(n.NodeError(nd, "kind", fmt.Sprintf("unknown node kind %q", nd.Kind), useOneOf(NodeKinds())))
-		} else if k.Check != nil {
+			continue
+		}
+		if nd.VM != nil && !k.VM {
+			p.add(n.NodeError(nd, "vm", fmt.Sprintf("a %s node has no VM settings", nd.Kind), "remove `vm:`, or make the node `kind: vm`"))
+		}
+		if k.Check != nil {
 			p.add(k.Check(n, nd)...)
 		}
 	}

@@ -79,6 +79,11 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 }
 
 // runningNodes finds the network's running nodes of every kind.
+// RunningNodes finds the running nodes of the network recorded in rec, of every kind.
+func RunningNodes(st *state.Store, rec *state.Record) (map[string]kinds.Instance, error) {
+	return runningNodes(&kinds.Env{Store: st, Plan: rec.Plan})
+}
+
 func runningNodes(env *kinds.Env) (map[string]kinds.Instance, error) {
 	out := map[string]kinds.Instance{}
 	for _, k := range kinds.NodeKinds() {

@@ -1,8 +1,10 @@
 package substrate
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/kinds"
@@ -29,9 +31,14 @@ type NetworkInfo struct {
 // NodeInfo describes one node.
 type NodeInfo struct {
 	Name       string          `json:"name"`
+	Kind       string          `json:"kind"`
 	PID        int             `json:"pid"`
 	Running    bool            `json:"running"`
 	Interfaces []InterfaceInfo `json:"interfaces"`
+	// A VM's QEMU threads (their CPUs, policies and priorities) and notes such as its
+	// acceleration.
+	Threads []kinds.Thread `json:"threads,omitempty"`
+	Notes   []string       `json:"notes,omitempty"`
 }
 
 // InterfaceInfo describes a virtual interface as the node sees it.
@@ -99,12 +106,16 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 	for name, in := range found {
 		running[name] = in.PID
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	info := &NetworkInfo{Name: rec.Name, NetID: rec.NetID, Host: rec.Plan.Host, Tunnel: rec.Plan.Tunnel, Status: rec.Status, File: rec.File}
 	seen := map[string]*netlink.LinkAttrs{} // node interfaces by node:ifname
 	for _, n := range rec.Plan.Nodes {
-		ni := NodeInfo{Name: n.Name, PID: running[n.Name], Running: running[n.Name] != 0}
+		ni := NodeInfo{Name: n.Name, Kind: n.Kind, PID: running[n.Name], Running: running[n.Name] != 0}
 		if ni.Running {
-			ni.Interfaces = interfaces(ni.PID, n.Name, seen)
+			if k, _ := kinds.NodeKind(n.Kind); k != nil {
+				describe(ctx, env, k, found[n.Name], &ni, seen)
+			}
 		}
 		info.Nodes = append(info.Nodes, ni)
 	}
@@ -156,6 +167,27 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// describe fills in a running node's interfaces (and for a Describer its threads and notes),
+// keeping the interfaces' attributes in seen.
+func describe(ctx context.Context, env *kinds.Env, k kinds.Node, in kinds.Instance, ni *NodeInfo, seen map[string]*netlink.LinkAttrs) {
+	d, ok := k.(kinds.Describer)
+	if !ok {
+		ni.Interfaces = interfaces(in.PID, ni.Name, seen)
+		return
+	}
+	detail, err := d.Describe(ctx, env, in)
+	ni.Threads, ni.Notes = detail.Threads, detail.Notes
+	if err != nil {
+		ni.Notes = append(ni.Notes, err.Error())
+	}
+	for i := range detail.Interfaces {
+		ifc := &detail.Interfaces[i]
+		ni.Interfaces = append(ni.Interfaces, InterfaceInfo{Name: ifc.Name, MAC: ifc.HardwareAddr.String(), MTU: ifc.MTU,
+			State: ifc.OperState.String(), Addresses: ifc.Addresses})
+		seen[ni.Name+":"+ifc.Name] = &ifc.LinkAttrs
+	}
 }
 
 // interfaces lists a node's interfaces, and keeps their attributes in seen.

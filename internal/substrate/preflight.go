@@ -1,6 +1,7 @@
 package substrate
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sync"
@@ -91,4 +92,26 @@ func netemAvailable() bool {
 		netemOK = netlink.QdiscAdd(q) == nil
 	})
 	return netemOK
+}
+
+// prepare lets the node kinds the plan uses do what they need before their nodes start (see
+// kinds.Preparer); a failure is refused as the first such node's kind.
+func prepare(ctx context.Context, env *kinds.Env, n *spec.Network) error {
+	done := map[string]bool{}
+	for _, nd := range env.Plan.Nodes {
+		if done[nd.Kind] {
+			continue
+		}
+		done[nd.Kind] = true
+		k, err := kinds.NodeKind(nd.Kind)
+		if err != nil {
+			return err
+		}
+		if p, ok := k.(kinds.Preparer); ok {
+			if err := p.Prepare(ctx, env); err != nil {
+				return spec.Errors{n.NodeError(nd.Node, "kind", err.Error(), "see docs/vm.md for what "+nd.Kind+" nodes need")}
+			}
+		}
+	}
+	return nil
 }

@@ -59,6 +59,9 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 	if err == nil {
 		err = checkNetID(st, p)
 	}
+	if err == nil {
+		err = prepare(ctx, &kinds.Env{Store: st, Plan: p, Log: log}, n)
+	}
 	if err != nil {
 		st.Delete(n.Name) // the lock file just made: nothing else exists
 		return nil, err
@@ -93,6 +96,9 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, err
 	}
 	if err := preflight(p, n); err != nil {
+		return nil, err
+	}
+	if err := prepare(ctx, &kinds.Env{Store: st, Plan: p, Log: log}, n); err != nil {
 		return nil, err
 	}
 	old := rec.Plan

@@ -605,6 +605,9 @@ func takeSnapshot() (*hostSnapshot, error) {
 		if len(p.cmdline) > 0 && p.cmdline[0] == "trellis-node" {
 			s.Nodes[pid] = strings.Join(p.cmdline, " ")
 		}
+		if vm := qemuMarker(p.cmdline); vm != "" {
+			s.Nodes[pid] = vm
+		}
 		target, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
 		if err != nil {
 			continue // gone, or a kernel thread
@@ -615,6 +618,18 @@ func takeSnapshot() (*hostSnapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// qemuMarker returns "trellis-vm STATEID NETID NODE" for the QEMU process of a VM node (its
+// -name guest=trellis-vm/STATEID/NETID/NODE/DIGEST), else "".
+func qemuMarker(cmdline []string) string {
+	for _, arg := range cmdline {
+		if rest, ok := strings.CutPrefix(arg, "guest=trellis-vm/"); ok {
+			rest, _, _ = strings.Cut(rest, ",")
+			return "trellis-vm " + strings.Join(strings.Split(rest, "/"), " ")
+		}
+	}
+	return ""
 }
 
 // retryDump repeats a netlink dump that the kernel interrupted because the list changed.

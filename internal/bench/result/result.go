@@ -30,6 +30,7 @@ type Report struct {
 	Deploy      []*DeployResult  `json:"deploy,omitempty"`
 	Apply       *ApplyResult     `json:"apply,omitempty"`  // live changes to a running chain
 	Impair      *ImpairResult    `json:"impair,omitempty"` // configured against delivered impairments
+	VM          *VMResult        `json:"vm,omitempty"`     // VM nodes: boot time, the KVM paper's knobs
 	Embed       []*embed.Result  `json:"embed,omitempty"`  // the offline embedding simulator
 	Notes       []string         `json:"notes,omitempty"`
 }

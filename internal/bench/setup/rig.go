@@ -113,36 +113,25 @@ func (g *Rig) SetFrames(size, flows int) error {
 // direct) nut:nutIf receives from src:srcIf, the node knows the sink's MAC, and the sink drops
 // and counts. dst is the destination address of the frames.
 func (g *Rig) finish(src netns.NsHandle, srcIf string, nut netns.NsHandle, nutIf string, sink netns.NsHandle, sinkIf string, dst net.IP) error {
-	sl, err := openLink(src, srcIf)
-	if err != nil {
-		return err
-	}
-	s := &source{ns: src, ifname: srcIf, link: sl}
-	g.sources = append(g.sources, s)
 	nl, err := openLink(nut, nutIf)
 	if err != nil {
 		return err
 	}
 	defer nl.Close()
-	kl, err := openLink(sink, sinkIf)
-	if err != nil {
-		return err
-	}
-	defer kl.Close()
-	srcMAC, err := sl.mac()
-	if err != nil {
-		return err
-	}
 	nutMAC, err := nl.mac()
 	if err != nil {
 		return err
 	}
-	sinkMAC, err := kl.mac()
-	if err != nil {
-		return err
-	}
-	s.addrs = measure.FlowAddrs{SrcMAC: srcMAC, DstMAC: nutMAC, SrcIP: SrcIP, DstIP: dst, SrcPort: SrcPort, DstPort: SinkPort}
 	if nut != sink { // the node under test needs the sink's MAC: the sink answers no ARP
+		kl, err := openLink(sink, sinkIf)
+		if err != nil {
+			return err
+		}
+		defer kl.Close()
+		sinkMAC, err := kl.mac()
+		if err != nil {
+			return err
+		}
 		out, err := openLink(nut, "eth2")
 		if err != nil {
 			return err
@@ -152,6 +141,23 @@ func (g *Rig) finish(src netns.NsHandle, srcIf string, nut netns.NsHandle, nutIf
 			return fmt.Errorf("neighbour entry for the sink: %w", err)
 		}
 	}
+	return g.wire(src, srcIf, nutMAC, sink, sinkIf, dst)
+}
+
+// wire adds the source src:srcIf, sending to nutMAC, to the generator, and the sink
+// sink:sinkIf to the sink counter.
+func (g *Rig) wire(src netns.NsHandle, srcIf string, nutMAC net.HardwareAddr, sink netns.NsHandle, sinkIf string, dst net.IP) error {
+	sl, err := openLink(src, srcIf)
+	if err != nil {
+		return err
+	}
+	s := &source{ns: src, ifname: srcIf, link: sl}
+	g.sources = append(g.sources, s)
+	srcMAC, err := sl.mac()
+	if err != nil {
+		return err
+	}
+	s.addrs = measure.FlowAddrs{SrcMAC: srcMAC, DstMAC: nutMAC, SrcIP: SrcIP, DstIP: dst, SrcPort: SrcPort, DstPort: SinkPort}
 	if g.Sink == nil {
 		if g.Sink, err = measure.NewSink(); err != nil {
 			return err

@@ -95,11 +95,16 @@ type BenchNet struct {
 // UpBenchNet brings up the three nodes and two links of a bench network through the spec, plan
 // and substrate layers, as `trellis up` does; the rig takes it down at Close.
 func (h *Harness) UpBenchNet(g *Rig, name, connector string) (*BenchNet, error) {
+	return h.upBenchFile(g, name, fmt.Sprintf(benchTopology, name, connector, connector))
+}
+
+// upBenchFile brings up a bench network from its topology file's text.
+func (h *Harness) upBenchFile(g *Rig, name, topology string) (*BenchNet, error) {
 	st, err := h.Store()
 	if err != nil {
 		return nil, err
 	}
-	n, err := spec.Parse(name+".yaml", fmt.Appendf(nil, benchTopology, name, connector, connector))
+	n, err := spec.Parse(name+".yaml", []byte(topology))
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +117,9 @@ func (h *Harness) UpBenchNet(g *Rig, name, connector string) (*BenchNet, error) 
 		return nil, fmt.Errorf("network %s: no record after up (%v)", name, err)
 	}
 	b := &BenchNet{plan: rec.Plan, PIDs: rec.Nodes, NS: map[string]netns.NsHandle{}}
-	for _, nd := range []string{"src", "nut", "sink"} {
-		nh, err := netns.GetFromPid(rec.Nodes[nd])
+	for _, pn := range rec.Plan.Nodes {
+		nd := pn.Name
+		nh, err := netns.GetFromPid(rec.Nodes[nd]) // a VM's QEMU runs in the root namespace
 		if err != nil {
 			return nil, fmt.Errorf("node %s of %s: %w", nd, name, err)
 		}

@@ -6,5 +6,6 @@ import (
 	_ "github.com/trellisnet/trellis/internal/kinds/container"   // node kind "container"
 	_ "github.com/trellisnet/trellis/internal/kinds/egre"        // tunnel kind "egre"
 	_ "github.com/trellisnet/trellis/internal/kinds/shortbridge" // link kind "shortbridge"
+	_ "github.com/trellisnet/trellis/internal/kinds/vm"          // node kind "vm"
 	_ "github.com/trellisnet/trellis/internal/kinds/vxlan"       // tunnel kind "vxlan"
 )

@@ -63,7 +63,7 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 		return in, err
 	}
 	defer ns.Close()
-	if err := ns.sysctl(nodeSysctls(n, endpoints(env.Plan, n.Name))); err != nil {
+	if err := ns.sysctl(n.NodeSysctls(env.Plan.Endpoints(n.Name))); err != nil {
 		return in, err
 	}
 	if err := ns.addAddresses("lo", n.Addresses["lo"]); err != nil {
@@ -121,17 +121,4 @@ func tail(path string, n int) string {
 	data, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// endpoints lists the interfaces of node name that are link endpoints in plan p.
-func endpoints(p *plan.Plan, name string) map[string]bool {
-	out := map[string]bool{}
-	for _, l := range p.Links {
-		for _, port := range l.Ports {
-			if port.Node == name {
-				out[port.Ifname] = true
-			}
-		}
-	}
-	return out
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strings"
 
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/netdev"
@@ -60,13 +59,7 @@ func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n 
 // unless the file says otherwise; then the file's sysctls for this interface), its addresses,
 // and brings it up.
 func configure(ns *nodeNS, n *plan.Node, p plan.Port) error {
-	values := map[string]string{"net/ipv6/conf/" + p.Ifname + "/accept_dad": "0"} // slashes: names may hold dots
-	for k, v := range n.Sysctl {
-		if sysctlIface(k) == p.Ifname {
-			values[k] = v
-		}
-	}
-	if err := ns.sysctl(values); err != nil {
+	if err := ns.sysctl(n.IfaceSysctls(p.Ifname)); err != nil {
 		return err
 	}
 	if err := ns.setAddresses(p.Ifname, p.Addresses); err != nil {
@@ -80,32 +73,6 @@ func configure(ns *nodeNS, n *plan.Node, p plan.Port) error {
 		return fmt.Errorf("interface %s: %w", p.Ifname, err)
 	}
 	return nil
-}
-
-// nodeSysctls are the sysctls of node n that Start sets: all but those of its link interfaces.
-func nodeSysctls(n *plan.Node, ifaces map[string]bool) map[string]string {
-	out := map[string]string{}
-	for k, v := range n.Sysctl {
-		if !ifaces[sysctlIface(k)] {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// sysctlIface returns the interface a per-interface sysctl names (net.ipv4.conf.IF.x,
-// net.ipv6.conf.IF.x, net.ipv4.neigh.IF.x, net.ipv6.neigh.IF.x, written with dots or
-// slashes), or "".
-func sysctlIface(key string) string {
-	sep := "."
-	if strings.Contains(key, "/") {
-		sep = "/"
-	}
-	parts := strings.Split(key, sep)
-	if len(parts) < 5 || parts[0] != "net" || (parts[1] != "ipv4" && parts[1] != "ipv6") || (parts[2] != "conf" && parts[2] != "neigh") {
-		return ""
-	}
-	return parts[3]
 }
 
 // addAddresses adds addresses to a node interface. IPv6 addresses skip duplicate address

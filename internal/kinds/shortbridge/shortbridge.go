@@ -26,7 +26,7 @@ type Kind struct{}
 // Direct: a shortbridge has one local port per tunnel, which a tunnel may deliver into.
 func (Kind) Direct() bool { return true }
 
-// Join puts the program on both ends. A frame bound for a node on an uncapped link goes
+// Join puts the program on both ends. A frame bound for a container on an uncapped link goes
 // directly into that node (redirect to the veth peer), skipping the port; otherwise it goes
 // out of the other end, through its shaper or into its tunnel. On an uncapped link to another
 // machine whose tunnel kind can encapsulate on the port, the port's own program encapsulates,
@@ -40,11 +40,15 @@ func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Memb
 		if err := m.EncapOnPort(a); err != nil {
 			return err
 		}
-	} else if err := dataplane.AttachShortbridge(a.Attrs().Index, b.Attrs().Index, l.Rate == 0 && bIsPort); err != nil {
+	} else if err := dataplane.AttachShortbridge(a.Attrs().Index, b.Attrs().Index, l.Rate == 0 && bIsPort && hasPeer(b)); err != nil {
 		return err
 	}
-	return dataplane.AttachShortbridge(b.Attrs().Index, a.Attrs().Index, l.Rate == 0)
+	return dataplane.AttachShortbridge(b.Attrs().Index, a.Attrs().Index, l.Rate == 0 && hasPeer(a))
 }
+
+// hasPeer tells whether a frame can be handed straight to the node behind a port: a veth's
+// peer takes it; a VM's tap must transmit it to QEMU.
+func hasPeer(port netlink.Link) bool { return port.Type() == "veth" }
 
 // Leave takes the programs off both ends.
 func (Kind) Leave(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Members) error {

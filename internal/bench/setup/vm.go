@@ -1,0 +1,180 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	nodekinds "github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/kinds/vm"
+	"github.com/trellisnet/trellis/internal/state"
+)
+
+// vmSetup builds the setup whose node under test is a VM (kind: vm): the shortbridge setup with
+// the node under test's interfaces virtio-net devices on taps (the KVM paper's tap
+// interconnect). Without KVM it is functional only: the guest is emulated.
+func vmSetup(h *Harness, nets int) (*Rig, error) {
+	g := h.NewRig("vm-tap")
+	g.Nets = nets
+	for i := 0; i < nets; i++ {
+		if _, err := h.addVMNet(g, fmt.Sprintf("bench-vm-tap-%d", i), ""); err != nil {
+			return g, err
+		}
+	}
+	return g, nil
+}
+
+// VMRig builds a vm-tap setup of one network whose VM has the settings vm (the YAML of the
+// node's `vm:` mapping, e.g. "{reserve: 50%}"; "" for none), with the given frames, and returns
+// it with the pid of the VM's QEMU.
+func (h *Harness) VMRig(vm string, size, flows int) (*Rig, int, error) {
+	g := h.NewRig("vm-tap")
+	g.Nets = 1
+	pid, err := h.addVMNet(g, "bench-vm-knobs", vm)
+	if err == nil {
+		err = g.SetFrames(size, flows)
+	}
+	if err != nil {
+		return nil, 0, errors.Join(err, g.Close())
+	}
+	return g, pid, nil
+}
+
+// addVMNet adds a vm-tap network to g and returns its QEMU's pid.
+func (h *Harness) addVMNet(g *Rig, name, vm string) (int, error) {
+	nut := "  nut:\n    kind: vm\n"
+	if vm != "" {
+		nut += "    vm: " + vm + "\n"
+	}
+	topology := strings.Replace(fmt.Sprintf(benchTopology, name, "shortbridge", "shortbridge"), "  nut:\n", nut, 1)
+	b, err := h.upBenchFile(g, name, topology)
+	if err != nil {
+		return 0, err
+	}
+	return b.PIDs["nut"], h.wireVM(g, b)
+}
+
+// wireVM wires a vm-tap network's source and sink.
+func (h *Harness) wireVM(g *Rig, b *BenchNet) error {
+	if err := h.steer(h.rootNS, b.plan.Links[0].Ports[0].Name); err != nil {
+		return err
+	}
+	kl, err := openLink(b.NS["sink"], "eth1")
+	if err != nil {
+		return err
+	}
+	defer kl.Close()
+	sinkMAC, err := kl.mac()
+	if err != nil {
+		return err
+	}
+	// The guest needs the sink's MAC (the sink answers no ARP); its agent sets it.
+	st, err := h.Store()
+	if err != nil {
+		return err
+	}
+	if err := runIn(st, b, "nut", "ip", "neigh", "replace", SinkIP.String(), "lladdr", sinkMAC.String(), "dev", "eth2", "nud", "permanent"); err != nil {
+		return err
+	}
+	nutMAC, err := net.ParseMAC(b.plan.Links[0].Ports[1].MAC)
+	if err != nil {
+		return err
+	}
+	return g.wire(b.NS["src"], "eth1", nutMAC, b.NS["sink"], "eth1", SinkIP)
+}
+
+// runIn runs a command in a node whose kind runs commands itself (a VM's guest agent).
+func runIn(st *state.Store, b *BenchNet, node string, argv ...string) error {
+	nd := b.plan.Node(node)
+	k, err := nodekinds.NodeKind(nd.Kind)
+	if err != nil {
+		return err
+	}
+	r, ok := k.(nodekinds.Runner)
+	if !ok {
+		return fmt.Errorf("node %s (%s) does not run commands through trellis", node, nd.Kind)
+	}
+	env := &nodekinds.Env{Store: st, Plan: b.plan, Log: io.Discard}
+	running, err := k.Running(env)
+	if err != nil {
+		return err
+	}
+	var out strings.Builder
+	code, err := r.Run(context.Background(), env, running[node], argv, nil, &out, &out)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("%v in %s exited with %d: %s", argv, node, code, out.String())
+	}
+	return err
+}
+
+// vmBootTopology is one VM node running BIRD, for the boot time.
+const vmBootTopology = `name: bench-vm-boot
+nodes:
+  v:
+    kind: vm
+    files:
+      - path: /etc/bird/bird.conf
+        content: |
+          router id 10.255.0.1;
+          protocol device {}
+    exec:
+      - bird -c /etc/bird/bird.conf -s /run/bird/bird.ctl
+`
+
+// VMBoot brings up a network of one VM node running BIRD and returns how long it took from
+// the start of up until BIRD answered in the guest; the network is removed again.
+func (h *Harness) VMBoot(ctx context.Context) (time.Duration, error) {
+	g := h.NewRig("vm-boot")
+	defer g.Close()
+	t0 := time.Now()
+	b, err := h.upBenchFile(g, "bench-vm-boot", vmBootTopology)
+	if err != nil {
+		return 0, err
+	}
+	st, err := h.Store()
+	if err != nil {
+		return 0, err
+	}
+	for ctx.Err() == nil {
+		if runIn(st, b, "v", "birdc", "-s", "/run/bird/bird.ctl", "show", "status") == nil {
+			return time.Since(t0), nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return 0, ctx.Err()
+}
+
+// ThreadCPU returns the CPU time of each thread of process pid by role ("vcpu", "io", "other"),
+// as QEMU names its threads.
+func ThreadCPU(pid int) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, t := range tasks {
+		comm, err1 := os.ReadFile(filepath.Join(t, "comm"))
+		stat, err2 := os.ReadFile(filepath.Join(t, "stat"))
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		f := strings.Fields(string(stat)[i+2:])
+		if len(f) < 13 {
+			continue
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		tid, _ := strconv.Atoi(filepath.Base(t))
+		role := vm.ThreadRole(pid, tid, strings.TrimSpace(string(comm)))
+		if role == "" {
+			role = "other"
+		}
+		out[role] += time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+	}
+	return out
+}

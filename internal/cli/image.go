@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/image"
+)
+
+func imageCmd() *cobra.Command {
+	cache := image.DefaultCache
+	cmd := &cobra.Command{
+		Use:   "image",
+		Short: "Build, list and remove the guest images VM nodes boot",
+		Long: `VM nodes (kind: vm) boot a small guest image that trellis builds from the host: Debian's
+linux-image-amd64 kernel (downloaded once through apt), the trellis binary as the guest's agent,
+busybox, and the host's ip, ping, BIRD, iperf3 and tcpdump with their libraries. Images are kept
+in the cache under an ID made from their contents; 'trellis up' builds the image when an input
+changed (e.g. BIRD was upgraded), so building ahead only saves time.`,
+	}
+	cmd.PersistentFlags().StringVar(&cache, "cache", cache, "where images and kernels are kept")
+	build := &cobra.Command{
+		Use:   "build",
+		Short: "Build the default guest image (or find it in the cache)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			img, err := image.Build(cmd.Context(), cache, image.DefaultSpec(), os.Stderr)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("%s kernel %s, %.1f MiB, in %s\n", img.ID, img.Release, float64(img.Size)/(1<<20), img.Dir)
+			return nil
+		},
+	}
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List the cached guest images",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			imgs, err := image.List(cache)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tKERNEL\tSIZE\tBUILT")
+			for _, img := range imgs {
+				fmt.Fprintf(w, "%s\t%s\t%.1f MiB\t%s\n", img.ID, img.Release, float64(img.Size)/(1<<20), img.Built.Format("2006-01-02 15:04"))
+			}
+			return w.Flush()
+		},
+	}
+	rm := &cobra.Command{
+		Use:   "rm ID...",
+		Short: "Remove cached guest images",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, id := range args {
+				if err := image.Remove(cache, id); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(build, ls, rm)
+	return cmd
+}

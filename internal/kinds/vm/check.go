@@ -1,0 +1,66 @@
+package vm
+
+import (
+	"fmt"
+
+	"github.com/trellisnet/trellis/internal/spec"
+	"golang.org/x/sys/unix"
+)
+
+// minMemory is the least memory Debian's kernel boots the guest image in.
+const minMemory = 128 << 20
+
+// check refuses what a VM node cannot have: too little memory, a vCPU thread both
+// fixed-priority and reserved, or (in a network on this one machine) more memory or other cores
+// than the machine has.
+func check(n *spec.Network, nd *spec.Node) []*spec.Error {
+	var errs []*spec.Error
+	here := len(n.Hosts) == 0
+	mem := nd.Needs.Memory
+	switch {
+	case mem > 0 && mem < minMemory:
+		errs = append(errs, n.NodeError(nd, "memory", fmt.Sprintf("%d MiB is too little for a VM node", mem>>20), "give a VM at least 128M"))
+	case here && mem > hostMemory():
+		errs = append(errs, n.NodeError(nd, "memory", fmt.Sprintf("%d MiB is more than this machine has (%d MiB)", mem>>20, hostMemory()>>20), "give the VM less memory"))
+	}
+	s := nd.VM
+	if s == nil {
+		return errs
+	}
+	if len(s.PinVCPU) > 0 && s.Reserve > 0 {
+		errs = append(errs, n.NodeError(nd, "vm.reserve", "the vCPU threads are pinned too", "the kernel reserves (SCHED_DEADLINE) only threads that may run on every CPU of their scheduling domain: drop pin.vcpu or reserve"))
+	}
+	if s.PrioVCPU > 0 && s.Reserve > 0 {
+		errs = append(errs, n.NodeError(nd, "vm.reserve", "the vCPU threads have a priority too", "a vCPU thread is either fixed-priority (SCHED_FIFO) or reserved (SCHED_DEADLINE): drop priority.vcpu or reserve"))
+	}
+	if here {
+		cpus := hostCPUs()
+		for _, c := range append(append([]int{}, s.PinVCPU...), s.PinIO...) {
+			if !cpus.IsSet(c) {
+				errs = append(errs, n.NodeError(nd, "vm.pin", fmt.Sprintf("this machine has no CPU %d (it has %s)", c, cpuList(&cpus)), "pin to CPUs the machine has"))
+				break
+			}
+		}
+	}
+	return errs
+}
+
+// hostCPUs are the CPUs trellis may run on.
+var hostCPUs = func() unix.CPUSet {
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) != nil {
+		for c := range 1024 {
+			set.Set(c)
+		}
+	}
+	return set
+}
+
+// hostMemory is this machine's memory in bytes.
+var hostMemory = func() uint64 {
+	var info unix.Sysinfo_t
+	if unix.Sysinfo(&info) != nil {
+		return ^uint64(0)
+	}
+	return uint64(info.Totalram) * uint64(info.Unit)
+}

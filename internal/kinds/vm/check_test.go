@@ -1,0 +1,43 @@
+package vm
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/trellisnet/trellis/internal/spec"
+	"golang.org/x/sys/unix"
+)
+
+func TestCheck(t *testing.T) {
+	hostMemory = func() uint64 { return 4 << 30 }
+	hostCPUs = func() (set unix.CPUSet) {
+		set.Set(0)
+		set.Set(1)
+		return set
+	}
+	cases := []struct {
+		name, file, want string
+	}{
+		{"defaults", "name: n\nnodes:\n  v:\n    kind: vm\n", ""},
+		{"enough", "name: n\nnodes:\n  v:\n    kind: vm\n    memory: 512M\n", ""},
+		{"too little", "name: n\nnodes:\n  v:\n    kind: vm\n    memory: 64M\n", "t.yaml:5: nodes.v.memory: 64 MiB is too little for a VM node; give a VM at least 128M"},
+		{"more than the host", "name: n\nnodes:\n  v:\n    kind: vm\n    memory: 8G\n", "t.yaml:5: nodes.v.memory: 8192 MiB is more than this machine has (4096 MiB); give the VM less memory"},
+		{"knobs", "name: n\nnodes:\n  v:\n    kind: vm\n    vm:\n      pin: {io: 0}\n      priority: {io: 5}\n      reserve: 40% 20ms\n", ""},
+		{"pinned and reserved", "name: n\nnodes:\n  v:\n    kind: vm\n    vm:\n      pin: {vcpu: 1}\n      reserve: 40%\n", "t.yaml:7: nodes.v.vm.reserve: the vCPU threads are pinned too"},
+		{"a core the host lacks", "name: n\nnodes:\n  v:\n    kind: vm\n    vm:\n      pin: {vcpu: [1, 2]}\n", "t.yaml:6: nodes.v.vm.pin: this machine has no CPU 2 (it has 0-1); pin to CPUs the machine has"},
+		{"priority and reserve", "name: n\nnodes:\n  v:\n    kind: vm\n    vm:\n      priority: {vcpu: 5}\n      reserve: 40%\n", "t.yaml:7: nodes.v.vm.reserve: the vCPU threads have a priority too"},
+		{"on another host", "name: n\nhosts:\n  m1: {address: 198.18.0.1}\n  m2: {address: 198.18.0.2}\nnodes:\n  v:\n    kind: vm\n    memory: 8G\n    host: m2\n", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := spec.Parse("t.yaml", []byte(c.file))
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+				t.Errorf("Parse: %q, want %q", got, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,80 @@
+package vm
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/trellisnet/trellis/internal/guest"
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/netdev"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/vishvananda/netlink"
+)
+
+// Port returns the tap of a virtual interface, which QEMU made at start, and configures the
+// guest's interface. A port the VM did not start with (a link added live) is hot-plugged: a
+// new tap and virtio-net device through QEMU's monitor.
+func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, mtu int) (netlink.Link, error) {
+	dev, err := netdev.ByName(p.Name)
+	if err != nil {
+		return nil, err
+	}
+	if dev == nil {
+		if err := hotplug(ctx, env, n.Name, newPort(p, mtu, n.VM)); err != nil {
+			return nil, fmt.Errorf("port %s for %s: %w", p.Name, p, err)
+		}
+		if dev, err = netdev.ByName(p.Name); err != nil || dev == nil {
+			return nil, fmt.Errorf("port %s for %s: QEMU made no tap (%v)", p.Name, p, err)
+		}
+		if err := tune(in.PID, n.VM); err != nil { // the new NIC's vhost threads
+			return nil, err
+		}
+	}
+	if mtu > 0 && dev.Attrs().MTU != mtu {
+		if err := netlink.LinkSetMTU(dev, mtu); err != nil {
+			return nil, fmt.Errorf("port %s: %w", p.Name, err)
+		}
+	}
+	if err := configure(ctx, env, n, p, mtu); err != nil {
+		return nil, err
+	}
+	return dev, nil
+}
+
+// Configure gives the guest's interface exactly the port's addresses, its sysctls, and up.
+func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port) error {
+	return configure(ctx, env, n, p, 0)
+}
+
+func configure(ctx context.Context, env *kinds.Env, n *plan.Node, p plan.Port, mtu int) error {
+	c, err := dial(ctx, env, n.Name)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Do(ctx, &guest.Request{Op: "configure", Iface: &guest.Iface{
+		MAC: p.MAC, Name: p.Ifname, MTU: mtu, Addresses: p.Addresses, Sysctl: n.IfaceSysctls(p.Ifname),
+	}})
+	if err != nil {
+		return fmt.Errorf("interface %s of %s: %w", p.Ifname, n.Name, err)
+	}
+	return nil
+}
+
+// hotplug adds a port to a running VM. A device left from an earlier port of the same
+// interface (its link was removed) is unplugged first.
+func hotplug(ctx context.Context, env *kinds.Env, name string, p vmPort) error {
+	m, err := dialQMP(ctx, "@"+socket(env.Store.ID, env.Plan.NetID, name, "qmp"))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := m.unplug(ctx, deviceID(p.Ifname)); err != nil {
+		return err
+	}
+	netdevOpts, deviceOpts := p.qemuDevices()
+	if err := m.hmp(ctx, "netdev_add "+netdevOpts); err != nil {
+		return err
+	}
+	return m.hmp(ctx, "device_add "+deviceOpts)
+}

@@ -1,0 +1,151 @@
+package vm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/trellisnet/trellis/internal/guest"
+	"github.com/trellisnet/trellis/internal/image"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
+)
+
+// QEMU is the emulator trellis runs.
+const QEMU = "qemu-system-x86_64"
+
+// markerPrefix starts the guest name of every VM node's QEMU: trellis finds its VMs by it.
+const markerPrefix = "trellis-vm/"
+
+// marker names a VM node's QEMU process (its -name guest=...), as the container kind's marker
+// names a node's init.
+func marker(stateID, netID, node, digest string) string {
+	return markerPrefix + strings.Join([]string{stateID, netID, node, digest}, "/")
+}
+
+// socket is the abstract unix socket name of a VM's agent port ("agent"), terminal port
+// ("tty") or monitor ("qmp").
+// Abstract sockets vanish with QEMU: nothing is left in the file system after a crash.
+func socket(stateID, netID, node, what string) string {
+	return "trellis-vm/" + stateID + "/" + netID + "/" + node + "/" + what
+}
+
+var (
+	accelOnce sync.Once
+	accel     string
+)
+
+// Accel returns "kvm" if this machine starts a KVM guest, else "tcg" (software emulation).
+// It asks by making one with the host's CPU model, as /dev/kvm may exist and still not work
+// (in a nested VM, KVM may open but refuse the guest's CPU state).
+func Accel() string {
+	accelOnce.Do(func() {
+		accel = "tcg"
+		c := exec.Command(QEMU, "-accel", "kvm", "-machine", "pc", "-cpu", "host", "-m", "32", "-S",
+			"-display", "none", "-nodefaults", "-no-user-config", "-monitor", "stdio")
+		c.Stdin = strings.NewReader("quit\n")
+		if c.Run() == nil {
+			accel = "kvm"
+		}
+	})
+	return accel
+}
+
+// vhostNet says whether ports may use vhost-net (the kernel's virtio-net back end).
+func vhostNet() bool {
+	f, err := os.OpenFile("/dev/vhost-net", os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// vmPort is a virtual interface of a VM: a virtio-net device on a tap that QEMU makes, named
+// as the port, in the substrate.
+type vmPort struct {
+	plan.Port
+	MTU       int
+	Queues    int // queue pairs (multiqueue virtio-net), 0 = one
+	QueueSize int // receive queue size, 0 = QEMU's
+}
+
+func newPort(p plan.Port, mtu int, s *spec.VMSettings) vmPort {
+	vp := vmPort{Port: p, MTU: mtu}
+	if s != nil {
+		vp.Queues, vp.QueueSize = s.Queues, s.QueueSize
+	}
+	return vp
+}
+
+// args returns QEMU's command line for node n.
+func args(img image.Image, mark, agent, tty, qmp, consoleLog string, n *plan.Node, ports []vmPort) []string {
+	mem := uint64(256)
+	if n.Needs.Memory > 0 {
+		mem = max(n.Needs.Memory>>20, 128)
+	}
+	cpus := 1
+	if n.Needs.CPU > 1 {
+		cpus = int(n.Needs.CPU + 0.999)
+	}
+	a := []string{
+		"-name", "guest=" + mark + ",debug-threads=on",
+		"-accel", Accel(), "-machine", "pc", "-cpu", map[string]string{"kvm": "host", "tcg": "max"}[Accel()],
+		"-m", strconv.FormatUint(mem, 10), "-smp", strconv.Itoa(cpus),
+		"-display", "none", "-nodefaults", "-no-user-config", "-no-reboot", "-daemonize",
+		"-kernel", img.Kernel, "-initrd", img.Initrd,
+		"-append", "console=ttyS0 panic=-1 quiet trellis.node=" + n.Name,
+		"-serial", "file:" + consoleLog,
+		"-chardev", "socket,id=agent,path=" + agent + ",abstract=on,server=on,wait=off",
+		"-device", "virtio-serial-pci", "-device", "virtserialport,chardev=agent,name=" + guest.PortName,
+		"-chardev", "socket,id=tty,path=" + tty + ",abstract=on,server=on,wait=off",
+		"-device", "virtserialport,chardev=tty,name=" + guest.TTYPortName,
+		"-chardev", "socket,id=qmp,path=" + qmp + ",abstract=on,server=on,wait=off",
+		"-mon", "chardev=qmp,mode=control",
+	}
+	for _, p := range ports {
+		netdev, dev := p.qemuDevices()
+		a = append(a, "-netdev", netdev, "-device", dev)
+	}
+	return a
+}
+
+// qemuDevices returns the -netdev and -device options of a port.
+func (p vmPort) qemuDevices() (netdev, device string) {
+	netdev = fmt.Sprintf("tap,id=%s,ifname=%s,script=no,downscript=no", p.Name, p.Name)
+	if vhostNet() {
+		netdev += ",vhost=on"
+	}
+	device = fmt.Sprintf("virtio-net-pci,netdev=%s,mac=%s,id=%s", p.Name, p.MAC, deviceID(p.Ifname))
+	if p.MTU > 0 {
+		device += fmt.Sprintf(",host_mtu=%d", p.MTU)
+	}
+	if p.Queues > 1 { // a vector per queue, plus configuration and control
+		netdev += fmt.Sprintf(",queues=%d", p.Queues)
+		device += fmt.Sprintf(",mq=on,vectors=%d", 2*p.Queues+2)
+	}
+	if p.QueueSize > 0 {
+		device += fmt.Sprintf(",rx_queue_size=%d", p.QueueSize)
+	}
+	return netdev, device
+}
+
+func deviceID(ifname string) string { return "nic-" + ifname }
+
+// launch starts QEMU, which daemonizes once the VM runs, and returns its pid.
+func launch(ctx context.Context, argv []string, pidfile string) (int, error) {
+	defer os.Remove(pidfile)
+	c := exec.CommandContext(ctx, QEMU, append(argv, "-pidfile", pidfile)...)
+	if out, err := c.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("%s: %v: %s", QEMU, err, strings.TrimSpace(string(out)))
+	}
+	data, err := os.ReadFile(pidfile)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(data)))
+}

@@ -1,0 +1,251 @@
+// Package vm is the node kind "vm": a node that is a virtual machine with its own kernel
+// (docs/design.md, decision 13). QEMU runs the guest image that internal/image builds, with KVM
+// where it works and software emulation (TCG) otherwise; the trellis agent inside the guest
+// (internal/guest) sets the node up and runs its commands. Each virtual interface is a
+// virtio-net device on a tap device, the port, which the connectors join like any port.
+package vm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/guest"
+	"github.com/trellisnet/trellis/internal/image"
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
+	"golang.org/x/sys/unix"
+)
+
+// Name is the kind's name in topology files.
+const Name = "vm"
+
+func init() { kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check, VM: true}) }
+
+// NotReady is the digest Running gives a VM whose set-up did not finish.
+const NotReady = "not-ready"
+
+// BootTimeout bounds how long a guest may take to answer after QEMU starts.
+var BootTimeout = 3 * time.Minute
+
+// Kind is the VM node kind.
+type Kind struct{}
+
+// Running finds the network's QEMU processes by their guest names.
+func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
+	found, err := findQEMU(env.Store.ID, env.Plan.NetID)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]kinds.Instance{}
+	for name, all := range found {
+		in := all[0]
+		if pid, _ := readyPID(env, name); pid != in.PID || len(all) > 1 {
+			in.Digest = NotReady // its trellis died while starting it: start it again
+		}
+		out[name] = in
+	}
+	// The records of VMs that are gone (QEMU was killed) go too.
+	records, _ := filepath.Glob(filepath.Join(env.Store.Dir, "vm", env.Plan.NetID+"-*.ready"))
+	for _, r := range records {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(r), env.Plan.NetID+"-"), ".ready")
+		if _, ok := found[name]; !ok {
+			os.Remove(r)
+		}
+	}
+	return out, nil
+}
+
+// Start builds (or finds) the guest image, starts QEMU with the node's ports, waits for the
+// agent and sets the node up: hostname, files, sysctls, loopback addresses.
+func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Instance, error) {
+	in := kinds.Instance{Kind: Name, Name: n.Name, Digest: n.Digest}
+	img, err := guestImage(ctx, env)
+	if err != nil {
+		return in, err
+	}
+	logDir := env.Store.LogDir(env.Plan.Network)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return in, err
+	}
+	id, netID := env.Store.ID, env.Plan.NetID
+	argv := args(img, marker(id, netID, n.Name, n.Digest), socket(id, netID, n.Name, "agent"),
+		socket(id, netID, n.Name, "tty"), socket(id, netID, n.Name, "qmp"), filepath.Join(logDir, n.Name+".console"), n, ports(env.Plan, n))
+	if in.PID, err = launch(ctx, argv, filepath.Join(logDir, n.Name+".pid")); err != nil {
+		return in, err
+	}
+	if err := setup(ctx, env, n); err != nil {
+		return in, fmt.Errorf("%w (the guest's console: %s)", err, filepath.Join(logDir, n.Name+".console"))
+	}
+	if err := tune(in.PID, n.VM); err != nil {
+		return in, err
+	}
+	return in, markReady(env, n.Name, in.PID)
+}
+
+func setup(ctx context.Context, env *kinds.Env, n *plan.Node) error {
+	c, err := dial(ctx, env, n.Name)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	req := &guest.Request{Op: "setup", Hostname: n.Name, Sysctl: n.NodeSysctls(env.Plan.Endpoints(n.Name)), Lo: n.Addresses["lo"]}
+	for _, f := range n.Files {
+		req.Files = append(req.Files, guest.File{Path: f.Path, Content: f.Content})
+	}
+	_, err = c.Do(ctx, req)
+	return err
+}
+
+// dial connects to a VM's agent, waiting for it to boot.
+func dial(ctx context.Context, env *kinds.Env, name string) (*guest.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, BootTimeout)
+	defer cancel()
+	return guest.Dial(ctx, "@"+socket(env.Store.ID, env.Plan.NetID, name, "agent"))
+}
+
+// Stop ends the node's QEMU (every one with its guest name, should there be more); its taps go
+// with it.
+func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
+	found, err := findQEMU(env.Store.ID, env.Plan.NetID)
+	if err != nil {
+		return err
+	}
+	pids := []int{in.PID}
+	for _, other := range found[in.Name] {
+		if other.PID != in.PID {
+			pids = append(pids, other.PID)
+		}
+	}
+	for _, pid := range pids {
+		if err := unix.Kill(pid, unix.SIGKILL); err != nil && err != unix.ESRCH {
+			return fmt.Errorf("ending VM %s (pid %d): %w", in.Name, pid, err)
+		}
+	}
+	os.Remove(readyPath(env, in.Name))
+	return node.WaitGone(pids...)
+}
+
+// Exec runs the node's start commands in the guest, each through /bin/sh, with their output
+// in /var/log/trellis-exec.log there. A command that fails is named in the error.
+func (Kind) Exec(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node) error {
+	if len(n.Exec) == 0 {
+		return nil
+	}
+	c, err := dial(ctx, env, n.Name)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	const log = "/var/log/trellis-exec.log"
+	for i, line := range n.Exec {
+		r, err := c.Do(ctx, &guest.Request{Op: "exec", Argv: []string{"/bin/sh", "-c", line}, Log: log})
+		if err == nil && r.Exit != 0 {
+			tail, _ := c.Do(ctx, &guest.Request{Op: "exec", Argv: []string{"tail", "-n", "10", log}})
+			return fmt.Errorf("exec[%d] %q exited with %d; its output:\n%s", i, line, r.Exit, tail.Stdout)
+		}
+		if err != nil {
+			return fmt.Errorf("exec[%d] %q: %w", i, line, err)
+		}
+	}
+	return nil
+}
+
+// Run runs argv in the node's guest with stdin's content and writes its output (trellis exec).
+// The command runs to its end before its output shows: there is no terminal.
+func (Kind) Run(ctx context.Context, env *kinds.Env, in kinds.Instance, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	var input []byte
+	if stdin != nil {
+		var err error
+		if input, err = io.ReadAll(stdin); err != nil {
+			return 0, err
+		}
+	}
+	c, err := dial(ctx, env, in.Name)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	r, err := c.Do(ctx, &guest.Request{Op: "exec", Argv: argv, Stdin: string(input)})
+	if err != nil {
+		return 0, err
+	}
+	io.WriteString(stdout, r.Stdout)
+	io.WriteString(stderr, r.Stderr)
+	return r.Exit, nil
+}
+
+var prepared struct {
+	sync.Mutex
+	img *image.Image
+}
+
+// Prepare checks that QEMU is installed and builds the guest image (or finds it in the cache),
+// once per process, and says when VMs will run under software emulation.
+func (Kind) Prepare(ctx context.Context, env *kinds.Env) error {
+	_, err := guestImage(ctx, env)
+	return err
+}
+
+func guestImage(ctx context.Context, env *kinds.Env) (image.Image, error) {
+	prepared.Lock()
+	defer prepared.Unlock()
+	if prepared.img != nil {
+		return *prepared.img, nil
+	}
+	if _, err := exec.LookPath(QEMU); err != nil {
+		return image.Image{}, fmt.Errorf("VM nodes need QEMU (%v): install qemu-system-x86", err)
+	}
+	img, err := image.Build(ctx, image.DefaultCache, image.DefaultSpec(), env.Log)
+	if err != nil {
+		return img, fmt.Errorf("no guest image: %w", err)
+	}
+	if Accel() == "tcg" && env.Log != nil {
+		fmt.Fprintln(env.Log, "notice: KVM does not work on this machine; VM nodes run under software emulation (TCG), slowly")
+	}
+	prepared.img = &img
+	return img, nil
+}
+
+// readyPath is the file Start writes once a VM is set up, holding QEMU's pid.
+func readyPath(env *kinds.Env, name string) string {
+	return filepath.Join(env.Store.Dir, "vm", env.Plan.NetID+"-"+name+".ready")
+}
+
+func markReady(env *kinds.Env, name string, pid int) error {
+	path := readyPath(env, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(strconv.Itoa(pid)), 0o644)
+}
+
+func readyPID(env *kinds.Env, name string) (int, error) {
+	data, err := os.ReadFile(readyPath(env, name))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(data)))
+}
+
+// ports lists the ports of node n in plan p, with their links' MTUs.
+func ports(p *plan.Plan, n *plan.Node) []vmPort {
+	var out []vmPort
+	for _, l := range p.Links {
+		for _, port := range l.Ports {
+			if port.Node == n.Name {
+				out = append(out, newPort(port, l.MTU, n.VM))
+			}
+		}
+	}
+	return out
+}
