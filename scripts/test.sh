@@ -9,6 +9,16 @@ if ! command -v tshark >/dev/null; then
 	echo "test: installing tshark"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null
 fi
+# Debian's chromium runs the browser tests of the web page (test/integration/web_test.go).
+if ! command -v chromium >/dev/null; then
+	echo "test: installing chromium"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+export CI_LOG_DIR=${CI_LOG_DIR:-/tmp/trellis-ci-logs}
+echo "test: the web page's committed bundle matches web/ (screenshots of its tests go to $CI_LOG_DIR)"
+bash scripts/web-build.sh --check
+echo "test: the web page's graph model and layout (node --test)"
+node --test web/test/
 echo "test: gofmt and go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 [ -z "$unformatted" ] || { echo "gofmt would change: $unformatted" >&2; exit 1; }

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/trellisnet/trellis/internal/cli"
+	"github.com/trellisnet/trellis/internal/engines"
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/node"
 )
@@ -18,6 +19,8 @@ func main() {
 		guest.Main()
 	case os.Args[0] == node.InitArg0:
 		node.InitMain()
+	case os.Args[0] == engines.Arg0:
+		engines.Main()
 	case len(os.Args) > 2 && os.Args[1] == node.ExecArg && os.Args[2] == "--":
 		node.ExecMain(os.Args[3:])
 	}

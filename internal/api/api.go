@@ -87,6 +87,8 @@ func (s *Server) register() {
 		Description: "As `trellis link NETWORK LINK up|down [--endpoint NODE:IF]`: the whole link, or one endpoint of it. The state stays until the next up of the file."}, s.linkState)
 	s.registerLinks()
 	s.registerExec()
+	s.registerTerminal()
+	s.registerCapture()
 }
 
 // logRequests writes one line per request: method, path, status and time taken.
@@ -108,6 +110,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap gives http.ResponseController and websocket upgrades the writer underneath.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Flush passes flushes on (streamed responses).
 func (w *statusWriter) Flush() {

@@ -121,6 +121,18 @@ func TestErrors(t *testing.T) {
 			status: 422, first: &ProblemDetail{Location: "body", File: "request.yaml", Line: 1, Field: "(file)"}},
 		{name: "diff of a file with problems", method: "POST", path: "/diff", ctype: "application/yaml", body: badYAML,
 			status: 422, first: &ProblemDetail{Location: "body", File: "request.yaml", Line: 7, Field: "links[0].rate"}},
+		{name: "capture of unknown network", method: "GET", path: "/networks/nope/links/l/capture", status: 404, detail: "no network named nope"},
+		{name: "capture with a filter tcpdump refuses", method: "GET", path: "/networks/nope/links/l/capture?filter=icmp+and+", status: 422,
+			first: &ProblemDetail{Location: "query.filter", Value: "icmp and"}},
+		{name: "capture of a negative count", method: "GET", path: "/networks/nope/links/l/capture?count=-1", status: 422,
+			first: &ProblemDetail{Location: "query.count"}},
+		{name: "capture in an unknown format", method: "GET", path: "/networks/nope/links/l/capture?format=cap", status: 422,
+			first: &ProblemDetail{Location: "query.format", Value: "cap"}},
+		{name: "capture of an endpoint not NODE:IF", method: "GET", path: "/networks/nope/links/l/capture?endpoint=r1", status: 422,
+			first: &ProblemDetail{Location: "query.endpoint", Value: "r1"}},
+		{name: "terminal of unknown network", method: "GET", path: "/networks/nope/nodes/a/terminal", status: 404, detail: "no network named nope"},
+		{name: "terminal too wide", method: "GET", path: "/networks/nope/nodes/a/terminal?cols=5000", status: 422,
+			first: &ProblemDetail{Location: "query.cols"}},
 		{name: "up for a host the file lacks", method: "POST", path: "/networks?host=m9", ctype: "application/yaml", body: twoYAML,
 			status: 422, first: &ProblemDetail{Location: "query.host", Value: "m9"}},
 	}
@@ -214,7 +226,8 @@ func TestOpenAPI(t *testing.T) {
 	}
 	ops := map[string]string{"/networks get": "list-networks", "/networks post": "up", "/networks/{network} get": "inspect-network",
 		"/networks/{network} delete": "down", "/diff post": "diff", "/networks/{network}/links/{link}/state put": "set-link-state",
-		"/networks/{network}/links/{link}/impairments put": "set-link-impairments", "/networks/{network}/nodes/{node}/exec post": "exec"}
+		"/networks/{network}/links/{link}/impairments put": "set-link-impairments", "/networks/{network}/nodes/{node}/exec post": "exec",
+		"/networks/{network}/links/{link}/capture get": "capture", "/networks/{network}/nodes/{node}/terminal get": "terminal"}
 	for key, id := range ops {
 		path, method, _ := strings.Cut(key, " ")
 		op := doc.Paths[path][method]

@@ -16,9 +16,6 @@ import (
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
-// ErrNoNode is returned for a node the network does not have.
-var ErrNoNode = errors.New("no such node")
-
 // ErrNodeDown is returned for a node of the network that does not run.
 var ErrNodeDown = errors.New("the node does not run")
 

@@ -97,6 +97,8 @@ func problemOf(err error) error {
 		return newProblem(http.StatusUnprocessableEntity, "the topology file has 1 problem; nothing was changed", se)
 	case errors.Is(err, substrate.ErrNoNetwork), errors.Is(err, substrate.ErrNoLink), errors.Is(err, ErrNoNode):
 		return newProblem(http.StatusNotFound, err.Error())
+	case errors.Is(err, ErrKindNoTerminal):
+		return newProblem(http.StatusNotImplemented, err.Error())
 	case errors.Is(err, state.ErrBusy), errors.Is(err, substrate.ErrNotUp), errors.Is(err, ErrNodeDown):
 		return newProblem(http.StatusConflict, err.Error())
 	}

@@ -57,6 +57,7 @@ var parts = []part{
 	{PartApply, (*runner).apply},
 	{PartImpair, (*runner).impair},
 	{PartVM, (*runner).vm},
+	{PartEngines, (*runner).engines},
 }
 
 // AllParts are the parts a full run makes, in the order they run.

@@ -250,6 +250,7 @@ func checkReport(t *testing.T, rep *result.Report) {
 	checkApply(t, rep, stat)
 	checkImpair(t, rep)
 	checkVM(t, rep, stat)
+	checkEngines(t, rep)
 }
 
 // checkApply: every change of the apply part was timed in every repetition, and up changed

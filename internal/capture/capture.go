@@ -99,9 +99,33 @@ func forEndpoint(l *plan.Link, network, endpoint string) (*Plan, error) {
 type Options struct {
 	Filter []bpf.RawInstruction // classic BPF run on each frame (nil: every frame)
 	Count  int                  // stop after this many frames (0: until ctx ends)
+	// Pcap writes the classic pcap format instead of pcapng: no interface names, no directions.
+	Pcap bool
 }
 
-// Run records the planned taps into w as pcapng until ctx ends or opts.Count frames were
+// packetWriter writes frames in one of the formats.
+type packetWriter interface {
+	writePacket(iface int, ts time.Time, data []byte, orig int, dir uint32) error
+}
+
+// newWriter writes the format's header (for pcapng, the interfaces named p.Interfaces).
+func newWriter(w io.Writer, p *Plan, opts Options) (packetWriter, error) {
+	if opts.Pcap {
+		return newPcapWriter(w, Snaplen)
+	}
+	ng, err := newNgWriter(w)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range p.Interfaces {
+		if err := ng.addInterface(name, Snaplen); err != nil {
+			return nil, err
+		}
+	}
+	return ng, nil
+}
+
+// Run records the planned taps into w as pcapng (or pcap) until ctx ends or opts.Count frames were
 // written, and returns how many were.
 func Run(ctx context.Context, p *Plan, w io.Writer, opts Options) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -123,26 +147,21 @@ func Run(ctx context.Context, p *Plan, w io.Writer, opts Options) (int, error) {
 		}
 		socks = append(socks, s)
 	}
-	ng, err := newNgWriter(w)
+	pw, err := newWriter(w, p, opts)
 	if err != nil {
 		return 0, err
-	}
-	for _, name := range p.Interfaces {
-		if err := ng.addInterface(name, Snaplen); err != nil {
-			return 0, err
-		}
 	}
 	frames := make(chan frame, 1024)
 	errc := make(chan error, len(socks))
 	for i, s := range socks {
 		go func() { errc <- s.read(ctx, p.Taps[i], frames) }()
 	}
-	return write(ctx, ng, frames, errc, opts.Count)
+	return write(ctx, pw, frames, errc, opts.Count)
 }
 
 // write writes frames as they come, until ctx ends, count frames were written or a socket
 // failed.
-func write(ctx context.Context, ng *ngWriter, frames <-chan frame, errc <-chan error, count int) (int, error) {
+func write(ctx context.Context, pw packetWriter, frames <-chan frame, errc <-chan error, count int) (int, error) {
 	n := 0
 	for count == 0 || n < count {
 		select {
@@ -153,7 +172,7 @@ func write(ctx context.Context, ng *ngWriter, frames <-chan frame, errc <-chan e
 				return n, err
 			}
 		case f := <-frames:
-			if err := ng.writePacket(f.iface, f.ts, f.data, f.orig, f.dir); err != nil {
+			if err := pw.writePacket(f.iface, f.ts, f.data, f.orig, f.dir); err != nil {
 				return n, fmt.Errorf("capture: writing: %w", err)
 			}
 			n++

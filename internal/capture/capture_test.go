@@ -80,3 +80,40 @@ func TestPcapng(t *testing.T) {
 		t.Errorf("blocks %x, want SHB, IDB, EPB", types)
 	}
 }
+
+func TestPcap(t *testing.T) {
+	var b bytes.Buffer
+	w, err := newPcapWriter(&b, Snaplen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Unix(1700000000, 123456789)
+	if err := w.writePacket(1, ts, []byte{1, 2, 3}, 60, Outbound); err != nil {
+		t.Fatal(err)
+	}
+	d := b.Bytes()
+	le := binary.LittleEndian
+	checks := []struct {
+		what      string
+		got, want uint32
+	}{
+		{"magic", le.Uint32(d[0:]), pcapMagicNanos},
+		{"major version", uint32(le.Uint16(d[4:])), 2},
+		{"minor version", uint32(le.Uint16(d[6:])), 4},
+		{"snaplen", le.Uint32(d[16:]), Snaplen},
+		{"link type", le.Uint32(d[20:]), linkEN10MB},
+		{"seconds", le.Uint32(d[24:]), 1700000000},
+		{"nanoseconds", le.Uint32(d[28:]), 123456789},
+		{"captured length", le.Uint32(d[32:]), 3},
+		{"length on the wire", le.Uint32(d[36:]), 60},
+		{"file length", uint32(len(d)), 24 + 16 + 3},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: %d, want %d", c.what, c.got, c.want)
+		}
+	}
+	if !bytes.Equal(d[40:], []byte{1, 2, 3}) {
+		t.Errorf("frame %x", d[40:])
+	}
+}

@@ -60,6 +60,9 @@ The apply part times ` + "`up`" + ` on a running chain of 1000 nodes (100 with -
 one link's rate changed, one node added at the end, and that node removed. The impair part sets
 loss (1, 10, 30 %, and 10 % with 50 % correlation), duplication and corruption on a running link
 and counts what 20000 numbered frames (2000 with --quick) met; delay needs netem.
+The engines part measures a node with 1 to 3 parallel forwarding engines under each dispatch
+against a plain node (peak rate, TCP, reordering, RTT) and how long 1000 routes (and, without
+--quick, a 170 000-prefix table) take to reach every engine (docs/engines.md).
 --quick runs every part, shorter and fewer times, in under two minutes. An unknown name in
 --parts or --setups is an error that lists the known ones.
 --parts embed runs the offline embedding simulator, which needs no root (docs/embedding.md).`,

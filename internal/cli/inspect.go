@@ -69,6 +69,7 @@ func printInfo(out io.Writer, info *substrate.NetworkInfo) error {
 	}
 	printTunnels(w, info)
 	printThreads(w, info)
+	printEngines(w, info)
 	return w.Flush()
 }
 
@@ -95,6 +96,32 @@ func printThreads(w io.Writer, info *substrate.NetworkInfo) {
 		}
 	}
 }
+
+// printEngines shows the forwarding engines of the nodes that have them.
+func printEngines(w io.Writer, info *substrate.NetworkInfo) {
+	header := false
+	for _, n := range info.Nodes {
+		e := n.Engines
+		if e == nil {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "\nNODE\tENGINE\tDISPATCH\tCLASSIFIED\tRX PKTS\tTX PKTS\n")
+			header = true
+		}
+		if e.PID == 0 {
+			fmt.Fprintf(w, "%s\t(engines not running: run trellis up)\n", n.Name)
+			continue
+		}
+		fmt.Fprintf(w, "%s\tcontrol\t%s\t%d\t-\t-\n", n.Name, e.Dispatch, e.ToControl)
+		for _, fe := range e.Engines {
+			fmt.Fprintf(w, "%s\tfe%d\t%s\t%d\t%d\t%d\n", n.Name, fe.Index, e.Dispatch, fe.Classified, fe.RxPackets, fe.TxPackets)
+		}
+		fmt.Fprintf(w, "%s\tmirror\t%d routes, %d neighbours, %d addresses copied; %d errors; last %dus, max %dus\n", n.Name,
+			e.Mirror.Routes, e.Mirror.Neighbours, e.Mirror.Addresses, e.Mirror.Errors, e.Mirror.LastMicros, e.Mirror.MaxMicros)
+	}
+}
+
 func printTunnels(w io.Writer, info *substrate.NetworkInfo) {
 	header := false
 	for _, l := range info.Links {

@@ -16,6 +16,7 @@ import (
 	"github.com/trellisnet/trellis/internal/api"
 	"github.com/trellisnet/trellis/internal/metrics"
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/web"
 )
 
 func serveCmd(store storeFunc) *cobra.Command {
@@ -23,10 +24,13 @@ func serveCmd(store storeFunc) *cobra.Command {
 	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the HTTP API (and Prometheus metrics) on a unix socket, and optionally on loopback",
+		Short: "Serve the web page, the HTTP API and Prometheus metrics on a unix socket, and optionally on loopback",
 		Long: `Serve the HTTP API of this state directory: list, inspect, up (POST a topology file), diff,
-down, link state and impairments, and exec (non-interactive), as the CLI offers them, described by the OpenAPI 3 document at
-/openapi.json; Prometheus metrics at /metrics. See docs/api.md.
+down, link state and impairments, exec (non-interactive), a terminal into a node (websocket) and capture of a link, as the CLI offers
+them, described by the OpenAPI 3 document at /openapi.json; Prometheus metrics at /metrics;
+and at / a web page: the networks, a live graph of one with each link's rates and drops,
+link state, terminals and captures (open http://127.0.0.1:8080/ with --listen 127.0.0.1:8080).
+See docs/api.md.
 
 The API listens on the unix socket --socket (default STATE_DIR/trellis.sock, mode 0600: root
 only), e.g. ` + "`curl --unix-socket /var/lib/trellis/trellis.sock http://x/networks`" + `. --listen
@@ -101,6 +105,7 @@ func newHandler(ctx context.Context, st *state.Store, opts api.Options) http.Han
 	opts.Observe = m.ObserveUp
 	s := api.New(ctx, st, opts)
 	s.Handle("GET /metrics", m.Handler())
+	s.Handle("GET /", web.Handler())
 	return s
 }
 

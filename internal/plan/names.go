@@ -41,6 +41,13 @@ func (a *Names) Keep(p *Plan) {
 			used["tunnel/"+l.Name+"/"+t.Host], used["tunnel/"+l.Name] = true, true
 		}
 	}
+	for _, n := range p.Nodes {
+		for i, m := range n.FEPorts {
+			for ifname := range m {
+				used[EngineID(n.Name, i, ifname)] = true
+			}
+		}
+	}
 	for id := range a.IDs {
 		if !used[id] {
 			delete(a.IDs, id)
@@ -58,7 +65,7 @@ func (a *Names) Clone() *Names {
 }
 
 // DeviceName names a substrate device: "tr", the network's id, a kind letter (p port, b
-// connector device, t and u tunnel devices) and a number. It fits IFNAMSIZ up to a million.
+// connector device, t and u tunnel devices, e an engine's copy of a node interface) and a number. It fits IFNAMSIZ up to a million.
 func DeviceName(netID string, kind byte, n int) string {
 	return fmt.Sprintf("tr%s%c%d", netID, kind, n)
 }
@@ -71,7 +78,7 @@ func DeviceKind(dev string) byte {
 	return 0
 }
 
-var deviceRE = regexp.MustCompile(`^tr([0-9a-f]{6})[pbtuv][0-9]+$`)
+var deviceRE = regexp.MustCompile(`^tr([0-9a-f]{6})[pbtuve][0-9]+$`)
 
 // DeviceNetID returns the network id in a substrate device name, or "" if trellis did not
 // name the device.

@@ -34,6 +34,9 @@ type Node struct {
 	// exec): a running node whose digest differs must restart to take the new settings. The
 	// addresses of its link interfaces are not part of it: they change live, with the ports.
 	Digest string
+	// FEPorts, for a node with engines, name the substrate end of each engine's copy of each of
+	// the node's link interfaces: FEPorts[i][ifname].
+	FEPorts []map[string]string `json:",omitempty"`
 }
 
 // Link is a virtual link with the substrate objects that carry it.
@@ -67,6 +70,9 @@ type Port struct {
 	Addresses []string        `json:",omitempty"`
 	Impair    spec.Impairment `json:",omitzero"`  // applied to the frames the interface sends
 	Down      bool            `json:",omitempty"` // this endpoint's carrier is off
+	// Classify: the port's node has engines, whose classifier is on the port's egress, so the
+	// frames for the node must go out of the port (never straight into its veth peer).
+	Classify bool `json:",omitempty"`
 }
 
 func (p Port) String() string { return p.Node + ":" + p.Ifname }
@@ -107,6 +113,7 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 			port.Name = names.device(p.NetID, 'p', "port/"+l.Name+"/"+port.String())
 			port.MAC = MAC(n.Name, e.Node, e.Ifname)
 			port.Addresses = n.Node(e.Node).Addresses[e.Ifname]
+			port.Classify = len(n.Node(e.Node).Engines) > 0
 			pl.Ports = append(pl.Ports, port)
 		}
 		if len(pl.Ports) == 0 {
@@ -120,7 +127,34 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 		}
 		p.Links = append(p.Links, pl)
 	}
+	p.engineNames(names)
 	return p, nil
+}
+
+// engineNames names the substrate end of each engine's copy of each link interface of the
+// nodes with engines: identity "engine/NODE/I/IFNAME", device letter 'e'.
+func (p *Plan) engineNames(names *Names) {
+	for _, nd := range p.Nodes {
+		if len(nd.Engines) == 0 {
+			continue
+		}
+		for i := range nd.Engines {
+			m := map[string]string{}
+			for _, l := range p.Links {
+				for _, port := range l.Ports {
+					if port.Node == nd.Name {
+						m[port.Ifname] = names.device(p.NetID, 'e', EngineID(nd.Name, i, port.Ifname))
+					}
+				}
+			}
+			nd.FEPorts = append(nd.FEPorts, m)
+		}
+	}
+}
+
+// EngineID is the identity of engine i's copy of interface ifname of node node.
+func EngineID(node string, i int, ifname string) string {
+	return fmt.Sprintf("engine/%s/%d/%s", node, i, ifname)
 }
 
 // addTunnels gives a link one tunnel per other machine holding its endpoints, and the MTU that

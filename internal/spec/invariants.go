@@ -95,6 +95,9 @@ func checkNodeInvariants(n *Network, nd *Node, seen map[string]bool, bad func(st
 			bad("node %s: default sysctl %s missing", nd.Name, k)
 		}
 	}
+	if err := engineInvariants(nd); err != nil {
+		bad("node %s: %v", nd.Name, err)
+	}
 }
 
 func checkLinkInvariants(l *Link, nodes map[string]bool, used map[Endpoint]bool, bad func(string, ...any)) {

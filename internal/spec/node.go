@@ -19,7 +19,7 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
 		return nd // `r1:` with nothing under it
 	}
-	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "vm")
+	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "vm", "engines", "dispatch")
 	for k, v := range f {
 		nd.lines[k] = v.Line
 	}
@@ -42,6 +42,12 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 		p.sysctls(nd, s, field+".sysctl")
 	}
 	nd.Needs = p.capacity(f, field, false)
+	if e := f["engines"]; e != nil {
+		p.engines(nd, e, field+".engines")
+	}
+	if d := f["dispatch"]; d != nil {
+		p.dispatch(nd, d, field+".dispatch")
+	}
 	if v := f["vm"]; v != nil {
 		nd.VM = p.vmSettings(nd, v, field+".vm")
 	}

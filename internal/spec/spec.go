@@ -71,8 +71,12 @@ type Node struct {
 	// Needs is what placement counts for the node: cpu cores and memory.
 	Needs Capacity `json:",omitzero"`
 	// VM holds a VM node's tuning knobs (`vm:`), for node kinds that take them.
-	VM   *VMSettings `json:",omitempty"`
-	Line int
+	VM *VMSettings `json:",omitempty"`
+	// Engines are the node's parallel forwarding engines (docs/design.md, decision 12); none
+	// for a node that forwards by itself. Dispatch is set when Engines are.
+	Engines  []Engine  `json:",omitempty"`
+	Dispatch *Dispatch `json:",omitempty"`
+	Line     int
 
 	index   int            // position in the file's nodes, for field names in messages
 	lines   map[string]int // line of each key's value: "kind", "host", "addresses.eth1", ...
@@ -146,7 +150,7 @@ func (n *Network) Host(name string) *Host {
 func (n *Network) FieldLine(field string) int { return n.lines[field] }
 
 // FieldLine returns the line of one of the node's keys ("kind", "host", "addresses",
-// "addresses.IFNAME", "exec", "files", "sysctl"), or the node's own line when the file does not
+// "addresses.IFNAME", "exec", "files", "sysctl", "engines", "dispatch"), or the node's own line when the file does not
 // give that key.
 func (nd *Node) FieldLine(field string) int { return lineOr(nd.lines[field], nd.Line) }
 

@@ -109,6 +109,7 @@ func (p *parser) validate(n *Network) {
 		if k.Check != nil {
 			p.add(k.Check(n, nd)...)
 		}
+		p.validateEngines(n, nd)
 	}
 	used := map[Endpoint]int{} // endpoint (Line zero) -> index of the link that uses it
 	for _, l := range n.Links {
@@ -190,6 +191,7 @@ var DefaultSysctl = map[string]string{
 
 func setDefaults(n *Network) {
 	for _, nd := range n.Nodes {
+		engineDefaults(nd)
 		for k, v := range DefaultSysctl {
 			if _, set := nd.Sysctl[k]; !set {
 				nd.Sysctl[k] = v

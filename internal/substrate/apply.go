@@ -60,6 +60,9 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 		}
 		fmt.Fprintf(env.Log, "%d %s in %.3fs\n", s.count.Load(), s.what, time.Since(t0).Seconds())
 	}
+	if err := a.convergeEngines(ctx); err != nil {
+		return err
+	}
 	rec.Nodes = map[string]int{}
 	for name, in := range a.running {
 		rec.Nodes[name] = in.PID
@@ -278,6 +281,13 @@ func deviceNames(p *plan.Plan) map[string]bool {
 		}
 		for _, t := range l.Tunnels {
 			out[t.Device], out[t.Encap] = true, true
+		}
+	}
+	for _, n := range p.Nodes {
+		for _, m := range n.FEPorts {
+			for _, name := range m {
+				out[name] = true
+			}
 		}
 	}
 	return out

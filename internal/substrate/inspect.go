@@ -39,6 +39,7 @@ type NodeInfo struct {
 	// acceleration.
 	Threads []kinds.Thread `json:"threads,omitempty"`
 	Notes   []string       `json:"notes,omitempty"`
+	Engines *EnginesInfo   `json:"engines,omitempty"` // a node with forwarding engines
 }
 
 // InterfaceInfo describes a virtual interface as the node sees it.
@@ -122,6 +123,9 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 	devs, drops, err := substrateDevices(rec.NetID)
 	if err != nil {
 		return nil, err
+	}
+	for i, n := range rec.Plan.Nodes {
+		info.Nodes[i].Engines = enginesInfo(st, rec.NetID, n, devs)
 	}
 	for _, l := range rec.Plan.Links {
 		li := LinkInfo{Name: l.Name, Connector: l.Connector, MTU: l.MTU, State: stateWord(l.Down)}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/engines"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
@@ -37,6 +38,9 @@ func Down(st *state.Store, name string) error {
 func remove(st *state.Store, rec *state.Record) error {
 	ctx := context.Background()
 	env := &kinds.Env{Store: st, Plan: rec.Plan}
+	if err := engines.Remove(st.Dir, st.ID, rec.NetID); err != nil {
+		return err
+	}
 	running, err := runningNodes(env)
 	if err != nil {
 		return err

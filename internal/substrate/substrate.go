@@ -107,6 +107,11 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, err
 	}
 	changes := Diff(old, p, digests(running))
+	ec, err := engineChanges(st, old, p, running)
+	if err != nil {
+		return nil, err
+	}
+	changes = append(changes, ec...)
 	if len(changes) == 0 && rec.Status == state.Up {
 		return &Result{Took: time.Since(start)}, nil
 	}
@@ -194,6 +199,15 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 			return nil, err
 		}
 		running = digests(found)
+		ec, err := engineChanges(st, old, p, found)
+		if err != nil {
+			return nil, err
+		}
+		return append(Diff(old, p, running), ec...), nil
 	}
-	return Diff(old, p, running), nil
+	ec, err := engineChanges(st, old, p, nil)
+	if err != nil {
+		return nil, err
+	}
+	return append(Diff(old, p, running), ec...), nil
 }

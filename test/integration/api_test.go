@@ -31,11 +31,12 @@ type apiServer struct {
 	client *http.Client
 }
 
-// startServe starts `trellis serve` on the state directory's socket and waits until it answers.
-func startServe(t testing.TB, stateDir string) *apiServer {
+// startServe starts `trellis serve` (with the flags given) on the state directory's socket
+// and waits until it answers.
+func startServe(t testing.TB, stateDir string, flags ...string) *apiServer {
 	t.Helper()
 	s := &apiServer{t: t, socket: filepath.Join(stateDir, "trellis.sock")}
-	s.cmd = exec.Command(trellisBin, "--state-dir", stateDir, "serve", "--quiet")
+	s.cmd = exec.Command(trellisBin, append([]string{"--state-dir", stateDir, "serve", "--quiet"}, flags...)...)
 	var errOut bytes.Buffer
 	s.cmd.Stderr = &errOut
 	if err := s.cmd.Start(); err != nil {

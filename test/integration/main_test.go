@@ -699,7 +699,7 @@ func (s *hostSnapshot) procOurs(pid int) bool {
 			break
 		}
 		walk = append(walk, p)
-		if len(p.cmdline) > 1 && p.cmdline[0] == "trellis-node" && s.stateIDs[p.cmdline[1]] {
+		if len(p.cmdline) > 1 && (p.cmdline[0] == "trellis-node" || p.cmdline[0] == "trellis-engines") && s.stateIDs[p.cmdline[1]] {
 			result = true
 			break
 		}

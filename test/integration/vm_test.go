@@ -3,7 +3,9 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,6 +123,20 @@ func TestVMNode(t *testing.T) {
 	})
 
 	t.Run("terminal", func(t *testing.T) { vmTerminal(t, e.state) })
+	t.Run("web terminal", func(t *testing.T) {
+		s := startServe(t, e.state)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := s.wsDial(ctx, "/networks/vmnet/nodes/v/terminal?"+url.Values{"cmd": {"sh", "-c", "stty size; hostname; exit 4"}, "cols": {"90"}, "rows": {"20"}}.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		out, code, err := terminalRun(ctx, c)
+		if err != nil || code != 4 || !strings.Contains(out, "20 90") || !strings.Contains(out, "v\r\n") {
+			t.Errorf("terminal websocket into the VM: %v, exit %d, output %q; want exit 4, 20 90 and the hostname v", err, code, out)
+		}
+	})
 
 	t.Run("inspect", func(t *testing.T) {
 		out := mustTrellis(t, e.state, "inspect", "vmnet", "--json")

@@ -35,12 +35,24 @@ var ErrProbeVoid = errors.New("probe measurement void")
 // Probe sends frames (from SeqFrames) over tx and counts what arrives on interface rxIf of
 // namespace rxNS.
 func Probe(ctx context.Context, tx *TxPort, rxNS netns.NsHandle, rxIf string, frames [][]byte) (*Tally, error) {
+	return probe(ctx, tx, rxNS, rxIf, NewTally(frames))
+}
+
+// ProbeRouted is Probe through routers: the frames arrive with other MAC addresses, TTL and
+// checksum, so only their payloads are compared.
+func ProbeRouted(ctx context.Context, tx *TxPort, rxNS netns.NsHandle, rxIf string, frames [][]byte) (*Tally, error) {
+	t := NewTally(frames)
+	t.routed = true
+	return probe(ctx, tx, rxNS, rxIf, t)
+}
+
+func probe(ctx context.Context, tx *TxPort, rxNS netns.NsHandle, rxIf string, t *Tally) (*Tally, error) {
+	frames := t.sent
 	fd, err := probeSocket(rxNS, rxIf)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	t := NewTally(frames)
 	var seen atomic.Int64 // highest frame number seen + 1
 	done := make(chan struct{})
 	var rxErr error

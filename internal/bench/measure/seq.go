@@ -47,7 +47,12 @@ type Tally struct {
 	Copies    []int // per frame number: copies that arrived, corrupted ones included
 	Corrupted int   // copies that arrived with bits changed
 	Foreign   int   // frames of the same size that are no copy of a numbered frame
+	// Reordered counts the frames that arrived after a frame numbered higher (RFC 4737: a
+	// number below the next expected one).
+	Reordered int
 	sent      [][]byte
+	nextExp   int
+	routed    bool // compare payloads only (ProbeRouted)
 }
 
 // NewTally counts copies of frames (made by SeqFrames).
@@ -76,11 +81,19 @@ func (t *Tally) Add(got []byte) int {
 		return -1
 	}
 	d := hamming(got, t.sent[seq])
+	if t.routed {
+		d = hamming(got[HeaderLen:], t.sent[seq][HeaderLen:])
+	}
 	if d > maxFlips {
 		t.Foreign++
 		return -1
 	}
 	t.Copies[seq]++
+	if int(seq) < t.nextExp {
+		t.Reordered++
+	} else {
+		t.nextExp = int(seq) + 1
+	}
 	if d > 0 {
 		t.Corrupted++
 	}

@@ -108,3 +108,27 @@ func TestTallyFigures(t *testing.T) {
 		}
 	}
 }
+
+// Reordered counts, as RFC 4737 does, the frames that arrive with a number below the next
+// expected one (the highest seen so far plus one).
+func TestTallyReordered(t *testing.T) {
+	frames := seqTestFrames(t, 8)
+	for _, c := range []struct {
+		order []int
+		want  int
+	}{
+		{[]int{0, 1, 2, 3, 4, 5, 6, 7}, 0},
+		{[]int{0, 2, 1, 3, 4, 5, 6, 7}, 1},
+		{[]int{7, 0, 1, 2, 3, 4, 5, 6}, 7},
+		{[]int{1, 0, 3, 2, 5, 4, 7, 6}, 4},
+		{[]int{0, 1, 1, 2}, 1}, // a duplicate comes after its original
+	} {
+		tl := NewTally(frames)
+		for _, i := range c.order {
+			tl.Add(frames[i])
+		}
+		if tl.Reordered != c.want {
+			t.Errorf("arrivals %v: %d reordered, want %d", c.order, tl.Reordered, c.want)
+		}
+	}
+}

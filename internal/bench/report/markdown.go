@@ -51,6 +51,7 @@ var sections = []func(b *strings.Builder, rep *result.Report, plots string){
 	applySection,
 	impairSection,
 	vmSection,
+	enginesSection,
 	methodSection,
 }
 

@@ -36,6 +36,12 @@ func Summary(w io.Writer, rep *result.Report) {
 			fmt.Fprintf(w, "impairment %-14s lost %.2f%%, duplicated %.2f%%, corrupted %.2f%%\n", r.Config+":", r.GotLoss.Median, r.GotDuplicate.Median, r.GotCorrupt.Median)
 		}
 	}
+	for _, e := range rep.Engines {
+		fmt.Fprintf(w, "engines %d %-12s FIB %6d: peak %s, reordered %.4f, tcp %.0f Mbit/s\n", e.Engines, e.Dispatch, e.FIBPrefixes, result.Kpps(e.PeakPPS), e.ReorderRatio, e.TCPMbps)
+	}
+	for _, m := range rep.EnginesMirror {
+		fmt.Fprintf(w, "%d routes mirrored into %d engines in %.3fs\n", m.Routes, m.Engines, m.Seconds)
+	}
 	for _, s := range rep.Scaling {
 		fmt.Fprintf(w, "%-12s %5d networks: %s aggregate\n", s.Setup, s.Networks, result.Kpps(s.Aggregate.Median))
 	}

@@ -28,11 +28,14 @@ type Report struct {
 	Scaling     []*ScaleResult   `json:"scaling,omitempty"`
 	Isolation   []*IsoResult     `json:"isolation,omitempty"`
 	Deploy      []*DeployResult  `json:"deploy,omitempty"`
-	Apply       *ApplyResult     `json:"apply,omitempty"`  // live changes to a running chain
-	Impair      *ImpairResult    `json:"impair,omitempty"` // configured against delivered impairments
-	VM          *VMResult        `json:"vm,omitempty"`     // VM nodes: boot time, the KVM paper's knobs
-	Embed       []*embed.Result  `json:"embed,omitempty"`  // the offline embedding simulator
-	Notes       []string         `json:"notes,omitempty"`
+	Apply       *ApplyResult     `json:"apply,omitempty"`   // live changes to a running chain
+	Impair      *ImpairResult    `json:"impair,omitempty"`  // configured against delivered impairments
+	VM          *VMResult        `json:"vm,omitempty"`      // VM nodes: boot time, the KVM paper's knobs
+	Engines     []*EnginesRow    `json:"engines,omitempty"` // parallel forwarding engines
+	// EnginesMirror is how long the FIB took to reach every engine.
+	EnginesMirror []*MirrorResult `json:"engines_mirror,omitempty"`
+	Embed         []*embed.Result `json:"embed,omitempty"` // the offline embedding simulator
+	Notes         []string        `json:"notes,omitempty"`
 }
 
 // Machine describes where the run was made.
@@ -268,4 +271,28 @@ func Kpps(v float64) string {
 		return FormatF(v/1e6, 2) + " Mpps"
 	}
 	return FormatF(v/1e3, 1) + " kpps"
+}
+
+// EnginesRow is one node set-up of the engines part: a plain node (Engines 0) or a node with
+// forwarding engines and a dispatch, with a FIB of FIBPrefixes routes besides its own.
+type EnginesRow struct {
+	Engines              int      `json:"engines"`
+	Dispatch             string   `json:"dispatch"`
+	FIBPrefixes          int      `json:"fib_prefixes"`
+	PeakPPS              float64  `json:"peak_pps"`                 // median over the repetitions, 64-byte frames, 64 flows
+	PeakRatioToOneEngine float64  `json:"peak_ratio_to_one_engine"` // to the 1-engine row of the same FIB (plain: the 1-engine row to it, inverted)
+	TCPMbps              float64  `json:"tcp_mbps"`                 // iperf3, one stream
+	ReorderRatio         float64  `json:"reorder_ratio"`            // RFC 4737 reordered ratio of one numbered flow at the sink
+	RTTOverheadUS        float64  `json:"rtt_overhead_us"`          // ping's mean RTT minus the plain node's
+	RTTUS                float64  `json:"rtt_us"`
+	PerEngine            []uint64 `json:"per_engine,omitempty"` // frames each engine received during the peak trials
+}
+
+// MirrorResult is the time from the first of Routes route changes made in the control node to
+// the last of them present in every one of Engines engines.
+type MirrorResult struct {
+	Routes  int     `json:"routes"`
+	Engines int     `json:"engines"`
+	Seconds float64 `json:"seconds"`
+	Apply   float64 `json:"apply_seconds"` // what `ip -batch` took in the control node
 }

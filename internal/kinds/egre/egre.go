@@ -54,7 +54,8 @@ func (Kind) Ensure(ctx context.Context, env *kinds.Env, l *plan.Link, ports []ne
 		if direct {
 			target = ports[0]
 		}
-		if err := addDecap(env, underlay, t, target.Attrs().Index, direct); err != nil {
+		// Into the port's veth peer only when no engines' classifier waits on its egress.
+		if err := addDecap(env, underlay, t, target.Attrs().Index, direct && !(len(l.Ports) > 0 && l.Ports[0].Classify)); err != nil {
 			return m, err
 		}
 		if err := dataplane.PrimeNeighbour(underlay.Attrs().Index, t.Remote); err != nil {

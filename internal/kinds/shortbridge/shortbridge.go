@@ -36,14 +36,23 @@ func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Memb
 	ends := append(append([]netlink.Link{}, m.Ports...), m.Tunnels...)
 	a, b := ends[0], ends[1]
 	bIsPort := len(m.Ports) == 2
+	// A port whose node has engines is entered through its egress, where their classifier is.
+	peerA := l.Rate == 0 && !classified(l, 0) && hasPeer(a)
+	peerB := l.Rate == 0 && bIsPort && !classified(l, 1) && hasPeer(b)
 	if l.Rate == 0 && !bIsPort && m.EncapOnPort != nil {
 		if err := m.EncapOnPort(a); err != nil {
 			return err
 		}
-	} else if err := dataplane.AttachShortbridge(a.Attrs().Index, b.Attrs().Index, l.Rate == 0 && bIsPort && hasPeer(b)); err != nil {
+	} else if err := dataplane.AttachShortbridge(a.Attrs().Index, b.Attrs().Index, peerB); err != nil {
 		return err
 	}
-	return dataplane.AttachShortbridge(b.Attrs().Index, a.Attrs().Index, l.Rate == 0 && hasPeer(a))
+	return dataplane.AttachShortbridge(b.Attrs().Index, a.Attrs().Index, peerA)
+}
+
+// classified tells whether the link's port i has a classifier on its egress (its node has
+// forwarding engines).
+func classified(l *plan.Link, i int) bool {
+	return i < len(l.Ports) && l.Ports[i].Classify
 }
 
 // hasPeer tells whether a frame can be handed straight to the node behind a port: a veth's

@@ -1,0 +1,153 @@
+package engines
+
+import (
+	"fmt"
+	"math/big"
+	"net"
+	"strings"
+
+	"github.com/trellisnet/trellis/internal/netdev"
+	"github.com/trellisnet/trellis/internal/netnsutil"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// fe is one forwarding engine: a network namespace held by the helper, with a copy of each of
+// the node's link interfaces.
+type fe struct {
+	index int
+	ns    netns.NsHandle
+	nl    *netlink.Handle
+	links map[string]int // interface name -> ifindex inside the FE
+	ports map[string]int // interface name -> ifindex of its substrate end
+	work  chan func()    // the mirror's changes for this FE, applied in order by one goroutine
+}
+
+func (f *fe) close() {
+	if f.nl != nil {
+		f.nl.Close()
+	}
+	f.ns.Close()
+}
+
+// feSysctls are what every FE gets before the node's own sysctls: it forwards, and it sends no
+// redirects (it is not where the node's neighbours should learn routes from).
+var feSysctls = map[string]string{
+	"net.ipv4.ip_forward":                  "1",
+	"net.ipv6.conf.all.forwarding":         "1",
+	"net.ipv4.conf.all.send_redirects":     "0",
+	"net.ipv4.conf.default.send_redirects": "0",
+	"net.ipv6.conf.default.accept_dad":     "0",
+	"net.ipv6.conf.all.accept_dad":         "0",
+}
+
+// makeFE makes engine i of configuration c: its namespace, a veth pair per interface (the copy
+// inside with the node's name, MAC and MTU; the substrate end up, without IPv6), its sysctls
+// and receive steering onto its CPUs.
+func makeFE(c Config, i int) (*fe, error) {
+	ns, err := netnsutil.New()
+	if err != nil {
+		return nil, err
+	}
+	f := &fe{index: i, ns: ns, links: map[string]int{}, ports: map[string]int{}}
+	if f.nl, err = netlink.NewHandleAt(ns); err != nil {
+		f.close()
+		return nil, fmt.Errorf("FE %d: netlink: %w", i, err)
+	}
+	if err := f.setup(c); err != nil {
+		f.close()
+		return nil, fmt.Errorf("FE %d: %w", i, err)
+	}
+	f.work = make(chan func(), 1)
+	go func() {
+		for w := range f.work {
+			w()
+		}
+	}()
+	return f, nil
+}
+
+func (f *fe) setup(c Config) error {
+	values := map[string]string{}
+	for k, v := range feSysctls {
+		values[k] = v
+	}
+	for _, in := range c.Ifaces {
+		if err := f.addIface(c, in); err != nil {
+			return err
+		}
+		values["net/ipv6/conf/"+in.Name+"/accept_dad"] = "0"
+		values["net/ipv4/conf/"+in.Name+"/send_redirects"] = "0"
+	}
+	for k, v := range c.Sysctl {
+		values[k] = v
+	}
+	if err := netnsutil.Sysctl(f.ns, values); err != nil {
+		return err
+	}
+	lo, err := f.nl.LinkByName("lo")
+	if err == nil {
+		err = f.nl.LinkSetUp(lo)
+	}
+	if err != nil {
+		return fmt.Errorf("lo: %w", err)
+	}
+	for _, in := range c.Ifaces {
+		dev, err := f.nl.LinkByName(in.Name)
+		if err == nil {
+			err = f.nl.LinkSetUp(dev)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", in.Name, err)
+		}
+		f.links[in.Name] = dev.Attrs().Index
+		if cpus := c.Engines[f.index].CPUs; len(cpus) > 0 {
+			if err := netnsutil.SetRPS(f.ns, in.Name, CPUMask(cpus)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// addIface makes the FE's copy of one interface and its substrate end.
+func (f *fe) addIface(c Config, in Iface) error {
+	name := in.FEPorts[f.index]
+	if err := netdev.Delete(name); err != nil { // left by a helper that was killed
+		return err
+	}
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: name, MTU: in.MTU},
+		PeerName:      in.Name,
+		PeerNamespace: netlink.NsFd(f.ns),
+	}
+	if mac, err := net.ParseMAC(in.MAC); err == nil {
+		veth.PeerHardwareAddr = mac
+	}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return fmt.Errorf("%s for %s: %w", name, in.Name, err)
+	}
+	dev, err := netdev.UpQuiet(name)
+	if err != nil {
+		return err
+	}
+	f.ports[in.Name] = dev.Attrs().Index
+	return nil
+}
+
+// CPUMask is the rps_cpus mask of a list of CPUs: hexadecimal, in 32-bit words separated by
+// commas, as the kernel writes it.
+func CPUMask(cpus []int) string {
+	m := new(big.Int)
+	top := 0
+	for _, c := range cpus {
+		m.SetBit(m, c, 1)
+		top = max(top, c)
+	}
+	var words []string
+	for w := top / 32; w >= 0; w-- {
+		v := new(big.Int).Rsh(m, uint(32*w))
+		words = append(words, fmt.Sprintf("%08x", v.Uint64()&0xffffffff))
+	}
+	return strings.Join(words, ",")
+}

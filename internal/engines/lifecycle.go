@@ -1,0 +1,182 @@
+package engines
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/plan"
+)
+
+// Start starts the helper of configuration c and returns its pid once its FEs are made, its
+// programs attached and the control node's routes and neighbours mirrored. The helper outlives
+// trellis.
+func Start(ctx context.Context, stateID string, c Config) (int, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer ready.Close()
+	conf, _ := json.Marshal(c)
+	cmd := &exec.Cmd{
+		Path:        self,
+		Args:        Marker(stateID, c),
+		Stdin:       strings.NewReader(string(conf)),
+		ExtraFiles:  []*os.File{readyW}, // fd 3
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		Env:         []string{"GOMAXPROCS=2"},
+	}
+	err = cmd.Start()
+	readyW.Close()
+	if err != nil {
+		return 0, fmt.Errorf("%w: starting for node %s: %v", ErrHelper, c.Node, err)
+	}
+	type result struct {
+		line string
+	}
+	done := make(chan result, 1)
+	go func() {
+		line, _ := bufio.NewReader(ready).ReadString('\n')
+		done <- result{line}
+	}()
+	var line string
+	select {
+	case r := <-done:
+		line = r.line
+	case <-ctx.Done():
+		line = "error: " + ctx.Err().Error()
+	case <-time.After(60 * time.Second):
+		line = "error: not ready after 60s"
+	}
+	if line != "ok\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		msg := strings.TrimSpace(strings.TrimPrefix(line, "error:"))
+		if msg == "" {
+			msg = "it exited before it was ready"
+		}
+		return 0, fmt.Errorf("%w for node %s: %s", ErrHelper, c.Node, msg)
+	}
+	pid := cmd.Process.Pid
+	cmd.Process.Release()
+	return pid, nil
+}
+
+// Kill ends helpers and waits until they are gone (their FEs go with them).
+func Kill(pids ...int) error {
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+			return fmt.Errorf("%w: killing %d: %v", ErrHelper, pid, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for !zombie(pid) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%w: process %d did not end", ErrHelper, pid)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// Pending lists the nodes of plan p whose engines are not running as configured (running gives
+// each running node's init pid), and the nodes whose helper should go, with why.
+func Pending(stateDir, stateID string, p *plan.Plan, running map[string]int) (map[string]string, error) {
+	found, err := Find(stateID, p.NetID)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, n := range p.Nodes {
+		if len(n.Engines) == 0 {
+			continue
+		}
+		h, ok := found[n.Name]
+		switch {
+		case !ok:
+			out[n.Name] = "they are not running"
+		case h.Digest != ConfigFor(stateDir, p, n, running[n.Name]).Digest():
+			out[n.Name] = "their node, ports or settings changed"
+		}
+	}
+	for name := range found {
+		if n := p.Node(name); n == nil || len(n.Engines) == 0 {
+			out[name] = "the node has no engines any more"
+		}
+	}
+	return out, nil
+}
+
+// Converge makes the engines of plan p's nodes run as configured: a helper that is missing is
+// started, one whose configuration changed is replaced, one of a node without engines (or gone)
+// is killed. running gives each running node's init pid.
+func Converge(ctx context.Context, stateDir, stateID string, p *plan.Plan, running map[string]int) error {
+	found, err := Find(stateID, p.NetID)
+	if err != nil {
+		return err
+	}
+	for name, h := range found {
+		if n := p.Node(name); n == nil || len(n.Engines) == 0 {
+			if err := Kill(h.PID); err != nil {
+				return err
+			}
+			os.Remove(StatusPath(stateDir, p.NetID, name))
+		}
+	}
+	for _, n := range p.Nodes {
+		if len(n.Engines) == 0 {
+			continue
+		}
+		pid, ok := running[n.Name]
+		if !ok {
+			return fmt.Errorf("%w %s is not running", ErrControl, n.Name)
+		}
+		c := ConfigFor(stateDir, p, n, pid)
+		h, ok := found[n.Name]
+		if ok && h.Digest == c.Digest() {
+			continue
+		}
+		if ok {
+			if err := Kill(h.PID); err != nil {
+				return err
+			}
+		}
+		if _, err := Start(ctx, stateID, c); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+// Remove kills every helper of network netID and removes their status files. Their FEs and
+// the FEs' devices go with them.
+func Remove(stateDir, stateID, netID string) error {
+	found, err := Find(stateID, netID)
+	if err != nil {
+		return err
+	}
+	var pids []int
+	for _, h := range found {
+		pids = append(pids, h.PID)
+	}
+	if err := Kill(pids...); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(StatusDir(stateDir, netID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,383 @@
+package engines
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/dataplane"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// mirror copies the control node's addresses, neighbours and routes into every FE, and the
+// node's own addresses into the classifier's table, from a netlink watch: one goroutine applies
+// the changes in the order the kernel reported them.
+type mirror struct {
+	control netns.NsHandle
+	cnl     *netlink.Handle
+	fes     []*fe
+	dp      *dataplane.Engines
+	names   map[int]string // control node ifindex -> interface name
+
+	mu sync.Mutex
+	st MirrorStatus
+}
+
+// watch subscribes to the control node's changes until stop closes, then copies what is
+// there now (so nothing between the two is missed; a change seen twice is applied twice,
+// harmlessly).
+func (m *mirror) watch(stop <-chan struct{}) (*subscription, error) {
+	sub := &subscription{addrs: make(chan netlink.AddrUpdate, 4096), routes: make(chan netlink.RouteUpdate, 65536),
+		neighs: make(chan netlink.NeighUpdate, 4096)}
+	ns := m.control
+	fail := func(e error) { m.failed(fmt.Errorf("netlink watch: %w", e)) }
+	// Forced buffers (root may exceed rmem_max): a full table arrives faster than it is applied.
+	if err := netlink.AddrSubscribeWithOptions(sub.addrs, stop, netlink.AddrSubscribeOptions{Namespace: &ns, ErrorCallback: fail,
+		ReceiveBufferSize: 1 << 22, ReceiveBufferForceSize: true}); err != nil {
+		return nil, err
+	}
+	if err := netlink.RouteSubscribeWithOptions(sub.routes, stop, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: fail,
+		ReceiveBufferSize: 1 << 26, ReceiveBufferForceSize: true}); err != nil {
+		return nil, err
+	}
+	if err := netlink.NeighSubscribeWithOptions(sub.neighs, stop, netlink.NeighSubscribeOptions{Namespace: &ns, ErrorCallback: fail,
+		ReceiveBufferSize: 1 << 22, ReceiveBufferForceSize: true}); err != nil {
+		return nil, err
+	}
+	return sub, m.copyAll()
+}
+
+// subscription is one netlink watch of the control node.
+type subscription struct {
+	addrs  chan netlink.AddrUpdate
+	routes chan netlink.RouteUpdate
+	neighs chan netlink.NeighUpdate
+}
+
+// copyAll copies what the control node has now: addresses, then neighbours, then routes
+// (whose next hops need the first two), and removes from the FEs the routes it has not.
+func (m *mirror) copyAll() error {
+	links, err := m.cnl.LinkList()
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		m.names[l.Attrs().Index] = l.Attrs().Name
+	}
+	addrs, err := m.cnl.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return err
+	}
+	for _, a := range addrs {
+		m.addr(netlink.AddrUpdate{LinkAddress: *a.IPNet, LinkIndex: a.LinkIndex, Flags: a.Flags, NewAddr: true})
+	}
+	neighs, err := m.cnl.NeighList(0, netlink.FAMILY_ALL)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighs {
+		m.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: n})
+	}
+	routes, err := listRoutes(m.cnl)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, r := range routes {
+		have[routeKey(r)] = true
+		m.route(netlink.RouteUpdate{Type: unix.RTM_NEWROUTE, Route: r})
+	}
+	return m.prune(have)
+}
+
+// prune deletes from every FE the copied routes whose keys are not in have.
+func (m *mirror) prune(have map[string]bool) error {
+	for _, f := range m.fes {
+		routes, err := listRoutes(f.nl)
+		if err != nil {
+			return err
+		}
+		for _, r := range routes {
+			if copied(r) && !have[routeKey(r)] {
+				if err := f.nl.RouteDel(&r); err != nil && !errors.Is(err, unix.ESRCH) {
+					m.failed(fmt.Errorf("FE %d: removing route %s: %w", f.index, r.Dst, err))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func listRoutes(h *netlink.Handle) ([]netlink.Route, error) {
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 20; try++ {
+		routes, err = h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	}
+	return routes, err
+}
+
+// routeKey identifies a route within its namespace.
+func routeKey(r netlink.Route) string {
+	dst := "default"
+	if r.Dst != nil {
+		dst = r.Dst.String()
+	}
+	return fmt.Sprintf("%d/%d/%s/%d/%d", r.Family, r.Table, dst, r.Priority, r.Tos)
+}
+
+// copied tells whether the mirror copies a route of this sort.
+func copied(r netlink.Route) bool {
+	return !(r.Table == unix.RT_TABLE_LOCAL || r.Protocol == unix.RTPROT_KERNEL || r.Type == unix.RTN_LOCAL ||
+		r.Type == unix.RTN_BROADCAST || r.Type == unix.RTN_MULTICAST || (r.Dst != nil && r.Dst.IP.IsMulticast()))
+}
+
+// run applies changes until done closes. When the kernel drops changes for the watch (its
+// buffer overflowed: the watch ends), it watches again and copies everything anew. stop ends
+// the watch sub.
+func (m *mirror) run(done <-chan struct{}, sub *subscription, stop chan struct{}) {
+	for {
+		m.consume(done, sub)
+		close(stop)
+		select {
+		case <-done:
+			return
+		default:
+		}
+		m.mu.Lock()
+		m.st.Resyncs++
+		m.mu.Unlock()
+		for {
+			stop = make(chan struct{})
+			var err error
+			if sub, err = m.watch(stop); err == nil {
+				break
+			}
+			close(stop)
+			m.failed(err)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// consume applies the changes of one watch until it ends or done closes.
+func (m *mirror) consume(done <-chan struct{}, sub *subscription) {
+	for {
+		select {
+		case <-done:
+			return
+		case u, ok := <-sub.addrs:
+			if !ok {
+				return
+			}
+			m.timed(func() { m.addr(u) })
+		case u, ok := <-sub.neighs:
+			if !ok {
+				return
+			}
+			m.timed(func() { m.neigh(u) })
+		case u, ok := <-sub.routes:
+			if !ok {
+				return
+			}
+			m.timed(func() { m.route(u) })
+		}
+	}
+}
+
+func (m *mirror) timed(f func()) {
+	t0 := time.Now()
+	f()
+	us := time.Since(t0).Microseconds()
+	m.mu.Lock()
+	m.st.LastMicros, m.st.MaxMicros = us, max(m.st.MaxMicros, us)
+	m.mu.Unlock()
+}
+
+func (m *mirror) failed(err error) {
+	m.mu.Lock()
+	m.st.Errors++
+	m.st.LastError = err.Error()
+	m.mu.Unlock()
+}
+
+func (m *mirror) status() MirrorStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st
+}
+
+// name returns the control node's interface of ifindex, asking the kernel for one not seen yet.
+func (m *mirror) name(ifindex int) string {
+	if n, ok := m.names[ifindex]; ok {
+		return n
+	}
+	if l, err := m.cnl.LinkByIndex(ifindex); err == nil {
+		m.names[ifindex] = l.Attrs().Name
+		return l.Attrs().Name
+	}
+	return ""
+}
+
+// addr copies an address of one of the node's link interfaces into the FEs (link-local IPv6
+// ones the FEs make themselves, from the same MAC), and every address of the node into the
+// classifier's table.
+func (m *mirror) addr(u netlink.AddrUpdate) {
+	ip, ok := netip.AddrFromSlice(u.LinkAddress.IP)
+	if !ok {
+		return
+	}
+	if err := m.dp.SetLocal(ip.Unmap(), u.NewAddr); err != nil {
+		m.failed(err)
+	}
+	name := m.name(u.LinkIndex)
+	if ip.Is6() && ip.IsLinkLocalUnicast() {
+		return
+	}
+	m.each(func(f *fe) {
+		idx, ok := f.links[name]
+		if !ok {
+			return // not a link interface: the FEs have no copy
+		}
+		ipn := u.LinkAddress
+		a := &netlink.Addr{IPNet: &ipn}
+		if ip.Is6() && !ip.Is4In6() {
+			a.Flags = unix.IFA_F_NODAD
+		}
+		link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: idx}}
+		var err error
+		if u.NewAddr {
+			err = f.nl.AddrReplace(link, a)
+		} else if err = f.nl.AddrDel(link, a); errors.Is(err, unix.EADDRNOTAVAIL) {
+			err = nil
+		}
+		if err != nil {
+			m.failed(fmt.Errorf("FE %d: address %s on %s: %w", f.index, u.LinkAddress.String(), name, err))
+		}
+	})
+	m.mu.Lock()
+	m.st.Addresses++
+	m.mu.Unlock()
+}
+
+// neigh copies a neighbour entry of a link interface into the FEs as a permanent entry, or
+// removes it there when the node lost it.
+func (m *mirror) neigh(u netlink.NeighUpdate) {
+	n := u.Neigh
+	name := m.name(n.LinkIndex)
+	if n.IP == nil || n.IP.IsMulticast() {
+		return
+	}
+	gone := u.Type == unix.RTM_DELNEIGH || len(n.HardwareAddr) == 0 ||
+		n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0 || n.State == netlink.NUD_NONE
+	m.each(func(f *fe) {
+		idx, ok := f.links[name]
+		if !ok {
+			return
+		}
+		e := &netlink.Neigh{LinkIndex: idx, Family: n.Family, IP: n.IP, HardwareAddr: n.HardwareAddr, State: netlink.NUD_PERMANENT}
+		var err error
+		if gone {
+			if err = f.nl.NeighDel(e); err != nil && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)) {
+				err = nil
+			}
+		} else {
+			err = f.nl.NeighSet(e)
+		}
+		if err != nil {
+			m.failed(fmt.Errorf("FE %d: neighbour %s on %s: %w", f.index, n.IP, name, err))
+		}
+	})
+	m.mu.Lock()
+	m.st.Neighbours++
+	m.mu.Unlock()
+}
+
+// route copies a route into the FEs, its devices translated by name. Routes of the local table
+// and those the kernel makes from addresses (the FEs make their own) are not copied, nor
+// those through an interface the FEs have no copy of.
+func (m *mirror) route(u netlink.RouteUpdate) {
+	r := u.Route
+	if !copied(r) {
+		return
+	}
+	names := map[int]string{r.LinkIndex: m.name(r.LinkIndex)}
+	for _, nh := range r.MultiPath {
+		names[nh.LinkIndex] = m.name(nh.LinkIndex)
+	}
+	m.each(func(f *fe) {
+		fr, ok := translate(f, r, names)
+		if !ok {
+			return
+		}
+		var err error
+		if u.Type == unix.RTM_DELROUTE {
+			if err = f.nl.RouteDel(&fr); err != nil && (errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT)) {
+				err = nil
+			}
+		} else if err = f.nl.RouteReplace(&fr); err != nil && fr.Src != nil {
+			fr.Src = nil // a preferred source on the node's loopback, which the FE has not
+			err = f.nl.RouteReplace(&fr)
+		}
+		if err != nil {
+			m.failed(fmt.Errorf("FE %d: route %s: %w", f.index, r.Dst, err))
+		}
+	})
+	m.mu.Lock()
+	m.st.Routes++
+	m.mu.Unlock()
+}
+
+// each runs apply on every FE at once (each FE's worker applies its changes in order) and
+// returns when all are done: a change costs the slowest FE's time, not the sum.
+func (m *mirror) each(apply func(f *fe)) {
+	var wg sync.WaitGroup
+	for _, f := range m.fes {
+		wg.Add(1)
+		f.work <- func() {
+			defer wg.Done()
+			apply(f)
+		}
+	}
+	wg.Wait()
+}
+
+// translate gives route r the FE's devices; names gives the control node's interface names.
+// ok is false for a route through an interface the FE has no copy of.
+func translate(f *fe, r netlink.Route, names map[int]string) (netlink.Route, bool) {
+	dev := func(idx int) (int, bool) {
+		if idx == 0 {
+			return 0, true
+		}
+		out, ok := f.links[names[idx]]
+		return out, ok
+	}
+	fr := r
+	fr.ILinkIndex, fr.Flags = 0, 0
+	var ok bool
+	if fr.LinkIndex, ok = dev(r.LinkIndex); !ok {
+		return fr, false
+	}
+	if len(r.MultiPath) > 0 {
+		fr.MultiPath = nil
+		for _, nh := range r.MultiPath {
+			c := *nh
+			if c.LinkIndex, ok = dev(nh.LinkIndex); !ok {
+				return fr, false
+			}
+			c.Flags = 0
+			fr.MultiPath = append(fr.MultiPath, &c)
+		}
+	}
+	if fr.Dst == nil { // a default route: the kernel reports no destination
+		fr.Dst = &net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}
+		if r.Family == unix.AF_INET6 {
+			fr.Dst = &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+		}
+	}
+	return fr, true
+}

@@ -1,0 +1,111 @@
+package substrate
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/trellisnet/trellis/internal/engines"
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/state"
+	"github.com/vishvananda/netlink"
+)
+
+// engineChanges lists the nodes whose forwarding engines (internal/engines) must be started,
+// replaced or stopped: those not running as plan p configures them. Nodes that restart are
+// not listed (their engines follow them).
+func engineChanges(st *state.Store, old, p *plan.Plan, running map[string]kinds.Instance) ([]Change, error) {
+	pending, err := engines.Pending(st.Dir, st.ID, p, pids(running))
+	if err != nil {
+		return nil, err
+	}
+	var out []Change
+	for name, why := range pending {
+		in, ok := running[name]
+		if n := p.Node(name); n != nil && (!ok || in.Digest != n.Digest) {
+			continue // the node starts again, and its engines with it
+		}
+		what := []string{why}
+		if on, n := nodeOf(old, name), p.Node(name); on != nil && n != nil && len(on.Engines) != len(n.Engines) {
+			what = []string{fmt.Sprintf("engines %d -> %d", len(on.Engines), len(n.Engines))}
+		}
+		out = append(out, Change{Op: "change", Object: "engines", Name: name, What: what})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func pids(running map[string]kinds.Instance) map[string]int {
+	out := make(map[string]int, len(running))
+	for name, in := range running {
+		out[name] = in.PID
+	}
+	return out
+}
+
+// convergeEngines starts, replaces or stops the nodes' engines; after the links, so that the
+// ports they attach to exist and deliver through their egress.
+func (a *applier) convergeEngines(ctx context.Context) error {
+	return engines.Converge(ctx, a.env.Store.Dir, a.env.Store.ID, a.env.Plan, pids(a.running))
+}
+
+// nodeOf returns plan p's node name, or nil (also for no plan).
+func nodeOf(p *plan.Plan, name string) *plan.Node {
+	if p == nil {
+		return nil
+	}
+	return p.Node(name)
+}
+
+// EnginesInfo describes a node's forwarding engines, for `trellis inspect`.
+type EnginesInfo struct {
+	Dispatch  string               `json:"dispatch"`
+	PID       int                  `json:"pid"`        // the helper holding them; 0: not running
+	ToControl uint64               `json:"to_control"` // frames the classifier sent to the node itself
+	Engines   []EngineInfo         `json:"engines"`
+	Mirror    engines.MirrorStatus `json:"mirror"`
+}
+
+// EngineInfo counts one engine's frames.
+type EngineInfo struct {
+	Index      int    `json:"index"`
+	Classified uint64 `json:"classified"` // transit frames the classifier sent to it
+	RxPackets  uint64 `json:"rx_packets"` // frames it received (its substrate ends' tx)
+	TxPackets  uint64 `json:"tx_packets"` // frames it sent out through the node's ports
+	CPUs       []int  `json:"cpus,omitempty"`
+}
+
+// enginesInfo reads the engines of node n from its helper's status and its devices' counters.
+func enginesInfo(st *state.Store, netID string, n *plan.Node, devs map[string]netlink.Link) *EnginesInfo {
+	if len(n.Engines) == 0 {
+		return nil
+	}
+	ei := &EnginesInfo{}
+	if n.Dispatch != nil {
+		ei.Dispatch = n.Dispatch.Mode
+	}
+	s, _ := engines.ReadStatus(st.Dir, netID, n.Name)
+	if found, err := engines.Find(st.ID, netID); err == nil {
+		ei.PID = found[n.Name].PID
+	}
+	if s != nil && ei.PID != 0 {
+		ei.ToControl, ei.Mirror = s.Control, s.Mirror
+	}
+	for i, e := range n.Engines {
+		info := EngineInfo{Index: i, CPUs: e.CPUs}
+		if s != nil && ei.PID != 0 && i < len(s.Engines) {
+			info.Classified = s.Engines[i].Classified
+		}
+		if i < len(n.FEPorts) {
+			for _, name := range n.FEPorts[i] {
+				if d := devs[name]; d != nil && d.Attrs().Statistics != nil {
+					info.RxPackets += d.Attrs().Statistics.TxPackets
+					info.TxPackets += d.Attrs().Statistics.RxPackets
+				}
+			}
+		}
+		ei.Engines = append(ei.Engines, info)
+	}
+	return ei
+}
