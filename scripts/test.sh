@@ -31,3 +31,13 @@ echo "test: go test"
 # -p 1: one package at a time. The benchmark's smoke test floods the machine, and the rate
 # tests measure throughput: run together on two cores, each would spoil the other.
 go test -tags integration -count=1 -p 1 -timeout 80m ./... 2>&1 | tee /tmp/trellis-test.log
+echo "test: Python package (pytest against a real trellis serve)"
+# A virtual environment under the cache directory, pytest from PyPI; python3-venv for ensurepip.
+if ! python3 -c 'import ensurepip' 2>/dev/null; then
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+fi
+venv=${XDG_CACHE_HOME:-$HOME/.cache}/trellis/venv
+[ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+"$venv/bin/pip" install -q --upgrade ./python pytest mypy
+"$venv/bin/mypy" --strict python/src/trellis
+(cd python && TRELLIS_BIN="$PWD/../bin/trellis" "$venv/bin/pytest" -q -rs -p no:cacheprovider)

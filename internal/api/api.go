@@ -1,5 +1,5 @@
 // Package api is the HTTP API of `trellis serve`: what the CLI offers (list, inspect, up, diff,
-// down, link state) as JSON over HTTP, described by an OpenAPI 3 document at /openapi.json
+// down, link state and impairments, exec) as JSON over HTTP, described by an OpenAPI 3 document at /openapi.json
 // that huma generates from the Go types of this package. Every operation calls the same
 // substrate functions as the CLI. Errors are RFC 9457 problem details (Problem); a problem in a
 // topology file carries its file, line, field and fix, as the CLI prints them, and bad input
@@ -47,7 +47,7 @@ type Server struct {
 func New(ctx context.Context, st *state.Store, opts Options) *Server {
 	s := &Server{st: st, base: ctx, opts: opts, mux: http.NewServeMux()}
 	cfg := huma.DefaultConfig("Trellis", Version)
-	cfg.Info.Description = "Virtual networks on this machine: list, inspect, up (apply a topology file), diff, down, link state."
+	cfg.Info.Description = "Virtual networks on this machine: list, inspect, up (apply a topology file), diff, down, link state and impairments, exec in nodes."
 	cfg.OpenAPIPath = "/openapi" // serves /openapi.json and /openapi.yaml
 	cfg.DocsPath = ""            // the docs page loads scripts from the internet
 	cfg.CreateHooks = nil        // no $schema fields: bodies are as `trellis inspect --json` prints
@@ -85,6 +85,8 @@ func (s *Server) register() {
 	huma.Register(s.api, huma.Operation{OperationID: "set-link-state", Method: http.MethodPut, Path: "/networks/{network}/links/{link}/state",
 		Summary:     "Take a link's carrier away or give it back",
 		Description: "As `trellis link NETWORK LINK up|down [--endpoint NODE:IF]`: the whole link, or one endpoint of it. The state stays until the next up of the file."}, s.linkState)
+	s.registerLinks()
+	s.registerExec()
 	s.registerTerminal()
 	s.registerCapture()
 }

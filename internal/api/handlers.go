@@ -3,8 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -199,9 +197,8 @@ type linkStateOutput struct {
 }
 
 func (s *Server) linkState(ctx context.Context, in *linkStateInput) (*linkStateOutput, error) {
-	// SetLinkState would leave a lock file for a network that does not exist.
-	if rec, err := s.st.Load(in.Network); err != nil || rec == nil {
-		return nil, problemOf(errors.Join(err, fmt.Errorf("%w %s in %s", substrate.ErrNoNetwork, in.Network, s.st.Dir)))
+	if err := s.networkExists(in.Network); err != nil {
+		return nil, err
 	}
 	var log bytes.Buffer
 	if err := substrate.SetLinkState(s.base, s.st, in.Network, in.Link, in.Body.Endpoint, in.Body.State == "up", &log); err != nil {

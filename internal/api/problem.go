@@ -82,7 +82,7 @@ func detailOf(err error) *ProblemDetail {
 
 // problemOf maps an error of the layers below to its HTTP status: problems in the topology
 // file are 422 with every problem listed; an unknown network or link 404; a network another
-// command is changing 409; anything else (the kernel refused, a node's command failed) 500.
+// command is changing, one not up, or a node that does not run 409; anything else (the kernel refused, a node's command failed) 500.
 func problemOf(err error) error {
 	var ses spec.Errors
 	var se *spec.Error
@@ -99,7 +99,7 @@ func problemOf(err error) error {
 		return newProblem(http.StatusNotFound, err.Error())
 	case errors.Is(err, ErrKindNoTerminal):
 		return newProblem(http.StatusNotImplemented, err.Error())
-	case errors.Is(err, state.ErrBusy):
+	case errors.Is(err, state.ErrBusy), errors.Is(err, substrate.ErrNotUp), errors.Is(err, ErrNodeDown):
 		return newProblem(http.StatusConflict, err.Error())
 	}
 	return newProblem(http.StatusInternalServerError, err.Error())

@@ -217,11 +217,17 @@ func Run(ctx context.Context, opt Options) (rep *result.Report, err error) {
 	r.rep = r.newReport()
 	r.logf("   work directory %s (trellis networks in its state/)\n", h.Work)
 	start := time.Now()
+	status, _ := opt.Log.(interface{ Status(string) }) // a terminal's status line (internal/progress)
+	done := 0
 	for _, p := range parts {
 		if !slices.Contains(opt.Parts, p.name) {
 			continue
 		}
 		t0 := time.Now()
+		done++
+		if status != nil {
+			status.Status(fmt.Sprintf("bench part %d/%d: %s", done, len(opt.Parts), p.name))
+		}
 		r.logf("== %s\n", p.name)
 		if err := p.run(r); err != nil {
 			return r.rep, fmt.Errorf("%s: %w", p.name, err)

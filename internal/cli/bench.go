@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -125,7 +126,11 @@ against a plain node (peak rate, TCP, reordering, RTT) and how long 1000 routes 
 			defer stop()
 			rep, runErr := &result.Report{Started: time.Now()}, error(nil)
 			if len(opt.Parts) > 0 { // the embed part alone needs no root and no harness
-				rep, runErr = bench.Run(ctx, opt)
+				withProgress(cmd.ErrOrStderr(), opt.Log, func(log io.Writer) {
+					o := opt
+					o.Log = log
+					rep, runErr = bench.Run(ctx, o)
+				})
 			}
 			if rep == nil {
 				return runErr

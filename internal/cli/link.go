@@ -5,10 +5,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
@@ -18,8 +20,8 @@ func linkCmd(store storeFunc) *cobra.Command {
 		verbose  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "link NETWORK [LINK up|down]",
-		Short: "List a network's links and their state, or take a link's carrier away and back",
+		Use:   "link NETWORK [LINK up|down|set [KEY=VALUE...]]",
+		Short: "List a network's links and their state, take a link's carrier away and back, or change its impairments",
 		Long: `With NETWORK alone: list the network's links on this machine with their state, each endpoint's
 state and impairments.
 
@@ -27,13 +29,23 @@ With LINK down: take the link's carrier away from every endpoint on this machine
 inside the nodes see NO-CARRIER, as with a pulled cable, so routing daemons react at once. LINK up
 gives it back. --endpoint NODE:IF does this for one endpoint of the link alone (e.g. one member of
 a LAN). Nothing else changes. The state stays until the next ` + "`trellis up`" + ` of the file, which
-applies the file's state: lines (up by default); ` + "`trellis diff`" + ` shows the difference.`,
+applies the file's state: lines (up by default); ` + "`trellis diff`" + ` shows the difference.
+
+With LINK set KEY=VALUE...: set the link's impairments live, written as in a topology file:
+loss=5% (or loss="5% 25%" with a correlation), duplicate=1%, corrupt=0.1%. They replace the
+link's impairments in both directions; keys not given are 0 (set with no keys removes them).
+With --endpoint NODE:IF, only the frames that endpoint sends (one direction) are impaired so, and
+the other directions are unchanged. They too stay until the next up of the file. Example:
+  trellis link ospf-ring r1:eth1--r2:eth1 set loss=5% --endpoint r1:eth1`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 && len(args) != 3 {
-				return fmt.Errorf("give NETWORK, or NETWORK LINK up|down")
-			}
-			if len(args) == 3 && args[2] != "up" && args[2] != "down" {
-				return fmt.Errorf("the state is %q: give up or down", args[2])
+			switch {
+			case len(args) >= 3 && args[2] == "set":
+				_, err := parseImpairment(args[3:])
+				return err
+			case len(args) != 1 && len(args) != 3:
+				return fmt.Errorf("give NETWORK, NETWORK LINK up|down, or NETWORK LINK set KEY=VALUE")
+			case len(args) == 3 && args[2] != "up" && args[2] != "down":
+				return fmt.Errorf("%q: give up, down or set KEY=VALUE", args[2])
 			}
 			return nil
 		},
@@ -42,12 +54,16 @@ applies the file's state: lines (up by default); ` + "`trellis diff`" + ` shows 
 			if err != nil {
 				return err
 			}
-			if len(args) == 3 {
+			if len(args) >= 3 {
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
 				progress := io.Discard
 				if verbose {
 					progress = cmd.ErrOrStderr()
+				}
+				if args[2] == "set" {
+					im, _ := parseImpairment(args[3:]) // checked by Args
+					return substrate.SetImpairment(ctx, st, args[0], args[1], endpoint, im, progress)
 				}
 				return substrate.SetLinkState(ctx, st, args[0], args[1], endpoint, args[2] == "up", progress)
 			}
@@ -68,6 +84,24 @@ applies the file's state: lines (up by default); ` + "`trellis diff`" + ` shows 
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "only this endpoint of the link, NODE:IF")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print how long each step took")
 	return cmd
+}
+
+// parseImpairment reads the KEY=VALUE words of `trellis link NET LINK set`.
+func parseImpairment(words []string) (spec.Impairment, error) {
+	var im spec.Impairment
+	for _, w := range words {
+		key, value, ok := strings.Cut(w, "=")
+		if !ok {
+			return im, fmt.Errorf("%q: write KEY=VALUE, e.g. loss=5%%, duplicate=1%%, corrupt=0.1%%", w)
+		}
+		if key != "loss" && key != "duplicate" && key != "corrupt" {
+			return im, fmt.Errorf("%q: set takes loss, duplicate and corrupt (delay and jitter are not applied yet)", key)
+		}
+		if err := im.Set(key, value); err != nil {
+			return im, err
+		}
+	}
+	return im, nil
 }
 
 func dash(s string) string {

@@ -26,7 +26,7 @@ func serveCmd(store storeFunc) *cobra.Command {
 		Use:   "serve",
 		Short: "Serve the web page, the HTTP API and Prometheus metrics on a unix socket, and optionally on loopback",
 		Long: `Serve the HTTP API of this state directory: list, inspect, up (POST a topology file), diff,
-down, link state, a terminal into a node (websocket) and capture of a link, as the CLI offers
+down, link state and impairments, exec (non-interactive), a terminal into a node (websocket) and capture of a link, as the CLI offers
 them, described by the OpenAPI 3 document at /openapi.json; Prometheus metrics at /metrics;
 and at / a web page: the networks, a live graph of one with each link's rates and drops,
 link state, terminals and captures (open http://127.0.0.1:8080/ with --listen 127.0.0.1:8080).

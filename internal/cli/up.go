@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/progress"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
@@ -35,7 +36,8 @@ change live.
 The file is checked before anything changes, and every problem in it is reported. If creating
 fails half-way, what was created is removed again; if a live change fails, the network is taken
 back to what it was. Ctrl-C stops cleanly: the next up (or down) completes the work. After a
-crash or a reboot, up converges to the file again.
+crash or a reboot, up converges to the file again. On a terminal, a progress line shows how far
+the current step is (nothing is drawn in pipes, files or CI).
 
 A file with a hosts: section spreads the network over several machines: run up with the same
 file on each of them. This machine is the host whose underlay address is configured here, or
@@ -59,14 +61,15 @@ is not created, a changed one keeps running as it was.`,
 			if err != nil {
 				return err
 			}
-			progress := io.Discard
+			log := io.Discard
 			if verbose {
-				progress = cmd.ErrOrStderr()
+				log = cmd.ErrOrStderr()
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			file, _ := filepath.Abs(args[0])
-			res, err := substrate.Up(ctx, st, n, host, file, progress)
+			var res *substrate.Result
+			withProgress(cmd.ErrOrStderr(), log, func(log io.Writer) { res, err = substrate.Up(ctx, st, n, host, file, log) })
 			if err != nil {
 				return err
 			}
@@ -108,6 +111,19 @@ func loadFile(store storeFunc, path, host string) (*spec.Network, *state.Store, 
 		}
 	}
 	return n, st, host, nil
+}
+
+// withProgress runs f with log, or on a terminal with a progress line on out that prints log's
+// lines above it (internal/progress) and is cleared when f returns; in pipes and CI there is
+// none.
+func withProgress(out, log io.Writer, f func(log io.Writer)) {
+	t := progress.New(out, log)
+	if t == nil {
+		f(log)
+		return
+	}
+	defer t.Close()
+	f(t)
 }
 
 func onHost(host string) string {

@@ -1,10 +1,10 @@
 package metrics
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
@@ -14,42 +14,40 @@ import (
 
 // snapshot is what one scrape read: the metrics, and the machine-wide devices they came from.
 type snapshot struct {
-	out     []prometheus.Metric
+	out     samples
 	devs    map[string]device     // root namespace devices by name
 	shaper  map[int]uint64        // tbf drops by device index
 	tunnels map[string]*plan.Plan // a plan of each tunnel kind seen, for machine-wide counters
 }
 
-func (s *snapshot) add(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-	s.out = append(s.out, prometheus.MustNewConstMetric(d, t, v, labels...))
-}
-
-func (s *snapshot) emit(ch chan<- prometheus.Metric) {
-	for _, m := range s.out {
-		ch <- m
-	}
-}
-
-// read reads every network: one dump of the root namespace's devices and one of its qdiscs
-// for all ports, and one file read per running node for its interfaces' counters.
+// read reads every network: the records, one dump of the root namespace's devices and one of
+// its qdiscs for all ports, and one file read per running node for its interfaces' counters.
+// The dumps run while the records and the nodes' counters are read.
 func (c *Collector) read() (*snapshot, error) {
-	recs, err := c.st.List()
-	if err != nil {
-		return nil, err
-	}
-	s := &snapshot{shaper: map[int]uint64{}, tunnels: map[string]*plan.Plan{}}
-	if s.devs, err = listDevices(); err != nil {
-		return nil, err
-	}
-	if qdiscs, err := netlink.QdiscList(nil); err == nil {
-		for _, q := range qdiscs {
-			if tbf, ok := q.(*netlink.Tbf); ok && tbf.Statistics != nil {
-				s.shaper[tbf.LinkIndex] = uint64(tbf.Statistics.Queue.Drops)
+	s := &snapshot{out: samples{}, shaper: map[int]uint64{}, tunnels: map[string]*plan.Plan{}}
+	var devErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { s.devs, devErr = listDevices() })
+	wg.Go(func() {
+		if qdiscs, err := netlink.QdiscList(nil); err == nil {
+			for _, q := range qdiscs {
+				if tbf, ok := q.(*netlink.Tbf); ok && tbf.Statistics != nil {
+					s.shaper[tbf.LinkIndex] = uint64(tbf.Statistics.Queue.Drops)
+				}
 			}
 		}
+	})
+	recs, err := c.st.List()
+	stats := make([]map[string]map[string]ifStats, len(recs))
+	for i, rec := range recs {
+		stats[i] = c.readNodes(rec.Plan)
 	}
-	for _, rec := range recs {
-		c.readNetwork(s, rec)
+	wg.Wait()
+	if err := errors.Join(err, devErr); err != nil {
+		return nil, err
+	}
+	for i, rec := range recs {
+		c.readNetwork(s, rec, stats[i])
 	}
 	c.readTunnelKinds(s)
 	return s, nil
@@ -62,39 +60,30 @@ func (c *Collector) machineOf(p *plan.Plan) string {
 	return c.machine
 }
 
-// readNetwork adds the metrics of one network.
-func (c *Collector) readNetwork(s *snapshot, rec *state.Record) {
+// readNetwork adds the metrics of one network, whose nodes' interfaces have counters stats
+// (node -> interface -> counters; none for a node that does not run).
+func (c *Collector) readNetwork(s *snapshot, rec *state.Record, stats map[string]map[string]ifStats) {
 	p := rec.Plan
 	machine := c.machineOf(p)
-	s.add(descNetwork, prometheus.GaugeValue, 1, rec.Name, rec.Status, machine)
+	s.out.add(famNetwork, 1, rec.Name, rec.Status, machine)
 	if p.Tunnel != "" && s.tunnels[p.Tunnel] == nil {
 		s.tunnels[p.Tunnel] = p
 	}
-	env := &kinds.Env{Store: c.st, Plan: p}
-	pids := map[string]int{}
-	for _, k := range kinds.NodeKinds() {
-		if found, err := k.Running(env); err == nil {
-			for name, in := range found {
-				pids[name] = in.PID
-			}
-		}
-	}
-	stats := readNodes(p, pids) // node -> interface -> counters
 	for _, n := range p.Nodes {
-		s.add(descNodeUp, prometheus.GaugeValue, boolValue(stats[n.Name] != nil), rec.Name, n.Name, machine)
+		s.out.add(famNodeUp, boolValue(stats[n.Name] != nil), rec.Name, n.Name, machine)
 	}
 	for _, l := range p.Links {
-		s.add(descLinkUp, prometheus.GaugeValue, boolValue(!l.Down), rec.Name, l.Name, machine)
+		s.out.add(famLinkUp, boolValue(!l.Down), rec.Name, l.Name, machine)
 		for _, port := range l.Ports {
 			c.readPort(s, rec.Name, machine, l, port, stats[port.Node][port.Ifname])
 		}
 		for _, t := range l.Tunnels {
 			if d, ok := s.devs[t.Device]; ok {
 				lv := []string{rec.Name, l.Name, t.Host, machine}
-				s.add(descTunRxFrames, prometheus.CounterValue, float64(d.RxFrames), lv...)
-				s.add(descTunTxFrames, prometheus.CounterValue, float64(d.TxFrames), lv...)
-				s.add(descTunRxBytes, prometheus.CounterValue, float64(d.RxBytes), lv...)
-				s.add(descTunTxBytes, prometheus.CounterValue, float64(d.TxBytes), lv...)
+				s.out.add(famTunRxFrames, (d.RxFrames), lv...)
+				s.out.add(famTunTxFrames, (d.TxFrames), lv...)
+				s.out.add(famTunRxBytes, (d.RxBytes), lv...)
+				s.out.add(famTunTxBytes, (d.TxBytes), lv...)
 			}
 		}
 	}
@@ -106,24 +95,24 @@ func (c *Collector) readPort(s *snapshot, network, machine string, l *plan.Link,
 	lv := []string{network, port.Node, l.Name, port.Ifname, machine}
 	a, ok := s.devs[port.Name]
 	if !ok {
-		s.add(descPortUp, prometheus.GaugeValue, 0, lv...)
+		s.out.add(famPortUp, 0, lv...)
 		return
 	}
-	s.add(descPortUp, prometheus.GaugeValue, boolValue(a.Up), lv...)
-	s.add(descRxFrames, prometheus.CounterValue, float64(st.RxFrames), lv...)
-	s.add(descTxFrames, prometheus.CounterValue, float64(st.TxFrames), lv...)
-	s.add(descRxBytes, prometheus.CounterValue, float64(st.RxBytes), lv...)
-	s.add(descTxBytes, prometheus.CounterValue, float64(st.TxBytes), lv...)
-	s.add(descRxDrops, prometheus.CounterValue, float64(st.RxDrops), lv...)
-	s.add(descTxDrops, prometheus.CounterValue, float64(st.TxDrops), lv...)
-	s.add(descShaper, prometheus.CounterValue, float64(s.shaper[a.Index]), lv...)
+	s.out.add(famPortUp, boolValue(a.Up), lv...)
+	s.out.add(famRxFrames, (st.RxFrames), lv...)
+	s.out.add(famTxFrames, (st.TxFrames), lv...)
+	s.out.add(famRxBytes, (st.RxBytes), lv...)
+	s.out.add(famTxBytes, (st.TxBytes), lv...)
+	s.out.add(famRxDrops, (st.RxDrops), lv...)
+	s.out.add(famTxDrops, (st.TxDrops), lv...)
+	s.out.add(famShaper, (s.shaper[a.Index]), lv...)
 	if port.Impair.IsZero() {
 		return
 	}
 	if ic, err := dataplane.ReadImpairCounters(a.Index); err == nil {
-		s.add(descImpDrop, prometheus.CounterValue, float64(ic.Dropped), lv...)
-		s.add(descImpDup, prometheus.CounterValue, float64(ic.Duplicated), lv...)
-		s.add(descImpCorr, prometheus.CounterValue, float64(ic.Corrupted), lv...)
+		s.out.add(famImpDrop, (ic.Dropped), lv...)
+		s.out.add(famImpDup, (ic.Duplicated), lv...)
+		s.out.add(famImpCorr, (ic.Corrupted), lv...)
 	}
 }
 
@@ -146,23 +135,32 @@ func (c *Collector) readTunnelKinds(s *snapshot) {
 			continue
 		}
 		m := c.machineOf(p)
-		s.add(descDecap, prometheus.CounterValue, float64(e.Decapsulated), m)
-		s.add(descUnkKey, prometheus.CounterValue, float64(e.UnknownKey), m)
-		s.add(descWrong, prometheus.CounterValue, float64(e.WrongSource), m)
-		s.add(descDecErr, prometheus.CounterValue, float64(e.Errors), m)
+		s.out.add(famDecap, (e.Decapsulated), m)
+		s.out.add(famUnkKey, (e.UnknownKey), m)
+		s.out.add(famWrong, (e.WrongSource), m)
+		s.out.add(famDecErr, (e.Errors), m)
 	}
 }
 
-func boolValue(b bool) float64 {
+func boolValue(b bool) uint64 {
 	if b {
 		return 1
 	}
 	return 0
 }
 
-// readNodes reads the interface counters of a network's running nodes (pids by node name), a
-// few at a time; a node that does not run, or ended meanwhile, has none.
-func readNodes(p *plan.Plan, pids map[string]int) map[string]map[string]ifStats {
+// readNodes reads the interface counters of the running nodes of a network of plan p, a few at
+// a time; a node that does not run, or ended meanwhile, has none.
+func (c *Collector) readNodes(p *plan.Plan) map[string]map[string]ifStats {
+	env := &kinds.Env{Store: c.st, Plan: p}
+	pids := map[string]int{}
+	for _, k := range kinds.NodeKinds() {
+		if found, err := k.Running(env); err == nil {
+			for name, in := range found {
+				pids[name] = in.PID
+			}
+		}
+	}
 	out := make(map[string]map[string]ifStats, len(p.Nodes))
 	var mu sync.Mutex
 	work := make(chan string)

@@ -112,3 +112,17 @@ var impairFixes = map[string]string{
 	"jitter":       "add a `delay:` (the jitter varies it), or remove the jitter",
 	"distribution": "add a `jitter:` (the distribution shapes it), or remove the distribution",
 }
+
+// Set sets key (loss, duplicate, corrupt, delay, jitter or distribution) of im from its text as
+// a topology file writes it ("5%", "10% 25%" for a loss with correlation, "20ms"), for the
+// CLI's and API's live changes; the error says what is wrong and how to write it.
+func (im *Impairment) Set(key, text string) error {
+	fix, ok := impairFix[key]
+	if !ok {
+		return fmt.Errorf("unknown impairment %q: use one of %s", key, strings.Join(impairKeys, ", "))
+	}
+	if err := setImpair(im, key, text); err != nil {
+		return fmt.Errorf("%s: %w; %s", key, err, fix)
+	}
+	return nil
+}

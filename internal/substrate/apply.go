@@ -60,7 +60,7 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := parallel(s.n, s.f); err != nil {
+		if err := parallelShown(env.Log, s.what, s.n, s.f); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Log, "%d %s in %.3fs\n", s.count.Load(), s.what, time.Since(t0).Seconds())
@@ -78,7 +78,7 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 			return err
 		}
 	}
-	if err := parallel(len(p.Nodes), func(i int) error { return a.exec(ctx, p.Nodes[i]) }); err != nil {
+	if err := parallelShown(env.Log, "start commands", len(p.Nodes), func(i int) error { return a.exec(ctx, p.Nodes[i]) }); err != nil {
 		return err
 	}
 	rec.Plan, rec.Target, rec.Status = p, nil, state.Up

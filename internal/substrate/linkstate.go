@@ -9,6 +9,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 )
 
@@ -27,6 +28,29 @@ var ErrNoLink = errors.New("no such link")
 // one alone. The nodes see NO-CARRIER on their interfaces, as with a pulled cable; nothing else
 // changes. The new state stays until the next `up` of the file, which applies the file's.
 func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpoint string, up bool, log io.Writer) error {
+	return changeLink(ctx, st, network, linkName, log, func(l *plan.Link) error { return setDown(l, endpoint, !up) })
+}
+
+// SetImpairment sets the impairment (loss, duplication, corruption) of link linkName of a
+// running network, live: of the frames every endpoint on this machine sends, or, with endpoint
+// ("NODE:IF"), of the frames that one endpoint sends, the other directions unchanged. A zero
+// im removes the impairment. Delay and jitter are refused, as up refuses them. The new
+// impairment stays until the next `up` of the file, which applies the file's.
+func SetImpairment(ctx context.Context, st *state.Store, network, linkName, endpoint string, im spec.Impairment, log io.Writer) error {
+	if im.NeedsNetem() {
+		return fmt.Errorf("network %s: link %s: %w", network, linkName, ErrDelay)
+	}
+	return changeLink(ctx, st, network, linkName, log, func(l *plan.Link) error { return setImpair(l, endpoint, im) })
+}
+
+// ErrDelay is returned for a live change of a link's delay or jitter, which are not applied yet.
+var ErrDelay = errors.New("delay and jitter are not applied by this version of trellis yet; set loss, duplicate and corrupt")
+
+// changeLink changes link linkName of a running network on this machine as edit changes its
+// plan, live, through the reconciler: only that link's ports are touched (apply joins a link
+// whose plan changed and leaves the others alone). If the change fails, the network is taken
+// back to what it was.
+func changeLink(ctx context.Context, st *state.Store, network, linkName string, log io.Writer, edit func(*plan.Link) error) error {
 	unlock, err := st.Lock(network)
 	if err != nil {
 		return err
@@ -51,7 +75,7 @@ func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpo
 	if l == nil {
 		return fmt.Errorf("network %s: %w %q on this machine (see `trellis link %s`)", network, ErrNoLink, linkName, network)
 	}
-	if err := setDown(l, endpoint, !up); err != nil {
+	if err := edit(l); err != nil {
 		return fmt.Errorf("network %s: link %s: %w", network, linkName, err)
 	}
 	old := rec.Plan
@@ -61,6 +85,20 @@ func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpo
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
 	if err := apply(ctx, env, old, rec, nil); err != nil {
 		return rollback(st, rec, old, log, err)
+	}
+	return nil
+}
+
+// setImpair sets the impairment of the frames every endpoint of a link sends, or one endpoint.
+func setImpair(l *plan.Link, endpoint string, im spec.Impairment) error {
+	found := false
+	for i := range l.Ports {
+		if endpoint == "" || l.Ports[i].String() == endpoint {
+			l.Ports[i].Impair, found = im, true
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: it has no endpoint %s on this machine", ErrNoLink, endpoint)
 	}
 	return nil
 }

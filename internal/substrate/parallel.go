@@ -1,8 +1,11 @@
 package substrate
 
 import (
+	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // workers is how many creations run at once. Creating nodes and links is mostly waiting on the
@@ -44,4 +47,42 @@ func parallel(n int, f func(i int) error) error {
 	}
 	wg.Wait()
 	return first
+}
+
+// Progresser is what the log writer of an up may also be, to be told how far each step is
+// (a terminal's progress bar, internal/progress): step, items done, items in all.
+type Progresser interface {
+	Progress(step string, done, total int)
+}
+
+// parallelShown is parallel, telling log how far it is every tenth of a second if log is a
+// Progresser.
+func parallelShown(log io.Writer, step string, n int, f func(i int) error) error {
+	p, ok := log.(Progresser)
+	if !ok || n < 2 {
+		return parallel(n, f)
+	}
+	var done atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			p.Progress(step, int(done.Load()), n)
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+		}
+	})
+	err := parallel(n, func(i int) error {
+		defer done.Add(1)
+		return f(i)
+	})
+	close(stop)
+	wg.Wait()
+	p.Progress(step, int(done.Load()), n)
+	return err
 }

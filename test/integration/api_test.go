@@ -252,6 +252,9 @@ func waitCmd(cmd *exec.Cmd, timeout time.Duration) error {
 	}
 }
 
+// scrapeRE finds how long a scrape's reading of the kernel took.
+var scrapeRE = regexp.MustCompile(`(?m)^trellis_scrape_duration_seconds (\S+)$`)
+
 // TestAPIScale times inspect and /metrics of a 1000-node chain through the API (targets:
 // under 100 ms and 200 ms) and prints the figures. It takes minutes, so it runs only with
 // TRELLIS_API_SCALE=1 (docs/api.md has the command), and never in -short.
@@ -282,6 +285,9 @@ func TestAPIScale(t *testing.T) {
 			t0 := time.Now()
 			body := s.must(200, "GET", path, "", "")
 			d := time.Since(t0)
+			if m := scrapeRE.FindSubmatch(body); m != nil {
+				t.Logf("scrape %d: %v, of which reading the kernel %ss", i, d.Round(time.Millisecond), m[1])
+			}
 			if i == 0 {
 				check(body)
 			}

@@ -363,15 +363,16 @@ type linkInfo struct {
 }
 
 type endpointInfo struct {
-	Node      string `json:"node"`
-	Interface string `json:"interface"`
-	Port      string `json:"port"`
-	TxPackets uint64 `json:"tx_packets"`
-	RxPackets uint64 `json:"rx_packets"`
-	TxBytes   uint64 `json:"tx_bytes"`
-	RxBytes   uint64 `json:"rx_bytes"`
-	Drops     uint64 `json:"drops"`
-	State     string `json:"state"`
+	Node       string `json:"node"`
+	Interface  string `json:"interface"`
+	Port       string `json:"port"`
+	TxPackets  uint64 `json:"tx_packets"`
+	RxPackets  uint64 `json:"rx_packets"`
+	TxBytes    uint64 `json:"tx_bytes"`
+	RxBytes    uint64 `json:"rx_bytes"`
+	Drops      uint64 `json:"drops"`
+	State      string `json:"state"`
+	Impairment string `json:"impairment"`
 }
 
 func inspect(t testing.TB, stateDir, network string) *netInfo {

@@ -1,0 +1,63 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/substrate"
+)
+
+// LinkImpairment is what a link does to the frames of one direction, or of every direction:
+// percentages from 0 to 100, as a topology file's loss, duplicate and corrupt keys give them.
+type LinkImpairment struct {
+	Loss            float64 `json:"loss,omitempty" minimum:"0" maximum:"100" example:"5" doc:"percent of frames dropped"`
+	LossCorrelation float64 `json:"loss_correlation,omitempty" minimum:"0" maximum:"100" doc:"percent: how likely a frame shares the previous frame's fate (bursts of loss)"`
+	Duplicate       float64 `json:"duplicate,omitempty" minimum:"0" maximum:"100" doc:"percent of frames sent twice"`
+	Corrupt         float64 `json:"corrupt,omitempty" minimum:"0" maximum:"100" doc:"percent of frames with a flipped bit"`
+	Endpoint        string  `json:"endpoint,omitempty" pattern:"^[^:]+:[^:]+$" example:"r1:eth1" doc:"only the frames this endpoint (NODE:IF) sends; the other directions are unchanged"`
+}
+
+type impairmentInput struct {
+	Network string `path:"network" doc:"the network's name"`
+	Link    string `path:"link" doc:"the link's name, as inspect lists it" example:"r1:eth1--r2:eth1"`
+	Body    LinkImpairment
+}
+
+type impairmentOutput struct {
+	Body LinkImpairment
+}
+
+func (s *Server) registerLinks() {
+	huma.Register(s.api, huma.Operation{OperationID: "set-link-impairments", Method: http.MethodPut, Path: "/networks/{network}/links/{link}/impairments",
+		Summary: "Set a link's loss, duplication and corruption, live",
+		Description: "As `trellis link NETWORK LINK set loss=5% ... [--endpoint NODE:IF]`: the impairments given replace the link's in every direction " +
+			"(keys left out are 0; an empty object removes them), or with endpoint only those of the frames that endpoint sends. " +
+			"They are applied in eBPF on the ports at once and stay until the next up of the file."}, s.impairments)
+}
+
+func (s *Server) impairments(ctx context.Context, in *impairmentInput) (*impairmentOutput, error) {
+	if err := s.networkExists(in.Network); err != nil {
+		return nil, err
+	}
+	b := in.Body
+	im := spec.Impairment{Loss: b.Loss, LossCorrelation: b.LossCorrelation, Duplicate: b.Duplicate, Corrupt: b.Corrupt}
+	var log bytes.Buffer
+	if err := substrate.SetImpairment(s.base, s.st, in.Network, in.Link, b.Endpoint, im, &log); err != nil {
+		return nil, problemOf(err)
+	}
+	return &impairmentOutput{Body: b}, nil
+}
+
+// networkExists returns a 404 problem unless the state directory has the network (the
+// substrate's live changes would leave a lock file for one that does not exist).
+func (s *Server) networkExists(network string) error {
+	if rec, err := s.st.Load(network); err != nil || rec == nil {
+		return problemOf(errors.Join(err, fmt.Errorf("%w %s in %s", substrate.ErrNoNetwork, network, s.st.Dir)))
+	}
+	return nil
+}
