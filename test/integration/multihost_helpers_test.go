@@ -125,9 +125,6 @@ func (m *machines) hostsYAML(tunnel string) string {
 // command is trellis run on machine i.
 func (m *machines) command(ctx context.Context, i int, args ...string) *exec.Cmd {
 	argv := append([]string{"netns", "exec", m.ns(i), trellisBin, "--state-dir", m.state(i)}, args...)
-	if ctx == nil {
-		return exec.Command("ip", argv...)
-	}
 	return exec.CommandContext(ctx, "ip", argv...)
 }
 
@@ -183,7 +180,7 @@ func (m *machines) mustExec(t *testing.T, i int, network, node string, cmd ...st
 // start starts a command in a node of machine i in the background (see startIn).
 func (m *machines) start(t *testing.T, i int, network, node string, argv ...string) *bgCmd {
 	t.Helper()
-	cmd := m.command(nil, i, append([]string{"exec", network, node, "--"}, argv...)...)
+	cmd := m.command(context.Background(), i, append([]string{"exec", network, node, "--"}, argv...)...)
 	return startBg(t, cmd, fmt.Sprintf("m%d %s/%s", i, network, node))
 }
 
