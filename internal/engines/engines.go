@@ -22,9 +22,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
+	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/vishvananda/netlink"
@@ -115,32 +114,15 @@ type Helper struct {
 
 // Find returns the helpers of network netID of state directory stateID, by node name.
 func Find(stateID, netID string) (map[string]Helper, error) {
-	entries, err := os.ReadDir("/proc")
+	found, err := node.FindMarked(Arg0, stateID, netID, true)
 	if err != nil {
 		return nil, err
 	}
-	want := strings.Join([]string{Arg0, stateID, netID, ""}, "\x00")
-	out := map[string]Helper{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !strings.HasPrefix(string(cmdline), want) {
-			continue
-		}
-		args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
-		if len(args) == 5 && !zombie(pid) {
-			out[args[3]] = Helper{PID: pid, Digest: args[4]}
-		}
+	out := make(map[string]Helper, len(found))
+	for name, m := range found {
+		out[name] = Helper{PID: m.PID, Digest: m.Digest}
 	}
 	return out, nil
-}
-
-func zombie(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	return err != nil || strings.Contains(string(data), ") Z ")
 }
 
 // StatusDir is where the helpers of network netID write their status.

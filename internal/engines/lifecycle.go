@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/plan"
 )
 
@@ -80,14 +81,8 @@ func Kill(pids ...int) error {
 			return fmt.Errorf("%w: killing %d: %v", ErrHelper, pid, err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for _, pid := range pids {
-		for !zombie(pid) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%w: process %d did not end", ErrHelper, pid)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+	if err := node.WaitGone(pids...); err != nil {
+		return fmt.Errorf("%w: %v", ErrHelper, err)
 	}
 	return nil
 }

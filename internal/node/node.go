@@ -102,12 +102,33 @@ func Find(stateID, netID string) (map[string]int, error) {
 
 // FindRunning is Find with the digest each node was started with.
 func FindRunning(stateID, netID string) (map[string]Running, error) {
+	found, err := FindMarked(InitArg0, stateID, netID, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Running, len(found))
+	for name, m := range found {
+		out[name] = Running{PID: m.PID, Digest: m.Digest, Ready: isReady(m.PID)}
+	}
+	return out, nil
+}
+
+// Marked is a process trellis started with a marker command line: ARG0 STATE-ID NET-ID NAME
+// DIGEST (a node's init, a node's engines helper).
+type Marked struct {
+	PID    int
+	Digest string
+}
+
+// FindMarked finds the processes whose command line is the marker of arg0 for network netID
+// of state directory stateID, by name; with skipGone, not zombies.
+func FindMarked(arg0, stateID, netID string, skipGone bool) (map[string]Marked, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
 	}
-	want := strings.Join([]string{InitArg0, stateID, netID, ""}, "\x00")
-	out := map[string]Running{}
+	want := strings.Join([]string{arg0, stateID, netID, ""}, "\x00")
+	out := map[string]Marked{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -118,8 +139,8 @@ func FindRunning(stateID, netID string) (map[string]Running, error) {
 			continue
 		}
 		args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
-		if len(args) == 5 {
-			out[args[3]] = Running{PID: pid, Digest: args[4], Ready: isReady(pid)}
+		if len(args) == 5 && !(skipGone && Gone(pid)) {
+			out[args[3]] = Marked{PID: pid, Digest: args[4]}
 		}
 	}
 	return out, nil

@@ -179,16 +179,19 @@ func Kill(pid int) error {
 	return err
 }
 
+// Gone tells whether process pid has left the process table or is a zombie (whose namespaces
+// are released already).
+func Gone(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err != nil || strings.Contains(string(data), ") Z ")
+}
+
 // WaitGone waits until killed processes have left the process table (or are zombies, whose
 // namespaces are released already), at most 10 seconds.
 func WaitGone(pids ...int) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
-		for {
-			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-			if err != nil || strings.Contains(string(data), ") Z ") {
-				break
-			}
+		for !Gone(pid) {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("process %d did not end", pid)
 			}

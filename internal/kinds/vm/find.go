@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/node"
 )
 
 // findQEMU finds the QEMU processes of network netID of state stateID by their guest names:
@@ -36,15 +37,10 @@ func findQEMU(stateID, netID string) (map[string][]kinds.Instance, error) {
 			rest, _, _ = strings.Cut(rest, ",")
 			name, digest, ok := strings.Cut(rest, "/")
 			pid, err := strconv.Atoi(filepath.Base(filepath.Dir(d)))
-			if ok && err == nil && !zombie(pid) {
+			if ok && err == nil && !node.Gone(pid) {
 				out[name] = append(out[name], kinds.Instance{Kind: Name, Name: name, PID: pid, Digest: digest})
 			}
 		}
 	}
 	return out, nil
-}
-
-func zombie(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	return err != nil || strings.Contains(string(data), ") Z ")
 }
