@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/bench/result"
-	"github.com/trellisnet/trellis/internal/bench/setup"
 	"github.com/trellisnet/trellis/internal/kinds/vm"
 )
 
@@ -93,11 +92,11 @@ func (r *runner) vmKnob(knob, settings string) (*result.VMKnobRow, []float64, er
 		}
 		peaks = append(peaks, result.PeakOf(sweep))
 	}
-	before, t0 := setup.ThreadCPU(pid), time.Now()
+	before, t0 := vm.ThreadCPU(pid), time.Now()
 	if _, err := g.Trial(r.ctx, 0, r.opt.Trial); err != nil {
 		return nil, nil, err
 	}
-	after, took := setup.ThreadCPU(pid), time.Since(t0)
+	after, took := vm.ThreadCPU(pid), time.Since(t0)
 	row := &result.VMKnobRow{Knob: knob, Settings: settings, Peak: result.StatOf(peaks), CPU: map[string]float64{}}
 	for role, d := range after {
 		row.CPU[role] = (d - before[role]).Seconds() / took.Seconds()

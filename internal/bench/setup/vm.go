@@ -6,14 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	nodekinds "github.com/trellisnet/trellis/internal/kinds"
-	"github.com/trellisnet/trellis/internal/kinds/vm"
 	"github.com/trellisnet/trellis/internal/state"
 )
 
@@ -149,32 +145,4 @@ func (h *Harness) VMBoot(ctx context.Context) (time.Duration, error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return 0, ctx.Err()
-}
-
-// ThreadCPU returns the CPU time of each thread of process pid by role ("vcpu", "io", "other"),
-// as QEMU names its threads.
-func ThreadCPU(pid int) map[string]time.Duration {
-	out := map[string]time.Duration{}
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
-	for _, t := range tasks {
-		comm, err1 := os.ReadFile(filepath.Join(t, "comm"))
-		stat, err2 := os.ReadFile(filepath.Join(t, "stat"))
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(stat), ')')
-		f := strings.Fields(string(stat)[i+2:])
-		if len(f) < 13 {
-			continue
-		}
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		tid, _ := strconv.Atoi(filepath.Base(t))
-		role := vm.ThreadRole(pid, tid, strings.TrimSpace(string(comm)))
-		if role == "" {
-			role = "other"
-		}
-		out[role] += time.Duration(utime+stime) * time.Second / 100 // USER_HZ
-	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/kinds"
@@ -34,8 +35,37 @@ var policies = map[int]string{0: "other", 1: "fifo", 2: "rr", 3: "batch", 5: "id
 
 // threads lists a process's threads: name, last CPU, affinity, policy and priority.
 func threads(pid int) []kinds.Thread {
-	dirs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
 	var out []kinds.Thread
+	for _, ts := range taskStats(pid) {
+		tid, f := ts.tid, ts.fields
+		t := kinds.Thread{TID: tid, Name: ts.name}
+		if len(f) > 38 {
+			t.CPU, _ = strconv.Atoi(f[36])      // field 39, processor
+			t.Priority, _ = strconv.Atoi(f[37]) // field 40, rt_priority
+			pol, _ := strconv.Atoi(f[38])       // field 41, policy
+			t.Policy = policies[pol]
+		}
+		var set unix.CPUSet
+		if unix.SchedGetaffinity(tid, &set) == nil {
+			t.Affinity = cpuList(&set)
+		}
+		t.Reserve = reservation(tid)
+		out = append(out, t)
+	}
+	return out
+}
+
+// taskStat is one thread's /proc/PID/task/TID/stat: its name, and its fields from the third
+// (state) on.
+type taskStat struct {
+	tid    int
+	name   string
+	fields []string
+}
+
+func taskStats(pid int) []taskStat {
+	dirs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	var out []taskStat
 	for _, d := range dirs {
 		tid, err := strconv.Atoi(filepath.Base(d))
 		if err != nil {
@@ -50,20 +80,26 @@ func threads(pid int) []kinds.Thread {
 		if open < 0 || close < open {
 			continue
 		}
-		f := strings.Fields(s[close+2:]) // from field 3 (state) on
-		t := kinds.Thread{TID: tid, Name: s[open+1 : close]}
-		if len(f) > 38 {
-			t.CPU, _ = strconv.Atoi(f[36])      // field 39, processor
-			t.Priority, _ = strconv.Atoi(f[37]) // field 40, rt_priority
-			pol, _ := strconv.Atoi(f[38])       // field 41, policy
-			t.Policy = policies[pol]
+		out = append(out, taskStat{tid: tid, name: s[open+1 : close], fields: strings.Fields(s[close+2:])})
+	}
+	return out
+}
+
+// ThreadCPU returns the CPU time QEMU process pid's threads have used, by role ("vcpu", "io",
+// "other"; see ThreadRole).
+func ThreadCPU(pid int) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, ts := range taskStats(pid) {
+		if len(ts.fields) < 13 {
+			continue
 		}
-		var set unix.CPUSet
-		if unix.SchedGetaffinity(tid, &set) == nil {
-			t.Affinity = cpuList(&set)
+		utime, _ := strconv.ParseInt(ts.fields[11], 10, 64) // field 14
+		stime, _ := strconv.ParseInt(ts.fields[12], 10, 64) // field 15
+		role := ThreadRole(pid, ts.tid, ts.name)
+		if role == "" {
+			role = "other"
 		}
-		t.Reserve = reservation(tid)
-		out = append(out, t)
+		out[role] += time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 	}
 	return out
 }
