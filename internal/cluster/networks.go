@@ -27,39 +27,56 @@ type Network struct {
 // Up writes network n of tenant n.Tenant if its key is still as the caller read it: absent when
 // expect is 0, else changed last at revision expect. Two ups that read the same revision race
 // in one etcd transaction each; one wins, the other gets ErrConflict and changes nothing.
-// It returns the network's new revision.
+// A tenant with a quota (AddTenant) is kept within it in the same transaction: an up that would
+// go over gets ErrOverQuota and changes nothing. It returns the network's new revision.
 func (s *Store) Up(ctx context.Context, n *Network, expect int64) (int64, error) {
 	if err := checkNames(n.Tenant, n.Name); err != nil {
 		return 0, err
 	}
-	n.Updated = time.Now().UTC()
-	data, err := json.Marshal(n)
-	if err != nil {
-		return 0, err
-	}
 	key := NetworkKey(n.Tenant, n.Name)
-	resp, err := s.txnOnce(ctx, key, string(data), func(ctx context.Context) clientv3.Txn {
-		return s.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", expect)).
-			Then(clientv3.OpPut(key, string(data))).
-			Else(clientv3.OpGet(key))
-	})
-	if err != nil {
-		return 0, unreachable(err, s.cli.Endpoints())
+	for try := 0; ; try++ {
+		guard, err := s.quotaGuard(ctx, n)
+		if err != nil {
+			return 0, err
+		}
+		n.Updated = time.Now().UTC()
+		data, err := json.Marshal(n)
+		if err != nil {
+			return 0, err
+		}
+		cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", expect)}, guard...)
+		resp, err := s.txnOnce(ctx, key, string(data), func(ctx context.Context) clientv3.Txn {
+			return s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(data))).Else(clientv3.OpGet(key))
+		})
+		if err != nil {
+			return 0, unreachable(err, s.cli.Endpoints())
+		}
+		if resp.Succeeded {
+			n.Revision = resp.Header.Revision
+			return n.Revision, nil
+		}
+		if modRevision(resp) != expect {
+			return 0, conflict("network", n.Tenant, n.Name, expect, resp)
+		}
+		// The network is as read, but the tenant's quota or another of its networks changed
+		// meanwhile: check the quota again.
+		if try == 4 {
+			return 0, fmt.Errorf("%w: the networks or quota of tenant %s kept changing meanwhile; run up again", ErrConflict, n.Tenant)
+		}
 	}
-	if !resp.Succeeded {
-		return 0, conflict("network", n.Tenant, n.Name, expect, resp)
+}
+
+// modRevision is the mod revision of the key a transaction's Else read (0: absent).
+func modRevision(resp *clientv3.TxnResponse) int64 {
+	if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+		return rr.Kvs[0].ModRevision
 	}
-	n.Revision = resp.Header.Revision
-	return n.Revision, nil
+	return 0
 }
 
 // conflict describes a transaction that lost: what the key holds now, against what was read.
 func conflict(what, tenant, name string, expect int64, resp *clientv3.TxnResponse) error {
-	now := int64(0)
-	if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
-		now = rr.Kvs[0].ModRevision
-	}
+	now := modRevision(resp)
 	switch {
 	case expect == 0:
 		return fmt.Errorf("%w: %s %s of tenant %s was created by someone else meanwhile (revision %d); run `trellis diff` and up again", ErrConflict, what, name, tenant, now)
