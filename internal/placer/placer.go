@@ -90,6 +90,10 @@ type placer struct {
 	store  *cluster.Store
 	log    *slog.Logger
 	parsed map[string]parsed // network key -> its file parsed, at a revision
+	// quota holds each tenant's quota and used what its placed networks take, in this pass:
+	// a network written past the CLI's quota check (straight into etcd) is refused here.
+	quota map[string]cluster.Quota
+	used  map[string]cluster.Quota
 }
 
 type parsed struct {
@@ -142,6 +146,14 @@ func (p *placer) pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	tenants, err := p.store.Tenants(ctx)
+	if err != nil {
+		return err
+	}
+	p.quota, p.used = map[string]cluster.Quota{}, map[string]cluster.Quota{}
+	for _, t := range tenants {
+		p.quota[t.Name] = t.Quota
+	}
 	current := map[string]*cluster.Placement{}
 	for _, pl := range places {
 		current[pl.Tenant+"/"+pl.Network] = pl
@@ -157,6 +169,7 @@ func (p *placer) pass(ctx context.Context) error {
 		sn := p.parse(n)
 		if pl != nil && pl.Generation == n.Revision && pl.Refused == "" && sn.err == nil && settled(pl, sn.n, live) {
 			LoadOf(sn.n, pl, load)
+			p.used[n.Tenant] = p.used[n.Tenant].Add(cluster.UsageOf(sn.n))
 			continue
 		}
 		todo = append(todo, n)
@@ -206,6 +219,8 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 	var err error
 	if sn.err != nil {
 		err = sn.err
+	} else if over := p.quota[n.Tenant].Over(p.used[n.Tenant].Add(cluster.UsageOf(sn.n))); over != "" {
+		err = fmt.Errorf("%w: tenant %s: %s", cluster.ErrOverQuota, n.Tenant, over)
 	} else {
 		pl.Nodes, pl.Machines, err = Compute(sn.n, machines, prev, load)
 	}
@@ -227,6 +242,7 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 		return nil
 	}
 	LoadOf(sn.n, pl, load)
+	p.used[n.Tenant] = p.used[n.Tenant].Add(cluster.UsageOf(sn.n))
 	p.log.Info("network placed", "tenant", n.Tenant, "network", n.Name, "generation", n.Revision, "nodes", pl.Nodes)
 	return nil
 }
