@@ -74,7 +74,7 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 	}
 	n, err := w.a.cfg.Store.Network(ctx, w.tenant, w.network)
 	if errors.Is(err, cluster.ErrNotFound) {
-		return nil // removed; its placement goes in the same transaction, and comes next
+		return nil // removed; the placer drops its placement, which comes next
 	}
 	if err != nil {
 		return err

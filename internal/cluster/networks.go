@@ -102,7 +102,9 @@ func (s *Store) Network(ctx context.Context, tenant, name string) (*Network, err
 }
 
 // Networks lists the desired networks of a tenant ("" for every tenant), by tenant and name,
-// and the revision of the store they were read at.
+// and the revision of the store they were read at. A record that Up cannot have written (a key
+// of more parts or a bad name, or a value that is not a network: a tenant's client may write
+// anything under its prefix) is left out, so it cannot stop the placer or the agents.
 func (s *Store) Networks(ctx context.Context, tenant string) ([]*Network, int64, error) {
 	prefix := NetworksPrefix
 	if tenant != "" {
@@ -114,11 +116,9 @@ func (s *Store) Networks(ctx context.Context, tenant string) ([]*Network, int64,
 	}
 	var out []*Network
 	for _, kv := range resp.Kvs {
-		n, err := decodeNetwork(kv.Key, kv.Value, kv.ModRevision)
-		if err != nil {
-			return nil, 0, err
+		if n, err := decodeNetwork(kv.Key, kv.Value, kv.ModRevision); err == nil {
+			out = append(out, n)
 		}
-		out = append(out, n)
 	}
 	return out, resp.Header.Revision, nil
 }
@@ -129,16 +129,16 @@ func decodeNetwork(key, value []byte, rev int64) (*Network, error) {
 		return nil, fmt.Errorf("cluster: key %s: %w", key, err)
 	}
 	parts := splitKey(string(key), NetworksPrefix)
-	if len(parts) != 2 {
+	if len(parts) != 2 || checkNames(parts[0], parts[1]) != nil {
 		return nil, fmt.Errorf("cluster: key %s is not networks/TENANT/NETWORK", key)
 	}
 	n.Tenant, n.Name, n.Revision = parts[0], parts[1], rev
 	return &n, nil
 }
 
-// Down removes a tenant's network from the desired state, with its placement, in one
-// transaction, if the network is still at revision expect (0: whatever it is). The agents see
-// the placement go and take the network's part on their machine down.
+// Down removes a tenant's network from the desired state if it is still at revision expect (0:
+// whatever it is). The placer then removes its placement (DropPlacement; a tenant may not write
+// placements), and the agents take the network's part on their machines down.
 func (s *Store) Down(ctx context.Context, tenant, name string, expect int64) error {
 	if err := checkNames(tenant, name); err != nil {
 		return err
@@ -150,7 +150,7 @@ func (s *Store) Down(ctx context.Context, tenant, name string, expect int64) err
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(cmp).
-		Then(clientv3.OpDelete(key), clientv3.OpDelete(PlacementKey(tenant, name))).
+		Then(clientv3.OpDelete(key)).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {

@@ -72,6 +72,24 @@ func (s *Store) PutPlacement(ctx context.Context, p *Placement, expect int64) (i
 	return p.Revision, nil
 }
 
+// DropPlacement removes placement p of a network that is gone (or that Networks leaves out), if
+// the network key has not changed since revision seen (when the caller listed the networks) and
+// the placement is still p; otherwise it returns ErrConflict.
+func (s *Store) DropPlacement(ctx context.Context, p *Placement, seen int64) error {
+	nkey, pkey := NetworkKey(p.Tenant, p.Network), PlacementKey(p.Tenant, p.Network)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(nkey), "<", seen+1), clientv3.Compare(clientv3.ModRevision(pkey), "=", p.Revision)).
+		Then(clientv3.OpDelete(pkey)).
+		Commit()
+	if err != nil {
+		return unreachable(err, s.cli.Endpoints())
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: placement of network %s of tenant %s: the network or its placement changed meanwhile", ErrConflict, p.Network, p.Tenant)
+	}
+	return nil
+}
+
 // Placement returns a network's placement, or an error wrapping ErrNotFound.
 func (s *Store) Placement(ctx context.Context, tenant, network string) (*Placement, error) {
 	if err := checkNames(tenant, network); err != nil {

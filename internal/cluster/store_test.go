@@ -198,8 +198,28 @@ func testDown(t *testing.T, s *Store) {
 	if err := s.Down(ctx, "down", "lab", rev); err != nil {
 		t.Fatal(err)
 	}
+	p, err := s.Placement(ctx, "down", "lab")
+	if err != nil {
+		t.Fatalf("the placement after down (the placer drops it): %v", err)
+	}
+	_, seen, _ := s.Networks(ctx, "down")
+	// Up again after the placer listed the networks: the placement is not dropped.
+	rev2, err := s.Up(ctx, n, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DropPlacement(ctx, p, seen); !errors.Is(err, ErrConflict) {
+		t.Errorf("dropping the placement of a network made again since the listing: %v, want ErrConflict", err)
+	}
+	if err := s.Down(ctx, "down", "lab", rev2); err != nil {
+		t.Fatal(err)
+	}
+	_, seen, _ = s.Networks(ctx, "down")
+	if err := s.DropPlacement(ctx, p, seen); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Placement(ctx, "down", "lab"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("the placement after down: %v, want ErrNotFound", err)
+		t.Errorf("the placement after it was dropped: %v, want ErrNotFound", err)
 	}
 	if err := s.Down(ctx, "down", "lab", 0); !errors.Is(err, ErrNotFound) {
 		t.Errorf("down of a network that is gone: %v, want ErrNotFound", err)
@@ -238,6 +258,10 @@ func testPlacements(t *testing.T, s *Store) {
 		t.Errorf("placement for an old generation: %v, want ErrConflict naming the generation", err)
 	}
 	if err := s.Down(ctx, "pl", "lab", 0); err != nil {
+		t.Fatal(err)
+	}
+	_, seen, _ := s.Networks(ctx, "pl")
+	if err := s.DropPlacement(ctx, got, seen); err != nil {
 		t.Fatal(err)
 	}
 	if ev := <-events; ev.Err != nil || !ev.Deleted || ev.Placement.Network != "lab" || ev.Placement.Tenant != "pl" {

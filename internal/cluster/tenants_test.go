@@ -75,6 +75,24 @@ func TestTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("isolation", func(t *testing.T) { testIsolation(t, alice, bob) })
+	t.Run("junk under its own prefix", func(t *testing.T) {
+		// A tenant's client may write anything under its prefix; the placer's and agents'
+		// listing leaves out what Up cannot have written, so junk stops nobody else's network.
+		for _, key := range []string{NetworkKey("alice", "lab/x"), NetworkKey("alice", "x.y"), NetworkKey("alice", "junk")} {
+			if _, err := alice.Client().Put(ctx, key, "not a network"); err != nil {
+				t.Fatal(err)
+			}
+			defer alice.Client().Delete(context.WithoutCancel(ctx), key)
+		}
+		nets, _, err := root.Networks(ctx, "")
+		var got []string
+		for _, n := range nets {
+			got = append(got, n.Tenant+"/"+n.Name)
+		}
+		if err != nil || strings.Join(got, " ") != "alice/lab alice2/lab bob/lab" {
+			t.Errorf("every network: %v, %v; want alice/lab alice2/lab bob/lab", got, err)
+		}
+	})
 	t.Run("quota", func(t *testing.T) { testQuota(t, root, alice) })
 	t.Run("agent", func(t *testing.T) { testAgentUser(t, tenantStore(t, c, AgentUser)) })
 	t.Run("removed", func(t *testing.T) {

@@ -138,11 +138,11 @@ func (p *placer) pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nets, _, err := p.store.Networks(ctx, "")
+	places, _, err := p.store.Placements(ctx)
 	if err != nil {
 		return err
 	}
-	places, _, err := p.store.Placements(ctx)
+	nets, seen, err := p.store.Networks(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -175,10 +175,33 @@ func (p *placer) pass(ctx context.Context) error {
 		todo = append(todo, n)
 	}
 	var errs []error
+	errs = append(errs, p.dropGone(ctx, nets, places, seen))
 	for _, n := range todo {
 		if err := p.place(ctx, n, current[n.Tenant+"/"+n.Name], machines, load); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// dropGone removes the placements of networks that went (a tenant's down removes only its
+// network), so that their agents take them down.
+func (p *placer) dropGone(ctx context.Context, nets []*cluster.Network, places []*cluster.Placement, seen int64) error {
+	exists := map[string]bool{}
+	for _, n := range nets {
+		exists[n.Tenant+"/"+n.Name] = true
+	}
+	var errs []error
+	for _, pl := range places {
+		if exists[pl.Tenant+"/"+pl.Network] {
+			continue
+		}
+		if err := p.store.DropPlacement(ctx, pl, seen); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(p.parsed, cluster.NetworkKey(pl.Tenant, pl.Network))
+		p.log.Info("network removed", "tenant", pl.Tenant, "network", pl.Network)
 	}
 	return errors.Join(errs...)
 }

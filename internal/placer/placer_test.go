@@ -2,6 +2,7 @@ package placer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -126,6 +127,21 @@ func TestPlacer(t *testing.T) {
 		q := placedAs("q", "more", resp.Header.Revision, func(q *cluster.Placement) bool { return q.Refused != "" })
 		if len(q.Nodes) != 0 || !strings.Contains(q.Refused, "nodes: 3, quota 2") {
 			t.Errorf("more: nodes %v, refused %q; want no nodes and the quota named", q.Nodes, q.Refused)
+		}
+	})
+
+	t.Run("down drops the placement", func(t *testing.T) {
+		if err := s.Down(ctx, "t", "ring", 0); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			_, err := s.Placement(ctx, "t", "ring")
+			if errors.Is(err, cluster.ErrNotFound) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("placement of ring after its down: %v, want it dropped", err)
+			}
 		}
 	})
 
