@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,6 +34,10 @@ type Config struct {
 	State    *state.Store    // the machine's state directory
 	LeaseTTL time.Duration   // 0: DefaultLeaseTTL
 	Log      *slog.Logger
+	// Listener, if set, serves exec and link (ExecPath, LinkPath) to the networks' tenants: a
+	// TLS listener that requires client certificates (pki.Files.ServerConfig). Its URL is
+	// Machine.Endpoint.
+	Listener net.Listener
 }
 
 // Agent converges one machine to the cluster's placements.
@@ -61,6 +66,10 @@ func Run(ctx context.Context, cfg Config) error {
 	reg, err := a.register(ctx)
 	if err != nil {
 		return err
+	}
+	if cfg.Listener != nil {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.serve(ctx, cfg.Listener) }()
 	}
 	relist := make(chan struct{}, 1)
 	go a.keepRegistered(ctx, reg, relist)

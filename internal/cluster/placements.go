@@ -33,6 +33,9 @@ type Placement struct {
 type Underlay struct {
 	Address netip.Addr `json:"address"`
 	MTU     int        `json:"mtu"`
+	// Endpoint is the machine's agent's HTTPS URL, where the network's tenant sends exec and
+	// link (a tenant may read its placements, not the machines).
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // PutPlacement writes a placement if the desired network is still at generation p.Generation

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,12 +26,18 @@ import (
 // clientAs issues a client certificate of common name user (an etcd user) and returns its files.
 func clientAs(t *testing.T, c *etcdtest.Cluster, user string) pki.Files {
 	t.Helper()
-	p, err := c.CA.Issue(user, pki.Client, nil, time.Hour)
+	return certAs(t, c.CA, c.Root.CA, user, pki.Client, nil)
+}
+
+// certAs issues a certificate of ca for cn, with usage and hosts, and returns its files.
+func certAs(t *testing.T, ca *pki.CA, caFile, cn string, usage pki.Usage, hosts []string) pki.Files {
+	t.Helper()
+	p, err := ca.Issue(cn, usage, hosts, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := pki.Files{CA: c.Root.CA}
-	if f.Cert, f.Key, err = p.Write(t.TempDir(), user); err != nil {
+	f := pki.Files{CA: caFile}
+	if f.Cert, f.Key, err = p.Write(t.TempDir(), cn); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -47,6 +54,9 @@ func storeAs(t *testing.T, c *etcdtest.Cluster, user string) *cluster.Store {
 	return cluster.New(cli)
 }
 
+// agentEndpoint is the URL of the test's agent, as its placements give it.
+var agentEndpoint string
+
 func TestClusterTenants(t *testing.T) {
 	e := start(t)
 	tenants := []string{"alice", "bob"}
@@ -62,7 +72,8 @@ func TestClusterTenants(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ag := startAgentAs(t, c, clientAs(t, c, cluster.AgentUser), e.state, "m1", "127.0.0.1", "--placer")
+	agentFiles := certAs(t, c.CA, c.Root.CA, cluster.AgentUser, pki.Client|pki.Server, []string{"127.0.0.1"})
+	ag := startAgentAs(t, c, agentFiles, e.state, "m1", "127.0.0.1", "--placer", "--listen", "127.0.0.1:0")
 	src := strings.Replace(fmt.Sprintf(agentTopo, ""), "name: two", "name: lab", 1)
 	stores := map[string]*cluster.Store{}
 	for _, tn := range tenants {
@@ -72,6 +83,9 @@ func TestClusterTenants(t *testing.T) {
 			t.Fatalf("%s: up of lab: %v", tn, err)
 		}
 		took := waitConverged(t, root, ag, tn, "lab", "m1", gen)
+		if p, err := root.Placement(ctx, tn, "lab"); err == nil {
+			agentEndpoint = p.Machines["m1"].Endpoint
+		}
 		t.Logf("%s/lab converged %v after its up", tn, took.Round(time.Millisecond))
 	}
 	pids := map[string]map[string]int{}
@@ -90,6 +104,7 @@ func TestClusterTenants(t *testing.T) {
 			}
 		}
 	}
+	t.Run("exec and link through the agent", func(t *testing.T) { testRemote(t, c, agentFiles, tenants) })
 	if err := stores["bob"].Down(ctx, "bob", "lab", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -110,4 +125,108 @@ func TestClusterTenants(t *testing.T) {
 	})
 	ag.kill()
 	e.assertClean()
+}
+
+// testRemote runs exec and link through the agent with the CLI (--cluster) and directly, as the
+// network's tenant and as others.
+func testRemote(t *testing.T, c *etcdtest.Cluster, agentFiles pki.Files, tenants []string) {
+	dir := t.TempDir()
+	ctxFile := func(name string, f pki.Files, tenant string) string {
+		path := filepath.Join(dir, name+".yaml")
+		data := fmt.Sprintf("etcd: [%s]\ncacert: %s\ncert: %s\nkey: %s\ntenant: %s\n", strings.Join(c.Endpoints, ", "), f.CA, f.Cert, f.Key, tenant)
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	files := map[string]pki.Files{}
+	ctxs := map[string]string{}
+	for _, tn := range tenants {
+		files[tn] = clientAs(t, c, tn)
+		ctxs[tn] = ctxFile(tn, files[tn], tn)
+	}
+	forged := ctxFile("forged", files["alice"], "bob") // alice's certificate, bob's tenant
+	run := func(ctx string, args ...string) (string, error) {
+		out, errOut, err := trellis(t, t.TempDir(), append([]string{"--cluster", ctx}, args...)...)
+		return out + errOut, err
+	}
+	pingArgs := []string{"exec", "lab", "a", "--", "ping", "-c1", "-W1", "10.0.0.2"}
+	for _, tn := range tenants {
+		if out, err := run(ctxs[tn], pingArgs...); err != nil || !strings.Contains(out, "1 received") {
+			t.Fatalf("%s: exec ping through the agent: %v\n%s", tn, err, out)
+		}
+	}
+	if out, err := run(ctxs["alice"], "link", "lab", "ab", "down"); err != nil || !strings.Contains(out, "link ab of network lab is down on m1") {
+		t.Fatalf("alice: link lab ab down: %v\n%s", err, out)
+	}
+	if out, err := run(ctxs["alice"], pingArgs...); err == nil {
+		t.Errorf("alice's ping with her link down succeeded:\n%s", out)
+	}
+	if out, err := run(ctxs["bob"], pingArgs...); err != nil {
+		t.Errorf("bob's ping failed when alice took her link down: %v\n%s", err, out)
+	}
+	if out, err := run(ctxs["alice"], "link", "lab", "ab", "up"); err != nil {
+		t.Fatalf("alice: link lab ab up: %v\n%s", err, out)
+	}
+	waitFor(t, 5*time.Second, "alice's ping with her link up again", func() (bool, string) {
+		out, err := run(ctxs["alice"], pingArgs...)
+		return err == nil, out
+	})
+
+	otherCA, err := pki.NewCA("someone else's CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := certAs(t, otherCA, c.Root.CA, "bob", pki.Client, nil) // bob's name, another CA
+	exec := &agent.ExecRequest{Network: "lab", Node: "a", Argv: []string{"true"}}
+	for _, tc := range []struct {
+		name string
+		do   func() (string, error)
+		want string
+	}{
+		{"CLI: exec in bob's lab", func() (string, error) { return run(forged, pingArgs...) }, "permission denied"},
+		{"CLI: link of bob's lab", func() (string, error) { return run(forged, "link", "lab", "ab", "down") }, "permission denied"},
+		{"agent: alice names tenant bob", func() (string, error) {
+			return direct(t, files["alice"], &agent.ExecRequest{Tenant: "bob", Network: "lab", Node: "a", Argv: []string{"true"}})
+		}, "the certificate of tenant alice reaches only its own networks, not tenant bob's"},
+		{"agent: alice guesses a network", func() (string, error) {
+			return direct(t, files["alice"], &agent.ExecRequest{Network: "nope", Node: "a", Argv: []string{"true"}})
+		}, "tenant alice has no network nope"},
+		{"agent: alice names a node of no network", func() (string, error) {
+			return direct(t, files["alice"], &agent.ExecRequest{Network: "lab", Node: "z", Argv: []string{"true"}})
+		}, "has no node z on machine m1"},
+		{"agent: the agents' certificate", func() (string, error) { return direct(t, agentFiles, exec) }, "the agents' certificate runs nothing in nodes"},
+		{"agent: a certificate of another CA", func() (string, error) { return direct(t, stranger, exec) }, "certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			out, err := tc.do()
+			if err == nil || !strings.Contains(out+err.Error(), tc.want) {
+				t.Errorf("got %v\n%s\nwant an error saying %q", err, out, tc.want)
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("took %v, more than 5 s", took)
+			}
+		})
+	}
+	if out, err := direct(t, files["bob"], exec); err != nil {
+		t.Errorf("bob's own exec straight to the agent: %v\n%s", err, out)
+	}
+}
+
+// direct sends an exec request straight to the agent on 127.0.0.1, found in the placement of
+// the request's network, with the certificate files f.
+func direct(t *testing.T, f pki.Files, req *agent.ExecRequest) (string, error) {
+	t.Helper()
+	tc, err := f.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := agent.NewClient(tc).Exec(ctx, agentEndpoint, req)
+	if err != nil {
+		return "", err
+	}
+	return res.Stdout + res.Stderr, nil
 }

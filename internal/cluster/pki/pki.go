@@ -208,3 +208,14 @@ func (ca *CA) WriteKey(path string) error {
 	}
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
 }
+
+// ServerConfig reads the files into a TLS configuration for a server (an agent's endpoint) that
+// presents its certificate and requires every client to present one the CA signed (mutual
+// TLS); the handler finds the client's name in its certificate's common name.
+func (f Files) ServerConfig() (*tls.Config, error) {
+	tc, err := f.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: tc.Certificates, ClientCAs: tc.RootCAs, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}, nil
+}
