@@ -2,10 +2,10 @@ package cli
 
 import (
 	"crypto/tls"
-	"net"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"

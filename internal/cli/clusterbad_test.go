@@ -31,7 +31,10 @@ func TestClusterBadInput(t *testing.T) {
 	defer reg.Close(context.WithoutCancel(ctx))
 	pctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { placer.Run(pctx, placer.Config{Store: root, ID: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}); close(done) }()
+	go func() {
+		placer.Run(pctx, placer.Config{Store: root, ID: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		close(done)
+	}()
 	defer func() { stop(); <-done }()
 
 	dir := t.TempDir()
