@@ -29,6 +29,7 @@ func agentCmd(store storeFunc) *cobra.Command {
 		ttl          time.Duration
 		withPlacer   bool
 		listen       string
+		counters     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --etcd URLS --machine NAME --cacert CA --cert CERT --key KEY",
@@ -80,7 +81,7 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 				}()
 				defer func() { <-done }()
 			}
-			return agent.Run(ctx, agent.Config{Store: s, Machine: m, State: st, LeaseTTL: ttl, Log: log, Listener: l})
+			return agent.Run(ctx, agent.Config{Store: s, Machine: m, State: st, LeaseTTL: ttl, Log: log, Listener: l, CountersEvery: counters})
 		},
 	}
 	cf.add(cmd)
@@ -92,6 +93,7 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 	cmd.Flags().StringVar(&rate, "rate", "", "NIC rate, e.g. 10gbit (default: the interface's speed, else not limited)")
 	cmd.Flags().DurationVar(&ttl, "lease", agent.DefaultLeaseTTL, "how long the machine stays registered without its agent")
 	cmd.Flags().StringVar(&listen, "listen", ":7445", "address of the agent's endpoint for exec and link (HTTPS, mutual TLS: --cert must be a server certificate too, naming the underlay address); \"\" for none")
+	cmd.Flags().DurationVar(&counters, "counters", 10*time.Second, "how often to report the networks' port counters in etcd (written only when they changed; 0: never)")
 	cmd.Flags().BoolVar(&withPlacer, "placer", false, "also run a placer in this process (one leader among all placers; see trellis placer)")
 	return cmd
 }

@@ -10,7 +10,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"encoding/json"
 	"maps"
+	"regexp"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,7 +75,7 @@ func TestClusterTenants(t *testing.T) {
 		}
 	}
 	agentFiles := certAs(t, c.CA, c.Root.CA, cluster.AgentUser, pki.Client|pki.Server, []string{"127.0.0.1"})
-	ag := startAgentAs(t, c, agentFiles, e.state, "m1", "127.0.0.1", "--placer", "--listen", "127.0.0.1:0")
+	ag := startAgentAs(t, c, agentFiles, e.state, "m1", "127.0.0.1", "--placer", "--listen", "127.0.0.1:0", "--counters", "500ms")
 	src := strings.Replace(fmt.Sprintf(agentTopo, ""), "name: two", "name: lab", 1)
 	stores := map[string]*cluster.Store{}
 	for _, tn := range tenants {
@@ -155,6 +157,21 @@ func testRemote(t *testing.T, c *etcdtest.Cluster, agentFiles pki.Files, tenants
 		if out, err := run(ctxs[tn], pingArgs...); err != nil || !strings.Contains(out, "1 received") {
 			t.Fatalf("%s: exec ping through the agent: %v\n%s", tn, err, out)
 		}
+	}
+	// The pings are in the port counters the agent reports, as ls and inspect show them.
+	waitFor(t, 5*time.Second, "alice's port counters through inspect --cluster", func() (bool, string) {
+		out, err := run(ctxs["alice"], "inspect", "lab", "--json")
+		var info struct {
+			Machines []cluster.Status `json:"machines"`
+		}
+		if err != nil || json.Unmarshal([]byte(out), &info) != nil || len(info.Machines) != 1 {
+			return false, fmt.Sprint(err, out)
+		}
+		ports := info.Machines[0].Ports
+		return len(ports) == 2 && ports[0].TxPackets > 0 && ports[1].RxPackets > 0 && ports[0].Link == "ab", out
+	})
+	if out, err := run(ctxs["alice"], "ls"); err != nil || !regexp.MustCompile(`lab +up +\d+ +m1 \(2 nodes\) +[1-9]\d* pkts`).MatchString(out) {
+		t.Errorf("ls --cluster: %v, want lab up with the packets its ports sent:\n%s", err, out)
 	}
 	if out, err := run(ctxs["alice"], "link", "lab", "ab", "down"); err != nil || !strings.Contains(out, "link ab of network lab is down on m1") {
 		t.Fatalf("alice: link lab ab down: %v\n%s", err, out)
