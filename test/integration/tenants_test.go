@@ -9,12 +9,12 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"maps"
-	"regexp"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
