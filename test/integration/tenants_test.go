@@ -80,6 +80,7 @@ func TestClusterTenants(t *testing.T) {
 	stores := map[string]*cluster.Store{}
 	for _, tn := range tenants {
 		stores[tn] = storeAs(t, c, tn)
+		before := revision(t, root)
 		gen, err := stores[tn].Up(ctx, &cluster.Network{Tenant: tn, Name: "lab", File: filepath.Join("/", tn, "lab.yaml"), Source: src}, 0)
 		if err != nil {
 			t.Fatalf("%s: up of lab: %v", tn, err)
@@ -88,7 +89,9 @@ func TestClusterTenants(t *testing.T) {
 		if p, err := root.Placement(ctx, tn, "lab"); err == nil {
 			agentEndpoint = p.Machines["m1"].Endpoint
 		}
-		t.Logf("%s/lab converged %v after its up", tn, took.Round(time.Millisecond))
+		// Each etcd write makes one revision: the network, its placement, the agent's report
+		// (and a report of counters, if one fell in between).
+		t.Logf("%s/lab converged %v after its up; etcd writes meanwhile: %d", tn, took.Round(time.Millisecond), revision(t, root)-before)
 	}
 	pids := map[string]map[string]int{}
 	macs := map[string]string{}
@@ -246,4 +249,14 @@ func direct(t *testing.T, f pki.Files, req *agent.ExecRequest) (string, error) {
 		return "", err
 	}
 	return res.Stdout + res.Stderr, nil
+}
+
+// revision is etcd's current revision: how many writes it has taken.
+func revision(t *testing.T, s *cluster.Store) int64 {
+	t.Helper()
+	resp, err := s.Client().Get(context.Background(), cluster.PingKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
 }
