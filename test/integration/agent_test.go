@@ -54,7 +54,7 @@ func (l *lockedBuffer) String() string {
 // it still runs (give the test, not a subtest, for an agent that outlives the subtest).
 func startAgent(t *testing.T, c *etcdtest.Cluster, dir, machine, address string) *agentProc {
 	t.Helper()
-	return startAgentAs(t, c, c.Root, dir, machine, address)
+	return startAgentAs(t, c, c.Root, dir, machine, address, "--listen", "127.0.0.1:0") // a free port: not the default
 }
 
 // startAgentAs is startAgent with the agent's certificate files, and more flags.
