@@ -158,9 +158,9 @@ func (p *placer) pass(ctx context.Context) error {
 	for _, pl := range places {
 		current[pl.Tenant+"/"+pl.Network] = pl
 	}
-	live := map[string]bool{}
+	live := map[string]*cluster.Machine{}
 	for _, m := range machines {
-		live[m.Name] = true
+		live[m.Name] = m
 	}
 	load := Load{}
 	var todo []*cluster.Network
@@ -207,11 +207,18 @@ func (p *placer) dropGone(ctx context.Context, nets []*cluster.Network, places [
 }
 
 // settled tells whether placement pl still holds: every node placed on a live machine, or
-// pinned by `host:` to the machine it is on.
-func settled(pl *cluster.Placement, n *spec.Network, live map[string]bool) bool {
+// pinned by `host:` to the machine it is on, and the live machines' underlay addresses and
+// endpoints as they registered (an agent started again with another address or endpoint gets
+// its placements written again, with the nodes where they are).
+func settled(pl *cluster.Placement, n *spec.Network, live map[string]*cluster.Machine) bool {
 	for _, nd := range n.Nodes {
 		m, ok := pl.Nodes[nd.Name]
-		if !ok || (!live[m] && nd.Host != m) {
+		if !ok || (live[m] == nil && nd.Host != m) {
+			return false
+		}
+	}
+	for name, u := range pl.Machines {
+		if m := live[name]; m != nil && (m.Address != u.Address || m.Endpoint != u.Endpoint) {
 			return false
 		}
 	}

@@ -2,10 +2,12 @@ package placer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"strings"
 	"testing"
@@ -127,6 +129,19 @@ func TestPlacer(t *testing.T) {
 		q := placedAs("q", "more", resp.Header.Revision, func(q *cluster.Placement) bool { return q.Refused != "" })
 		if len(q.Nodes) != 0 || !strings.Contains(q.Refused, "nodes: 3, quota 2") {
 			t.Errorf("more: nodes %v, refused %q; want no nodes and the quota named", q.Nodes, q.Refused)
+		}
+	})
+
+	t.Run("agent back with another endpoint", func(t *testing.T) {
+		m := &cluster.Machine{Address: netip.AddrFrom4([4]byte{198, 18, 0, 2}), MTU: 1500, Cores: 4, Memory: 4 << 30, Endpoint: "https://198.18.0.2:7446"}
+		data, _ := json.Marshal(m)
+		if _, err := s.Client().Put(ctx, cluster.MachineKey("m2"), string(data), clientv3.WithLease(regs["m2"].Lease)); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := s.Placement(ctx, "t", "ring")
+		q := placed("ring", gen, func(q *cluster.Placement) bool { return q.Machines["m2"].Endpoint == m.Endpoint })
+		if !maps.Equal(q.Nodes, before.Nodes) {
+			t.Errorf("nodes moved: %v -> %v", before.Nodes, q.Nodes)
 		}
 	})
 
