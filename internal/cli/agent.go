@@ -41,7 +41,9 @@ machine, and converges the machine to each with the same reconciler as ` + "`tre
 reports each network's status in etcd. Started again, it adopts what runs without restarting it;
 while etcd cannot be reached it changes nothing, so the networks keep forwarding, and it catches
 up when etcd is back. If the agent is not back within the lease (--lease), the machine counts as
-lost and its nodes are placed on other machines.
+lost and its nodes are placed on other machines. Its reports carry the networks' port counters
+(--counters). It serves exec and link to the networks' tenants over mutual TLS (--listen): the
+caller's tenant is its certificate's common name, and it acts only on that tenant's networks.
 
 Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service runs it under systemd.`,
 		Args: cobra.NoArgs,
