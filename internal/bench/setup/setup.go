@@ -36,7 +36,9 @@ var kinds = []Kind{
 	{Name: "bridge", Desc: "trellis: as shortbridge, with a Linux bridge per link (figure 6d without tunnels)", build: trellisSetup(spec.Bridge, false)},
 	{Name: "lan", Desc: "trellis: as shortbridge, with the eBPF LAN connector (learning table, flooding by cloning) per link", build: trellisSetup("lan", false)},
 	{Name: "userspace", Desc: "trellis node under test whose relay process forwards UDP between two sockets (the PL-VINI baseline, figure 6b)", build: trellisSetup(spec.Shortbridge, true)},
-	{Name: "vm-tap", Desc: "trellis: as shortbridge, with the node under test a VM (kind: vm, QEMU) whose interfaces are virtio-net on taps (the KVM paper's tap interconnect); functional only without KVM", build: vmSetup},
+	{Name: "vm-tap", Desc: "trellis: as shortbridge, with the node under test a VM (kind: vm, QEMU) whose interfaces are virtio-net on taps (the KVM paper's tap interconnect); functional only without KVM", build: vmSetup("tap")},
+	{Name: "vm-macvtap", Desc: "trellis: as vm-tap, with each virtio-net interface on a macvtap (passthru) on the far end of a veth port (the KVM paper's macvtap interconnect); functional only without KVM", build: vmSetup("macvtap")},
+	{Name: "vm-bridge", Desc: "trellis: as vm-tap, with each virtio-net interface on a tap in a Linux bridge with the far end of a veth port (the KVM paper's bridge interconnect); functional only without KVM", build: vmSetup("bridge")},
 	// Setups across two machines, simulated on this one (machines.go).
 	{Name: "egre-shortbridge", Desc: "trellis over two machines: source and sink on one, the node under test on the other; its links are EGRE tunnels joined to its ports by the shortbridge (figure 6f)", build: tunnelSetup("egre-shortbridge", spec.EGRE, spec.Shortbridge)},
 	{Name: "egre-bridge", Desc: "trellis over two machines, as egre-shortbridge, with a Linux bridge joining each EGRE tunnel to the node's port (figure 6d)", build: tunnelSetup("egre-bridge", spec.EGRE, spec.Bridge)},

@@ -38,8 +38,10 @@ func (Kind) Direct() bool { return false }
 func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Members) error {
 	members := make([]dataplane.LANMember, 0, len(m.Ports)+len(m.Tunnels))
 	for _, p := range m.Ports {
-		// Only a veth has a peer to deliver into (a tap port of a virtual machine has none).
-		members = append(members, dataplane.LANMember{Ifindex: p.Attrs().Index, Peer: l.Rate == 0 && p.Type() == "veth"})
+		// Only a veth whose peer is in a node's namespace has a peer to deliver into (a VM's
+		// tap has none; the kernel redirects to a peer in the substrate's own namespace, a
+		// VM's macvtap or bridge interconnect, not at all).
+		members = append(members, dataplane.LANMember{Ifindex: p.Attrs().Index, Peer: l.Rate == 0 && p.Type() == "veth" && p.Attrs().NetNsID >= 0})
 	}
 	for _, t := range m.Tunnels {
 		members = append(members, dataplane.LANMember{Ifindex: t.Attrs().Index, Tunnel: true})

@@ -65,17 +65,19 @@ func vhostNet() bool {
 	return true
 }
 
-// vmPort is a virtual interface of a VM: a virtio-net device on a tap that QEMU makes, named
-// as the port, in the substrate.
+// vmPort is a virtual interface of a VM: a virtio-net device whose port, in the substrate, is
+// a tap that QEMU makes or (other interconnects) a veth that leads to QEMU (wire.go).
 type vmPort struct {
 	plan.Port
-	MTU       int
-	Queues    int // queue pairs (multiqueue virtio-net), 0 = one
-	QueueSize int // receive queue size, 0 = QEMU's
+	MTU          int
+	Queues       int    // queue pairs (multiqueue virtio-net), 0 = one
+	QueueSize    int    // receive queue size, 0 = QEMU's
+	Interconnect string // spec.InterconnectTap, ...Macvtap or ...Bridge
+	files        []*os.File
 }
 
 func newPort(p plan.Port, mtu int, s *spec.VMSettings) vmPort {
-	vp := vmPort{Port: p, MTU: mtu}
+	vp := vmPort{Port: p, MTU: mtu, Interconnect: interconnect(s)}
 	if s != nil {
 		vp.Queues, vp.QueueSize = s.Queues, s.QueueSize
 	}
@@ -107,16 +109,42 @@ func args(img image.Image, mark, agent, tty, qmp, consoleLog string, n *plan.Nod
 		"-chardev", "socket,id=qmp,path=" + qmp + ",abstract=on,server=on,wait=off",
 		"-mon", "chardev=qmp,mode=control",
 	}
+	fd := 3 // the first of the files QEMU gets (launch)
 	for _, p := range ports {
-		netdev, dev := p.qemuDevices()
+		var fds []string
+		for range p.files {
+			fds = append(fds, strconv.Itoa(fd))
+			fd++
+		}
+		netdev, dev := p.qemuDevices(fds)
 		a = append(a, "-netdev", netdev, "-device", dev)
 	}
 	return a
 }
 
-// qemuDevices returns the -netdev and -device options of a port.
-func (p vmPort) qemuDevices() (netdev, device string) {
-	netdev = fmt.Sprintf("tap,id=%s,ifname=%s,script=no,downscript=no", p.Name, p.Name)
+// tapName is the name of the tap QEMU makes for a port: the port itself, or with the bridge
+// interconnect a tap beside it.
+func (p vmPort) tapName() string {
+	if p.Interconnect == spec.InterconnectBridge {
+		return wireName(p.Name, guestLetter)
+	}
+	return p.Name
+}
+
+// qemuDevices returns the -netdev and -device options of a port. A macvtap's queues are the
+// open files fds (their numbers in QEMU, or names given to its monitor).
+func (p vmPort) qemuDevices(fds []string) (netdev, device string) {
+	switch {
+	case p.Interconnect == spec.InterconnectMacvtap && len(fds) == 1:
+		netdev = fmt.Sprintf("tap,id=%s,fd=%s", p.Name, fds[0])
+	case p.Interconnect == spec.InterconnectMacvtap:
+		netdev = fmt.Sprintf("tap,id=%s,fds=%s", p.Name, strings.Join(fds, ":"))
+	default:
+		netdev = fmt.Sprintf("tap,id=%s,ifname=%s,script=no,downscript=no", p.Name, p.tapName())
+		if p.Queues > 1 {
+			netdev += fmt.Sprintf(",queues=%d", p.Queues)
+		}
+	}
 	if vhostNet() {
 		netdev += ",vhost=on"
 	}
@@ -125,7 +153,6 @@ func (p vmPort) qemuDevices() (netdev, device string) {
 		device += fmt.Sprintf(",host_mtu=%d", p.MTU)
 	}
 	if p.Queues > 1 { // a vector per queue, plus configuration and control
-		netdev += fmt.Sprintf(",queues=%d", p.Queues)
 		device += fmt.Sprintf(",mq=on,vectors=%d", 2*p.Queues+2)
 	}
 	if p.QueueSize > 0 {
@@ -136,10 +163,12 @@ func (p vmPort) qemuDevices() (netdev, device string) {
 
 func deviceID(ifname string) string { return "nic-" + ifname }
 
-// launch starts QEMU, which daemonizes once the VM runs, and returns its pid.
-func launch(ctx context.Context, argv []string, pidfile string) (int, error) {
+// launch starts QEMU, which daemonizes once the VM runs, and returns its pid. QEMU gets files
+// as its descriptors 3, 4, ...
+func launch(ctx context.Context, argv []string, pidfile string, files []*os.File) (int, error) {
 	defer os.Remove(pidfile)
 	c := exec.CommandContext(ctx, QEMU, append(argv, "-pidfile", pidfile)...)
+	c.ExtraFiles = files
 	if out, err := c.CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("%s: %v: %s", QEMU, err, strings.TrimSpace(string(out)))
 	}

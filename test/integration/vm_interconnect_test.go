@@ -1,0 +1,125 @@
+//go:build integration
+
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ospfRouter is a node of vmicTopo running BIRD's OSPFv2 on its eth interfaces, with its
+// loopback 10.255.0.<id> as a stub.
+func ospfRouter(name, kind, vm string, id int, addrs string) string {
+	head := "  " + name + ":\n"
+	if kind != "" {
+		head += "    kind: " + kind + "\n    vm: " + vm + "\n"
+	}
+	return head + fmt.Sprintf(`    addresses:
+      lo: [10.255.0.%d/32]
+%s    files:
+      - path: /etc/bird/bird.conf
+        content: |
+          router id 10.255.0.%d;
+          protocol device { scan time 10; }
+          protocol kernel { ipv4 { import all; export all; }; learn; scan time 10; }
+          protocol ospf v2 {
+            ipv4 { import all; export none; };
+            area 0 {
+              interface "eth*" { type ptp; hello 1; dead 4; };
+              interface "lo" { stub yes; };
+            };
+          }
+    exec:
+      - mkdir -p /run/bird
+      - bird -c /etc/bird/bird.conf -s /run/bird/bird.ctl
+`, id, addrs, id)
+}
+
+// vmicTopo is a VM m whose port is a macvtap (two queue pairs), on a capped link to a
+// container a, and a VM g whose ports are taps in bridges, on two links to a container c (the
+// second only with second). Each pair runs OSPF.
+func vmicTopo(second bool) string {
+	gAddrs, cAddrs, link := "      eth1: [10.0.2.1/24, fd00:2::1/64]\n", "      eth1: [10.0.2.2/24, fd00:2::2/64]\n", ""
+	if second {
+		gAddrs += "      eth2: [10.0.3.1/24]\n"
+		cAddrs += "      eth2: [10.0.3.2/24]\n"
+		link = "  - endpoints: [g:eth2, c:eth2]\n"
+	}
+	return "name: vmic\nnodes:\n" +
+		ospfRouter("m", "vm", "{interconnect: macvtap, queues: 2}", 1, "      eth1: [10.0.1.1/24, fd00:1::1/64]\n") +
+		ospfRouter("a", "", "", 2, "      eth1: [10.0.1.2/24, fd00:1::2/64]\n") +
+		ospfRouter("g", "vm", "{interconnect: bridge}", 3, gAddrs) +
+		ospfRouter("c", "", "", 4, cAddrs) + `links:
+  - endpoints: [m:eth1, a:eth1]
+    rate: 10mbit
+  - endpoints: [g:eth1, c:eth1]
+` + link
+}
+
+// TestVMInterconnect checks the macvtap and bridge interconnects of VM nodes (the tap one is
+// TestVMNode's): ARP, IPv6 ND, ping and OSPF with a container over a shortbridge, a rate cap on
+// a macvtap port, a link removed live (its NIC leaves the guest), and down leaving nothing.
+func TestVMInterconnect(t *testing.T) {
+	needQEMU(t)
+	e := start(t)
+	path := writeTopo(t, vmicTopo(true))
+	mustTrellis(t, e.state, "up", path)
+	for _, c := range []struct{ vm, ctr, v4, v6, lo string }{
+		{"m", "a", "10.0.1.1", "fd00:1::1", "10.255.0.1"},
+		{"g", "c", "10.0.2.1", "fd00:2::1", "10.255.0.3"},
+	} {
+		ping(t, e.state, "vmic", c.ctr, c.v4)
+		ping(t, e.state, "vmic", c.ctr, c.v6)
+		if out := mustExec(t, e.state, "vmic", c.ctr, "ip", "neigh", "show", c.v4); !strings.Contains(out, "lladdr") {
+			t.Errorf("%s has no ARP entry for VM %s: %q", c.ctr, c.vm, out)
+		}
+		waitFor(t, 90*time.Second, "OSPF route from "+c.ctr+" to VM "+c.vm+"'s loopback", func() (bool, string) {
+			out, _, _ := execIn(t, e.state, "vmic", c.ctr, "ip", "route", "show", c.lo)
+			return strings.Contains(out, "proto bird"), out
+		})
+		ping(t, e.state, "vmic", c.ctr, c.lo)
+	}
+	if q := mustExec(t, e.state, "vmic", "m", "ls", "/sys/class/net/eth1/queues"); !strings.Contains(q, "rx-1") {
+		t.Errorf("m's eth1 has queues %q, want two queue pairs on its macvtap", q)
+	}
+
+	t.Run("rate", func(t *testing.T) {
+		mustExec(t, e.state, "vmic", "m", "sh", "-c", "iperf3 -s -D -1 >/dev/null 2>&1")
+		time.Sleep(500 * time.Millisecond)
+		out := mustExec(t, e.state, "vmic", "a", "iperf3", "-c", "10.0.1.1", "-t", "3", "-J")
+		var res struct {
+			End struct {
+				SumReceived struct {
+					BitsPerSecond float64 `json:"bits_per_second"`
+				} `json:"sum_received"`
+			} `json:"end"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("iperf3: %v\n%s", err, out)
+		}
+		got := res.End.SumReceived.BitsPerSecond / 10e6
+		t.Logf("a -> VM over a 10mbit link through a macvtap: %.2f of the rate", got)
+		if got > 1.1 || got < 0.5 {
+			t.Errorf("a -> VM: %.2f of the 10mbit rate, want at most 1.1 (and at least 0.5 even under emulation)", got)
+		}
+	})
+
+	t.Run("link removed live", func(t *testing.T) {
+		pid := inspect(t, e.state, "vmic").node(t, "g").PID
+		rewriteTopo(t, path, vmicTopo(false))
+		mustTrellis(t, e.state, "up", path)
+		if got := inspect(t, e.state, "vmic").node(t, "g").PID; got != pid {
+			t.Errorf("removing a link restarted the VM (pid %d -> %d)", pid, got)
+		}
+		if nics := mustExec(t, e.state, "vmic", "g", "ls", "/sys/class/net"); strings.Contains(nics, "eth2") {
+			t.Errorf("g still has eth2 after its link went: %q", nics)
+		}
+		ping(t, e.state, "vmic", "c", "10.0.2.1")
+	})
+
+	mustTrellis(t, e.state, "down", "vmic")
+	e.assertClean()
+}
