@@ -11,12 +11,9 @@ import (
 )
 
 // ospfRouter is a node of vmicTopo running BIRD's OSPFv2 on its eth interfaces, with its
-// loopback 10.255.0.<id> as a stub.
-func ospfRouter(name, kind, vm string, id int, addrs string) string {
-	head := "  " + name + ":\n"
-	if kind != "" {
-		head += "    kind: " + kind + "\n    vm: " + vm + "\n"
-	}
+// loopback 10.255.0.<id> as a stub, and the settings lines extra.
+func ospfRouter(name, extra string, id int, addrs string) string {
+	head := "  " + name + ":\n" + extra
 	return head + fmt.Sprintf(`    addresses:
       lo: [10.255.0.%d/32]
 %s    files:
@@ -38,21 +35,27 @@ func ospfRouter(name, kind, vm string, id int, addrs string) string {
 `, id, addrs, id)
 }
 
-// vmicTopo is a VM m whose port is a macvtap (two queue pairs), on a capped link to a
-// container a, and a VM g whose ports are taps in bridges, on two links to a container c (the
-// second only with second). Each pair runs OSPF.
-func vmicTopo(second bool) string {
-	gAddrs, cAddrs, link := "      eth1: [10.0.2.1/24, fd00:2::1/64]\n", "      eth1: [10.0.2.2/24, fd00:2::2/64]\n", ""
-	if second {
+// vmicTopo is a VM m whose ports are macvtaps (two vCPUs, two queue pairs), on a capped link
+// to a container a, and a VM g whose ports are taps in bridges, on a link to a container c.
+// Each pair runs OSPF. Before the change, g has a second link to c; after it, m has a second
+// link to a instead.
+func vmicTopo(changed bool) string {
+	mAddrs, aAddrs := "      eth1: [10.0.1.1/24, fd00:1::1/64]\n", "      eth1: [10.0.1.2/24, fd00:1::2/64]\n"
+	gAddrs, cAddrs := "      eth1: [10.0.2.1/24, fd00:2::1/64]\n", "      eth1: [10.0.2.2/24, fd00:2::2/64]\n"
+	link := "  - endpoints: [g:eth2, c:eth2]\n"
+	if changed {
+		mAddrs += "      eth2: [10.0.4.1/24]\n"
+		aAddrs += "      eth2: [10.0.4.2/24]\n"
+		link = "  - endpoints: [m:eth2, a:eth2]\n"
+	} else {
 		gAddrs += "      eth2: [10.0.3.1/24]\n"
 		cAddrs += "      eth2: [10.0.3.2/24]\n"
-		link = "  - endpoints: [g:eth2, c:eth2]\n"
 	}
 	return "name: vmic\nnodes:\n" +
-		ospfRouter("m", "vm", "{interconnect: macvtap, queues: 2}", 1, "      eth1: [10.0.1.1/24, fd00:1::1/64]\n") +
-		ospfRouter("a", "", "", 2, "      eth1: [10.0.1.2/24, fd00:1::2/64]\n") +
-		ospfRouter("g", "vm", "{interconnect: bridge}", 3, gAddrs) +
-		ospfRouter("c", "", "", 4, cAddrs) + `links:
+		ospfRouter("m", "    kind: vm\n    cpu: 2\n    vm: {interconnect: macvtap, queues: 2}\n", 1, mAddrs) +
+		ospfRouter("a", "", 2, aAddrs) +
+		ospfRouter("g", "    kind: vm\n    vm: {interconnect: bridge}\n", 3, gAddrs) +
+		ospfRouter("c", "", 4, cAddrs) + `links:
   - endpoints: [m:eth1, a:eth1]
     rate: 10mbit
   - endpoints: [g:eth1, c:eth1]
@@ -61,11 +64,12 @@ func vmicTopo(second bool) string {
 
 // TestVMInterconnect checks the macvtap and bridge interconnects of VM nodes (the tap one is
 // TestVMNode's): ARP, IPv6 ND, ping and OSPF with a container over a shortbridge, a rate cap on
-// a macvtap port, a link removed live (its NIC leaves the guest), and down leaving nothing.
+// a macvtap port, a link removed live (its NIC leaves the guest) and one added live (a macvtap
+// hot-plugged), and down leaving nothing.
 func TestVMInterconnect(t *testing.T) {
 	needQEMU(t)
 	e := start(t)
-	path := writeTopo(t, vmicTopo(true))
+	path := writeTopo(t, vmicTopo(false))
 	mustTrellis(t, e.state, "up", path)
 	for _, c := range []struct{ vm, ctr, v4, v6, lo string }{
 		{"m", "a", "10.0.1.1", "fd00:1::1", "10.255.0.1"},
@@ -107,17 +111,26 @@ func TestVMInterconnect(t *testing.T) {
 		}
 	})
 
-	t.Run("link removed live", func(t *testing.T) {
-		pid := inspect(t, e.state, "vmic").node(t, "g").PID
-		rewriteTopo(t, path, vmicTopo(false))
+	t.Run("links removed and added live", func(t *testing.T) {
+		pids := map[string]int{}
+		for _, vm := range []string{"m", "g"} {
+			pids[vm] = inspect(t, e.state, "vmic").node(t, vm).PID
+		}
+		rewriteTopo(t, path, vmicTopo(true))
 		mustTrellis(t, e.state, "up", path)
-		if got := inspect(t, e.state, "vmic").node(t, "g").PID; got != pid {
-			t.Errorf("removing a link restarted the VM (pid %d -> %d)", pid, got)
+		for vm, pid := range pids {
+			if got := inspect(t, e.state, "vmic").node(t, vm).PID; got != pid {
+				t.Errorf("changing a link restarted VM %s (pid %d -> %d)", vm, pid, got)
+			}
 		}
 		if nics := mustExec(t, e.state, "vmic", "g", "ls", "/sys/class/net"); strings.Contains(nics, "eth2") {
 			t.Errorf("g still has eth2 after its link went: %q", nics)
 		}
 		ping(t, e.state, "vmic", "c", "10.0.2.1")
+		ping(t, e.state, "vmic", "a", "10.0.4.1")
+		if q := mustExec(t, e.state, "vmic", "m", "ls", "/sys/class/net/eth2/queues"); !strings.Contains(q, "rx-1") {
+			t.Errorf("m's hot-plugged eth2 has queues %q, want two queue pairs on its macvtap", q)
+		}
 	})
 
 	mustTrellis(t, e.state, "down", "vmic")

@@ -87,7 +87,12 @@ func makeMacvtap(p vmPort, lower netlink.Link) ([]*os.File, error) {
 	if err := netlink.LinkAdd(mv); err != nil {
 		return nil, fmt.Errorf("%w: macvtap on %s: %v", ErrWire, lower.Attrs().Name, err)
 	}
+	// The macvtap passes on only the multicast groups in its own list, which nothing fills
+	// from the guest's: with all multicast on, IPv6 ND and OSPF's hellos reach the guest.
 	dev, err := netdev.UpQuiet(attrs.Name)
+	if err == nil {
+		err = netlink.LinkSetAllmulticastOn(dev)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrWire, err)
 	}
@@ -109,7 +114,8 @@ func makeMacvtap(p vmPort, lower netlink.Link) ([]*os.File, error) {
 func makeBridge(p vmPort, lower netlink.Link) error {
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name, attrs.MTU = wireName(p.Name, bridgeLetter), p.MTU
-	br := &netlink.Bridge{LinkAttrs: attrs}
+	snoop := false // a bridge that snoops multicast could hold back what the guest did not report
+	br := &netlink.Bridge{LinkAttrs: attrs, MulticastSnooping: &snoop}
 	if err := netlink.LinkAdd(br); err != nil {
 		return fmt.Errorf("%w: bridge for %s: %v", ErrWire, p.Name, err)
 	}
