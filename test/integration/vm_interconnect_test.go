@@ -5,6 +5,9 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +38,7 @@ func ospfRouter(name, extra string, id int, addrs string) string {
 `, id, addrs, id)
 }
 
-// vmicTopo is a VM m whose ports are macvtaps (two vCPUs, two queue pairs), on a capped link
+// vmicTopo is a VM m whose ports are macvtaps (two vCPUs pinned and reserved, two queue pairs), on a capped link
 // to a container a, and a VM g whose ports are taps in bridges, on a link to a container c.
 // Each pair runs OSPF. Before the change, g has a second link to c; after it, m has a second
 // link to a instead.
@@ -52,7 +55,7 @@ func vmicTopo(changed bool) string {
 		cAddrs += "      eth2: [10.0.3.2/24]\n"
 	}
 	return "name: vmic\nnodes:\n" +
-		ospfRouter("m", "    kind: vm\n    cpu: 2\n    vm: {interconnect: macvtap, queues: 2}\n", 1, mAddrs) +
+		ospfRouter("m", "    kind: vm\n    cpu: 2\n    vm: {interconnect: macvtap, queues: 2, pin: {vcpu: [1]}, reserve: 50% 20ms}\n", 1, mAddrs) +
 		ospfRouter("a", "", 2, aAddrs) +
 		ospfRouter("g", "    kind: vm\n    vm: {interconnect: bridge}\n", 3, gAddrs) +
 		ospfRouter("c", "", 4, cAddrs) + `links:
@@ -89,6 +92,51 @@ func TestVMInterconnect(t *testing.T) {
 	if q := mustExec(t, e.state, "vmic", "m", "ls", "/sys/class/net/eth1/queues"); !strings.Contains(q, "rx-1") {
 		t.Errorf("m's eth1 has queues %q, want two queue pairs on its macvtap", q)
 	}
+
+	t.Run("cgroup", func(t *testing.T) {
+		// m's two pinned vCPUs reserve half a core each every 20 ms: its QEMU's group has the
+		// quota of one core per 20 ms, and its memory is the guest's 256M, QEMU's 128M and the
+		// emulator's 128M translation buffer.
+		n := inspect(t, e.state, "vmic").node(t, "m")
+		groups := procCgroups(t, n.PID)
+		want := map[string]string{"cpu.max": "20000 20000", "memory.max": strconv.Itoa(512 << 20)}
+		if _, v2 := groups[""]; !v2 {
+			want = map[string]string{"cpu.cfs_quota_us": "20000", "cpu.cfs_period_us": "20000", "memory.limit_in_bytes": strconv.Itoa(512 << 20)}
+		}
+		for file, value := range want {
+			if got := cgroupFile(t, groups, file); got != value {
+				t.Errorf("QEMU's %s = %q, want %q", file, got, value)
+			}
+		}
+		out := mustTrellis(t, e.state, "inspect", "vmic", "--json")
+		var info struct {
+			Nodes []struct {
+				Name    string
+				Notes   []string
+				Usage   *struct{ Memory uint64 }
+				Threads []struct{ Name, Policy string }
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &info); err != nil {
+			t.Fatal(err)
+		}
+		for _, nd := range info.Nodes {
+			if nd.Name != "m" {
+				continue
+			}
+			if !strings.Contains(strings.Join(nd.Notes, "\n"), "cgroup CPU quota 20ms per 20ms") {
+				t.Errorf("inspect does not say the reservation is a quota: %q", nd.Notes)
+			}
+			if nd.Usage == nil || nd.Usage.Memory < 64<<20 {
+				t.Errorf("inspect shows the VM's usage %+v, want its QEMU's memory (at least the booted guest's 64M)", nd.Usage)
+			}
+			for _, th := range nd.Threads {
+				if strings.HasPrefix(th.Name, "CPU ") && th.Policy != "other" {
+					t.Errorf("pinned vCPU thread %+v is not SCHED_OTHER under its quota", th)
+				}
+			}
+		}
+	})
 
 	t.Run("rate", func(t *testing.T) {
 		mustExec(t, e.state, "vmic", "m", "sh", "-c", "iperf3 -s -D -1 >/dev/null 2>&1")
@@ -135,4 +183,43 @@ func TestVMInterconnect(t *testing.T) {
 
 	mustTrellis(t, e.state, "down", "vmic")
 	e.assertClean()
+}
+
+// procCgroups returns the control groups of process pid by controller ("" for v2's).
+func procCgroups(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || !strings.HasPrefix(parts[2], "/trellis/") {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			out[c] = parts[2]
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("process %d is in no trellis cgroup:\n%s", pid, data)
+	}
+	return out
+}
+
+// cgroupFile reads a file of the group groups holds for its controller (the part of its name
+// before the dot), in v2's hierarchy or v1's.
+func cgroupFile(t *testing.T, groups map[string]string, file string) string {
+	t.Helper()
+	path := filepath.Join("/sys/fs/cgroup", groups[""], file)
+	if _, v2 := groups[""]; !v2 {
+		c, _, _ := strings.Cut(file, ".")
+		path = filepath.Join("/sys/fs/cgroup", c, groups[c], file)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
 }

@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
+	"github.com/trellisnet/trellis/internal/cgroup"
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/image"
 	"github.com/trellisnet/trellis/internal/plan"
@@ -86,19 +88,16 @@ func newPort(p plan.Port, mtu int, s *spec.VMSettings) vmPort {
 
 // args returns QEMU's command line for node n.
 func args(img image.Image, mark, agent, tty, qmp, consoleLog string, n *plan.Node, ports []vmPort) []string {
-	mem := uint64(256)
-	if n.Needs.Memory > 0 {
-		mem = max(n.Needs.Memory>>20, 128)
-	}
-	cpus := 1
-	if n.Needs.CPU > 1 {
-		cpus = int(n.Needs.CPU + 0.999)
+	accel := Accel()
+	if accel == "tcg" { // a bounded translation buffer, counted in the VM's memory limit
+		accel += ",tb-size=" + strconv.Itoa(tcgBufferMiB)
 	}
 	a := []string{
 		"-name", "guest=" + mark + ",debug-threads=on",
-		"-accel", Accel(), "-machine", "pc", "-cpu", map[string]string{"kvm": "host", "tcg": "max"}[Accel()],
-		"-m", strconv.FormatUint(mem, 10), "-smp", strconv.Itoa(cpus),
-		"-display", "none", "-nodefaults", "-no-user-config", "-no-reboot", "-daemonize",
+		"-accel", accel, "-machine", "pc", "-cpu", map[string]string{"kvm": "host", "tcg": "max"}[Accel()],
+		"-m", strconv.FormatUint(guestMemory(n.Node)>>20, 10), "-smp", strconv.Itoa(vcpus(n.Node)),
+		// Paused until QEMU is in its control group (launch), so that the group counts the guest.
+		"-S", "-display", "none", "-nodefaults", "-no-user-config", "-no-reboot", "-daemonize",
 		"-kernel", img.Kernel, "-initrd", img.Initrd,
 		"-append", "console=ttyS0 panic=-1 quiet trellis.node=" + n.Name,
 		"-serial", "file:" + consoleLog,
@@ -163,12 +162,23 @@ func (p vmPort) qemuDevices(fds []string) (netdev, device string) {
 
 func deviceID(ifname string) string { return "nic-" + ifname }
 
-// launch starts QEMU, which daemonizes once the VM runs, and returns its pid. QEMU gets files
-// as its descriptors 3, 4, ...
-func launch(ctx context.Context, argv []string, pidfile string, files []*os.File) (int, error) {
+// launch starts QEMU, which daemonizes once the VM is made, puts it in its control group g
+// (nil: none), starts the guest, and returns QEMU's pid. QEMU gets files as its descriptors
+// 3, 4, ...
+func launch(ctx context.Context, argv []string, pidfile, qmpSocket string, files []*os.File, g *cgroup.Group) (int, error) {
 	defer os.Remove(pidfile)
 	c := exec.CommandContext(ctx, QEMU, append(argv, "-pidfile", pidfile)...)
 	c.ExtraFiles = files
+	if g != nil {
+		fd, err := g.FD()
+		if err != nil {
+			return 0, err
+		}
+		if fd != nil { // cgroup v2: QEMU starts in its group
+			defer fd.Close()
+			c.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
+		}
+	}
 	if out, err := c.CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("%s: %v: %s", QEMU, err, strings.TrimSpace(string(out)))
 	}
@@ -176,5 +186,20 @@ func launch(ctx context.Context, argv []string, pidfile string, files []*os.File
 	if err != nil {
 		return 0, err
 	}
-	return strconv.Atoi(strings.TrimSpace(string(data)))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0, err
+	}
+	if g != nil {
+		if err := g.Place(pid); err != nil {
+			return pid, fmt.Errorf("QEMU into its cgroup: %w", err)
+		}
+	}
+	m, err := dialQMP(ctx, qmpSocket)
+	if err != nil {
+		return pid, err
+	}
+	defer m.Close()
+	_, err = m.execute(ctx, "cont", nil)
+	return pid, err
 }

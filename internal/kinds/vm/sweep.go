@@ -15,13 +15,16 @@ import (
 // sweepTimeout bounds the unplugging of the NICs of one VM.
 const sweepTimeout = time.Minute
 
-// Sweep removes what VM nodes leave outside QEMU when they or their links go: the
-// interconnect devices of ports that no running VM has in the plan (a VM killed, a link
+// Sweep removes what VM nodes leave outside QEMU when they or their links go: the control
+// groups of VMs that do not run, the interconnect devices of ports that no running VM has in the plan (a VM killed, a link
 // removed), and, in a running VM, the NIC of every interface the plan no longer gives it (its
 // link was removed: the NIC would stay in the guest without a back end).
 func (Kind) Sweep(env *kinds.Env, running map[string]kinds.Instance) error {
 	if env.Plan == nil {
 		return nil
+	}
+	if err := sweepGroups(env, running); err != nil {
+		return err
 	}
 	keep := map[string]bool{}
 	for name, in := range running {

@@ -87,9 +87,14 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 		}
 		files = append(files, ps[i].files...)
 	}
+	g, err := createGroup(env, n)
+	if err != nil {
+		return in, err
+	}
 	argv := args(img, marker(id, netID, n.Name, n.Digest), socket(id, netID, n.Name, "agent"),
 		socket(id, netID, n.Name, "tty"), socket(id, netID, n.Name, "qmp"), filepath.Join(logDir, n.Name+".console"), n, ps)
-	if in.PID, err = launch(ctx, argv, filepath.Join(logDir, n.Name+".pid"), files); err != nil {
+	qmp := "@" + socket(id, netID, n.Name, "qmp")
+	if in.PID, err = launch(ctx, argv, filepath.Join(logDir, n.Name+".pid"), qmp, files, g); err != nil {
 		return in, err
 	}
 	for _, p := range ps {
@@ -147,6 +152,9 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 	}
 	os.Remove(readyPath(env, in.Name))
 	if err := node.WaitGone(pids...); err != nil {
+		return err
+	}
+	if err := removeGroup(env, in.Name); err != nil {
 		return err
 	}
 	if n := env.Plan.Node(in.Name); n != nil && interconnect(n.VM) != spec.InterconnectTap {
