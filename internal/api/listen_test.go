@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -75,7 +76,7 @@ func (c certs) client(t testing.TB, cert, key string, dial func(addr string) (ne
 	}
 	tr := &http.Transport{TLSClientConfig: cfg}
 	if dial != nil {
-		tr.Dial = func(_, addr string) (net.Conn, error) { return dial(addr) }
+		tr.DialContext = func(_ context.Context, _, addr string) (net.Conn, error) { return dial(addr) }
 	}
 	return &http.Client{Transport: tr, Timeout: 5 * time.Second}
 }
@@ -163,7 +164,7 @@ func checkTLSServer(t *testing.T, c certs, l net.Listener, dial func(addr string
 	}
 	plain := &http.Client{Timeout: 5 * time.Second}
 	if dial != nil {
-		plain.Transport = &http.Transport{Dial: func(_, addr string) (net.Conn, error) { return dial(addr) }}
+		plain.Transport = &http.Transport{DialContext: func(_ context.Context, _, addr string) (net.Conn, error) { return dial(addr) }}
 	}
 	if resp, err := plain.Get("http://" + l.Addr().String() + "/"); err == nil {
 		body, _ := io.ReadAll(resp.Body)
