@@ -34,8 +34,8 @@ type network struct {
 	usage  map[string]kinds.Usage // what its running nodes use, for kinds that tell it
 }
 
-// read reads every network: the records, one dump of the root namespace's devices and one of
-// its qdiscs for all ports, and for each running node a dump of its devices (by namespace id,
+// read reads every network: the records, one dump of the root namespace's devices and (if a
+// link has a rate cap) one of its qdiscs for all ports, and for each running node a dump of its devices (by namespace id,
 // from the root namespace) for its interfaces' counters and its cgroup's counters. The root dumps run while the
 // records and the running nodes are read.
 func (c *Collector) read() (*snapshot, error) {
@@ -44,6 +44,9 @@ func (c *Collector) read() (*snapshot, error) {
 	var wg sync.WaitGroup
 	wg.Go(func() { devErr = s.readRoot() })
 	recs, err := c.st.List()
+	if slices.ContainsFunc(recs, func(r *state.Record) bool { return shaped(r.Plan) }) {
+		wg.Go(s.readShapers)
+	}
 	nets := make([]*network, len(recs))
 	for i, rec := range recs {
 		nets[i] = &network{rec: rec}
@@ -63,7 +66,25 @@ func (c *Collector) read() (*snapshot, error) {
 	return s, nil
 }
 
-// readRoot reads the root namespace's devices and the drops of its tbf qdiscs.
+// shaped tells whether a link of plan p has a rate cap (a shaper on its ports).
+func shaped(p *plan.Plan) bool {
+	return slices.ContainsFunc(p.Links, func(l *plan.Link) bool { return l.Rate > 0 })
+}
+
+// readShapers reads the drops of the root namespace's tbf qdiscs (the shapers); none if they
+// cannot be read: counters are for show.
+func (s *snapshot) readShapers() {
+	conn, err := rtnl.Dial()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if drops, err := conn.QdiscDrops("tbf"); err == nil {
+		s.shaper = drops
+	}
+}
+
+// readRoot reads the root namespace's devices.
 func (s *snapshot) readRoot() error {
 	conn, err := rtnl.Dial()
 	if err != nil {
@@ -77,9 +98,6 @@ func (s *snapshot) readRoot() error {
 	s.devs = make(map[string]rtnl.Link, len(links))
 	for _, l := range links {
 		s.devs[l.Name] = l
-	}
-	if drops, err := conn.QdiscDrops("tbf"); err == nil {
-		s.shaper = drops
 	}
 	return nil
 }

@@ -106,7 +106,7 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 	var root rootDevices
 	var rootErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { root, rootErr = readRootDevices() })
+	wg.Go(func() { root, rootErr = readRootDevices(shaped(rec.Plan)) })
 	found, err := Running(st, rec.Plan)
 	wg.Wait()
 	if err != nil {
@@ -120,7 +120,7 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 	env := &kinds.Env{Store: st, Plan: rec.Plan}
 	info := &NetworkInfo{Name: rec.Name, NetID: rec.NetID, Host: rec.Plan.Host, Tunnel: rec.Plan.Tunnel, Status: rec.Status, File: rec.File}
 	var seen map[string]ifaceSeen
-	info.Nodes, seen = readNodes(ctx, env, rec.Plan, found)
+	info.Nodes, seen = readNodes(ctx, env, rec.Plan, found, nodeNsIDs(rec.Plan, root.devs))
 	for i, n := range rec.Plan.Nodes {
 		info.Nodes[i].Engines = enginesInfo(st, rec.NetID, n, root.devs)
 	}
@@ -183,9 +183,43 @@ type rootDevices struct {
 	shaperDrops map[int]uint64
 }
 
-// readRootDevices reads the root namespace's devices and shaper drops: one dump of each,
-// whatever the size of the networks.
-func readRootDevices() (rootDevices, error) {
+// shaped tells whether a link of plan p has a rate cap (a shaper on its ports).
+func shaped(p *plan.Plan) bool {
+	for _, l := range p.Links {
+		if l.Rate > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeNsIDs returns the namespace id of each node whose ports' peers (its interfaces) are all
+// in one namespace, as the root namespace's devs say.
+func nodeNsIDs(p *plan.Plan, devs map[string]rtnl.Link) map[string]int {
+	out := map[string]int{}
+	mixed := map[string]bool{}
+	for _, l := range p.Links {
+		for _, port := range l.Ports {
+			d, ok := devs[port.Name]
+			if !ok || d.PeerNetNsID < 0 {
+				mixed[port.Node] = true
+				continue
+			}
+			if id, seen := out[port.Node]; seen && id != d.PeerNetNsID {
+				mixed[port.Node] = true
+			}
+			out[port.Node] = d.PeerNetNsID
+		}
+	}
+	for node := range mixed {
+		delete(out, node)
+	}
+	return out
+}
+
+// readRootDevices reads the root namespace's devices and, if withShapers, the shapers' drops:
+// one dump of each, whatever the size of the networks.
+func readRootDevices(withShapers bool) (rootDevices, error) {
 	conn, err := rtnl.Dial()
 	if err != nil {
 		return rootDevices{}, err
@@ -199,8 +233,11 @@ func readRootDevices() (rootDevices, error) {
 	for _, l := range links {
 		r.devs[l.Name] = l
 	}
-	if r.shaperDrops, err = conn.QdiscDrops("tbf"); err != nil {
-		r.shaperDrops = map[int]uint64{} // counters are for show: the network is there all the same
+	r.shaperDrops = map[int]uint64{}
+	if withShapers {
+		if drops, err := conn.QdiscDrops("tbf"); err == nil { // counters are for show: the network is there all the same
+			r.shaperDrops = drops
+		}
 	}
 	return r, nil
 }

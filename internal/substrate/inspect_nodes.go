@@ -28,8 +28,9 @@ type nodeRead struct {
 // route netlink socket of its own that reads the nodes' namespaces by their ids: nothing
 // enters a namespace, unless a node's namespace has no id (then its interfaces are read the
 // slow way, from inside). It returns the nodes in the plan's order and their interfaces by
-// "node:interface".
-func readNodes(ctx context.Context, env *kinds.Env, p *plan.Plan, found map[string]kinds.Instance) ([]NodeInfo, map[string]ifaceSeen) {
+// "node:interface". nsids are the namespace ids known from the nodes' ports; the others are
+// asked for by process.
+func readNodes(ctx context.Context, env *kinds.Env, p *plan.Plan, found map[string]kinds.Instance, nsids map[string]int) ([]NodeInfo, map[string]ifaceSeen) {
 	reads := make([]nodeRead, len(p.Nodes))
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -40,7 +41,11 @@ func readNodes(ctx context.Context, env *kinds.Env, p *plan.Plan, found map[stri
 				defer conn.Close()
 			}
 			for i := range work {
-				reads[i] = readNode(ctx, env, p.Nodes[i], found, conn)
+				nsid, ok := nsids[p.Nodes[i].Name]
+				if !ok {
+					nsid = -1
+				}
+				reads[i] = readNode(ctx, env, p.Nodes[i], found, nsid, conn)
 			}
 		})
 	}
@@ -61,9 +66,9 @@ func readNodes(ctx context.Context, env *kinds.Env, p *plan.Plan, found map[stri
 }
 
 // readNode reads one node: its interfaces (for a Describer kind, what it describes) and what
-// it uses. conn may be nil (no socket could be opened): then the interfaces are read from
+// it uses. nsid is its namespace's id, or -1 if not known. conn may be nil (no socket could be opened): then the interfaces are read from
 // inside the node's namespace.
-func readNode(ctx context.Context, env *kinds.Env, n *plan.Node, found map[string]kinds.Instance, conn *rtnl.Conn) nodeRead {
+func readNode(ctx context.Context, env *kinds.Env, n *plan.Node, found map[string]kinds.Instance, nsid int, conn *rtnl.Conn) nodeRead {
 	in, ok := found[n.Name]
 	r := nodeRead{info: NodeInfo{Name: n.Name, Kind: n.Kind, PID: in.PID, Running: ok && in.PID != 0}, seen: map[string]ifaceSeen{}}
 	if !r.info.Running {
@@ -74,7 +79,7 @@ func readNode(ctx context.Context, env *kinds.Env, n *plan.Node, found map[strin
 		if d, ok := k.(kinds.Describer); ok {
 			describe(ctx, env, d, in, &r)
 		} else {
-			r.info.Interfaces = interfaces(conn, in.PID, r.seen)
+			r.info.Interfaces = interfaces(conn, in.PID, nsid, r.seen)
 		}
 	}
 	r.info.Usage = usage(env, in)
@@ -96,15 +101,17 @@ func describe(ctx context.Context, env *kinds.Env, d kinds.Describer, in kinds.I
 }
 
 // interfaces lists the interfaces of the namespace of process pid, keeping what links show of
-// them in seen: through conn by the namespace's id, or from inside the namespace if it has
-// none. A node that ended meanwhile has none.
-func interfaces(conn *rtnl.Conn, pid int, seen map[string]ifaceSeen) []InterfaceInfo {
+// them in seen: through conn by the namespace's id (nsid, or asked for if -1), or from inside
+// the namespace if it has none. A node that ended meanwhile has none.
+func interfaces(conn *rtnl.Conn, pid, nsid int, seen map[string]ifaceSeen) []InterfaceInfo {
 	if conn == nil {
 		return interfacesInside(pid, seen)
 	}
-	nsid, err := conn.NsID(pid)
-	if err != nil {
-		return nil
+	if nsid < 0 {
+		var err error
+		if nsid, err = conn.NsID(pid); err != nil {
+			return nil
+		}
 	}
 	if nsid < 0 {
 		return interfacesInside(pid, seen)
