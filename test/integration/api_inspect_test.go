@@ -3,9 +3,12 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -98,4 +101,54 @@ func checkInterfaces(t *testing.T, node string, got []ifInfo, inside []ipAddr) {
 			t.Errorf("%s: inspect shows %+v, ip addr %s %s %s %v", node, g, in.Name, in.MAC, in.OperState, addrs)
 		}
 	}
+}
+
+// TestAPIExecClientGoesAway starts a long exec through the API and drops the connection in the
+// middle: the server kills the command and keeps serving (the next exec runs).
+func TestAPIExecClientGoesAway(t *testing.T) {
+	e := start(t)
+	name := "apix" + nonce()[:4]
+	registerNetwork(name)
+	s := startServe(t, e.state)
+	s.must(201, "POST", "/networks", "application/yaml", fmt.Sprintf(apiTopo, name))
+	marker := fmt.Sprintf("1000.%06d", time.Now().UnixNano()%1000000) // a duration sleep takes, unique
+	ctx, cancel := context.WithCancel(context.Background())
+	body := fmt.Sprintf(`{"argv":["sleep","%s"]}`, marker)
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://trellis/networks/"+name+"/nodes/a/exec", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan error, 1)
+	go func() {
+		resp, err := s.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	for i := 0; !processWith("sleep\x00" + marker); i++ {
+		if i == 100 {
+			t.Fatalf("no sleep %s running 10 s after the exec was sent", marker)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel() // the client goes away: its connection closes
+	if err := <-done; err == nil {
+		t.Errorf("the exec answered before its client went away")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for processWith("sleep\x00"+marker) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if processWith("sleep\x00" + marker) {
+		t.Errorf("sleep %s still runs 10 s after its client went away", marker)
+	}
+	var r execResult
+	if err := json.Unmarshal(s.must(200, "POST", "/networks/"+name+"/nodes/a/exec", "application/json", `{"argv":["hostname"]}`), &r); err != nil || r.Stdout != "a\n" {
+		t.Errorf("the next exec: %+v, %v", r, err)
+	}
+	s.must(204, "DELETE", "/networks/"+name, "", "")
+	s.stop()
+	e.assertClean()
 }
