@@ -8,8 +8,8 @@ import (
 	"github.com/trellisnet/trellis/internal/engines"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/rtnl"
 	"github.com/trellisnet/trellis/internal/state"
-	"github.com/vishvananda/netlink"
 )
 
 // engineChanges lists the nodes whose forwarding engines (internal/engines) must be started,
@@ -77,7 +77,7 @@ type EngineInfo struct {
 }
 
 // enginesInfo reads the engines of node n from its helper's status and its devices' counters.
-func enginesInfo(st *state.Store, netID string, n *plan.Node, devs map[string]netlink.Link) *EnginesInfo {
+func enginesInfo(st *state.Store, netID string, n *plan.Node, devs map[string]rtnl.Link) *EnginesInfo {
 	if len(n.Engines) == 0 {
 		return nil
 	}
@@ -99,9 +99,9 @@ func enginesInfo(st *state.Store, netID string, n *plan.Node, devs map[string]ne
 		}
 		if i < len(n.FEPorts) {
 			for _, name := range n.FEPorts[i] {
-				if d := devs[name]; d != nil && d.Attrs().Statistics != nil {
-					info.RxPackets += d.Attrs().Statistics.TxPackets
-					info.TxPackets += d.Attrs().Statistics.RxPackets
+				if d, ok := devs[name]; ok {
+					info.RxPackets += d.Stats.TxPackets
+					info.TxPackets += d.Stats.RxPackets
 				}
 			}
 		}
