@@ -63,6 +63,7 @@ type LinkInfo struct {
 	Bridge    string         `json:"bridge,omitempty"`
 	Endpoints []EndpointInfo `json:"endpoints"`
 	Tunnels   []TunnelInfo   `json:"tunnels,omitempty"`
+	LAN       *LANInfo       `json:"lan,omitempty"` // the learnt table of a lan connector
 }
 
 // TunnelInfo describes how a link reaches one other machine.
@@ -164,6 +165,7 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 		for _, t := range l.Tunnels {
 			li.Tunnels = append(li.Tunnels, TunnelInfo{Host: t.Host, Remote: t.Remote.String(), Key: t.Key, Device: t.Device})
 		}
+		li.LAN = lanInfo(l, devs)
 		info.Links = append(info.Links, li)
 	}
 	if tk, err := kinds.TunnelKind(rec.Plan.Tunnel); err == nil {
