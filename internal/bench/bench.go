@@ -105,7 +105,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Parts:         AllParts,
-		Setups:        []string{"native", "shortbridge", "bridge", "lan", "userspace", "egre-shortbridge", "egre-bridge", "vxlan"},
+		Setups:        []string{"native", "shortbridge", "bridge", "lan", "userspace", "egre-shortbridge", "egre-bridge", "egre3-shortbridge", "egre3-bridge", "vxlan"},
 		Repeat:        5,
 		Trial:         time.Second,
 		Size:          64,
@@ -135,6 +135,8 @@ func QuickOptions() Options {
 	o.ApplyNodes = 100
 	o.ImpairFrames = 2000
 	o.ZeroLossSteps = 3
+	// One router setup of the two: it has the builder of both.
+	o.Setups = slices.DeleteFunc(slices.Clone(o.Setups), func(s string) bool { return s == "egre3-bridge" })
 	return o
 }
 
