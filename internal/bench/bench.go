@@ -21,6 +21,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/bench/setup"
+	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/state"
 )
 
@@ -218,6 +219,11 @@ func Run(ctx context.Context, opt Options) (rep *result.Report, err error) {
 	}
 	r.rep = r.newReport()
 	r.logf("   work directory %s (trellis networks in its state/)\n", h.Work)
+	if netkit, why := dataplane.NetkitSupport(); netkit {
+		r.note("ports are veth pairs: %s, but trellis does not use netkit devices yet", why)
+	} else {
+		r.note("ports are veth pairs, the fallback: %s", why)
+	}
 	start := time.Now()
 	status, _ := opt.Log.(interface{ Status(string) }) // a terminal's status line (internal/progress)
 	done := 0
