@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -53,7 +54,8 @@ func (c *perfControl) enable(ctx context.Context, timeout time.Duration) error {
 		}
 		buf := make([]byte, 16)
 		n, err := ack.Read(buf)
-		if err == nil && string(buf[:n]) != "ack\n" {
+		// perf writes "ack\n" and the string's terminating NUL.
+		if err == nil && !strings.HasPrefix(string(buf[:n]), "ack\n") {
 			err = fmt.Errorf("perf answered %q to enable", buf[:n])
 		}
 		done <- err
