@@ -31,55 +31,45 @@ func newPerfControl(dir, name string) (*perfControl, error) {
 	return c, nil
 }
 
-// enable tells perf to enable its events and waits for its acknowledgement, at most timeout.
-// Opening the FIFOs blocks until perf opens its ends, which it does once it is set up.
+// enable tells perf to enable its events and waits for its acknowledgement, at most timeout
+// (or until ctx is done). Both FIFOs are opened read-write, which never blocks, so that nothing
+// waits for perf to open its ends; the wait is a read deadline, so nothing is left blocked.
 func (c *perfControl) enable(ctx context.Context, timeout time.Duration) error {
-	done := make(chan error, 1)
-	go func() {
-		ctl, err := os.OpenFile(c.ctlPath, os.O_WRONLY, 0)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer ctl.Close()
-		ack, err := os.OpenFile(c.ackPath, os.O_RDONLY, 0)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer ack.Close()
-		if _, err := ctl.WriteString("enable\n"); err != nil {
-			done <- err
-			return
-		}
-		buf := make([]byte, 16)
-		n, err := ack.Read(buf)
-		// perf writes "ack\n" and the string's terminating NUL.
-		if err == nil && !strings.HasPrefix(string(buf[:n]), "ack\n") {
-			err = fmt.Errorf("perf answered %q to enable", buf[:n])
-		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
+	ctl, err := os.OpenFile(c.ctlPath, os.O_RDWR, 0)
+	if err != nil {
 		return err
-	case <-ctx.Done():
-		c.unblock()
-		return ctx.Err()
-	case <-time.After(timeout):
-		c.unblock()
+	}
+	defer ctl.Close()
+	ack, err := os.OpenFile(c.ackPath, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer ack.Close()
+	if _, err := ctl.WriteString("enable\n"); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := ack.SetReadDeadline(deadline); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { ack.SetReadDeadline(time.Now()) })
+	defer stop()
+	buf := make([]byte, 16)
+	n, err := ack.Read(buf)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return errors.New("perf did not enable its events in time")
 	}
-}
-
-// unblock opens the FIFOs' other ends so that a goroutine blocked opening them returns.
-func (c *perfControl) unblock() {
-	if f, err := os.OpenFile(c.ctlPath, os.O_RDONLY|unix.O_NONBLOCK, 0); err == nil {
-		f.Close()
+	// perf writes "ack\n" and the string's terminating NUL.
+	if err == nil && !strings.HasPrefix(string(buf[:n]), "ack\n") {
+		err = fmt.Errorf("perf answered %q to enable", buf[:n])
 	}
-	if f, err := os.OpenFile(c.ackPath, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
-		f.Close()
-	}
+	return err
 }
 
 // close removes the FIFOs.
