@@ -56,7 +56,7 @@ nodes:
 links:
   - endpoints: [r1:eth1, r2:eth1]
     speed: 10mbit
-`, `topo.yaml:7: links[0].speed: unknown key; the keys allowed here are [name endpoints rate mtu connector state loss duplicate corrupt delay jitter distribution from]`},
+`, `topo.yaml:7: links[0].speed: unknown key; the keys allowed here are [name endpoints rate mtu connector state table ageing loss duplicate corrupt delay jitter distribution from]`},
 	{"unknown file key", `name: t
 nodes:
   r1:

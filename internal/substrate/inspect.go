@@ -64,6 +64,7 @@ type LinkInfo struct {
 	Bridge    string         `json:"bridge,omitempty"`
 	Endpoints []EndpointInfo `json:"endpoints"`
 	Tunnels   []TunnelInfo   `json:"tunnels,omitempty"`
+	LAN       *LANInfo       `json:"lan,omitempty"` // the learnt table of a lan connector
 }
 
 // TunnelInfo describes how a link reaches one other machine.
@@ -173,6 +174,7 @@ func linkInfo(l *plan.Link, root rootDevices, seen map[string]ifaceSeen) LinkInf
 	for _, t := range l.Tunnels {
 		li.Tunnels = append(li.Tunnels, TunnelInfo{Host: t.Host, Remote: t.Remote.String(), Key: t.Key, Device: t.Device})
 	}
+	li.LAN = lanInfo(l, root.devs)
 	return li
 }
 

@@ -109,6 +109,11 @@ type ScaleResult struct {
 	Aggregate Stat    `json:"aggregate_pps"`
 	Ratio     *Stat   `json:"ratio_to_one_network,omitempty"`
 	BuildSecs float64 `json:"build_seconds"`
+	// Offered is what the generator handed to the sources in the trial of the best output of
+	// the last repetition: below the others' offered rates, the generator is what slows.
+	Offered float64 `json:"offered_pps,omitempty"`
+	// Profile is where the forwarding CPU's time went at that rate (when perf is installed).
+	Profile *ProfileResult `json:"profile,omitempty"`
 }
 
 // IsoResult is one row of the isolation table (Trellis paper, table 4).
