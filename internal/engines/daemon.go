@@ -74,7 +74,7 @@ func start(c Config) (*helper, error) {
 	if h.dp, err = dataplane.LoadEngines(); err != nil {
 		return nil, err
 	}
-	h.m = &mirror{control: control, cnl: cnl, fes: h.fes, dp: h.dp, names: map[int]string{}}
+	h.m = &mirror{control: control, cnl: cnl, fes: h.fes, dp: h.dp, names: map[int]string{}, applied: map[string]uint64{}}
 	stop := make(chan struct{})
 	sub, err := h.m.watch(stop)
 	if err != nil {
