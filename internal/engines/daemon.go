@@ -153,7 +153,7 @@ func (h *helper) writeStatus() error {
 		return err
 	}
 	for i := range h.fes {
-		es := EngineStatus{Index: i, Ports: map[string]string{}, Classified: counts[i]}
+		es := EngineStatus{Index: i, Ports: map[string]string{}, Classified: counts[i], CPUs: h.c.Engines[i].CPUs, Share: h.c.Engines[i].Share}
 		for _, in := range h.c.Ifaces {
 			es.Ports[in.Name] = in.FEPorts[i]
 		}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/plan"
@@ -65,15 +66,31 @@ type Iface struct {
 }
 
 // ConfigFor returns the helper's configuration for node n of plan p, whose control node's init
-// is pid control. A port that does not exist yet has index 0.
-func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) Config {
+// is pid control. A port that does not exist yet has index 0. Engines asking for a share of the
+// cores get theirs from Shares, over this machine's cores.
+func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) (Config, error) {
 	c := Config{StateDir: stateDir, NetID: p.NetID, Node: n.Name, Control: control, Sysctl: n.Sysctl}
 	if n.Dispatch != nil {
 		c.Dispatch = *n.Dispatch
 		c.Dispatch.Line = 0
 	}
-	for _, e := range n.Engines {
+	var given [][]int
+	if slices.ContainsFunc(n.Engines, func(e spec.Engine) bool { return e.Share > 0 }) {
+		cores, err := Cores()
+		if err != nil {
+			return c, err
+		}
+		shares, err := Shares(p, cores)
+		if err != nil {
+			return c, err
+		}
+		given = shares[n.Name]
+	}
+	for i, e := range n.Engines {
 		e.Line = 0
+		if i < len(given) && given[i] != nil {
+			e.CPUs = given[i]
+		}
 		c.Engines = append(c.Engines, e)
 	}
 	for _, l := range p.Links {
@@ -91,7 +108,7 @@ func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) Config 
 			c.Ifaces = append(c.Ifaces, in)
 		}
 	}
-	return c
+	return c, nil
 }
 
 // Digest identifies a configuration.
@@ -148,6 +165,8 @@ type EngineStatus struct {
 	Index      int
 	Ports      map[string]string // interface -> substrate end
 	Classified uint64            // frames the classifier sent to it
+	CPUs       []int             `json:",omitempty"` // the cores its frames are steered to (given, or from its share)
+	Share      float64           `json:",omitempty"` // the share of cores it asked for
 }
 
 // MirrorStatus counts what the mirror copied into the FEs.

@@ -18,10 +18,12 @@ type engInfo struct {
 	PID       int    `json:"pid"`
 	ToControl uint64 `json:"to_control"`
 	Engines   []struct {
-		Index      int    `json:"index"`
-		Classified uint64 `json:"classified"`
-		RxPackets  uint64 `json:"rx_packets"`
-		TxPackets  uint64 `json:"tx_packets"`
+		Index      int     `json:"index"`
+		Classified uint64  `json:"classified"`
+		RxPackets  uint64  `json:"rx_packets"`
+		TxPackets  uint64  `json:"tx_packets"`
+		CPUs       []int   `json:"cpus"`
+		Share      float64 `json:"share"`
 	} `json:"engines"`
 	Mirror struct {
 		Routes, Errors int
