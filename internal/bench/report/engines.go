@@ -33,7 +33,7 @@ forwarding (and the generator's and sink's receive work) runs: where the cores g
 		}
 		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %v | %s | %s | %s | %s | %v |\n", eng, disp, r.FIBPrefixes, result.FormatF(r.PeakPPS/1e3, 1),
 			result.FormatF(r.PeakRatioToOneEngine, 2), r.PerEngine, result.FormatF(r.TCPMbps, 0), result.FormatF(r.ReorderRatio, 4),
-			result.FormatF(r.RTTUS, 0), result.FormatF(r.RTTOverheadUS, 0), r.SoftirqBusy)
+			result.FormatF(r.RTTUS, 0), result.FormatF(r.RTTOverheadUS, 0), busyText(r.SoftirqBusy))
 	}
 	if len(rep.EnginesMirror) > 0 {
 		b.WriteString("\nFIB mirroring: routes added in the control node with `ip -batch`, until the last is in every engine.\n\n")
@@ -43,4 +43,16 @@ forwarding (and the generator's and sink's receive work) runs: where the cores g
 		}
 	}
 	b.WriteString("\n")
+}
+
+// busyText shows each core's NET_RX share, or a dash for a run that did not measure it.
+func busyText(busy []float64) string {
+	if len(busy) == 0 {
+		return "–"
+	}
+	parts := make([]string, len(busy))
+	for i, b := range busy {
+		parts[i] = result.FormatF(b, 2)
+	}
+	return strings.Join(parts, " ")
 }
