@@ -118,6 +118,9 @@ func (h *helper) attach() error {
 		if err := h.dp.SetPort(port.Attrs().Index, fes); err != nil {
 			return err
 		}
+		if err := h.dp.SetRate(port.Attrs().Index, in.Rate, in.MTU); err != nil {
+			return err
+		}
 		if err := h.dp.AttachClassifier(port.Attrs().Index); err != nil {
 			return err
 		}
@@ -160,6 +163,9 @@ func (h *helper) writeStatus() error {
 		s.Engines = append(s.Engines, es)
 	}
 	s.Control = counts[dataplane.MaxEngineFEs]
+	if s.Policed, err = h.dp.Policed(); err != nil {
+		return err
+	}
 	if old, err := ReadStatus(h.c.StateDir, h.c.NetID, h.c.Node); err == nil && old != nil && reflect.DeepEqual(*old, s) {
 		return nil
 	}

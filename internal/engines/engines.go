@@ -61,6 +61,7 @@ type Iface struct {
 	PortIndex int      // its ifindex now: a port made anew is another port
 	MAC       string   // the node's MAC on it, which each copy has too
 	MTU       int      // 0: the kernel's default
+	Rate      uint64   `json:",omitempty"` // the link's cap, bits per second, towards the node (0: none)
 	FEPorts   []string // the substrate end of each FE's copy
 	Addresses []string `json:",omitempty"` // for the record; the FEs take the node's live ones
 }
@@ -98,7 +99,7 @@ func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) (Config
 			if port.Node != n.Name {
 				continue
 			}
-			in := Iface{Name: port.Ifname, Port: port.Name, MAC: port.MAC, MTU: l.MTU, Addresses: port.Addresses}
+			in := Iface{Name: port.Ifname, Port: port.Name, MAC: port.MAC, MTU: l.MTU, Rate: l.Rate, Addresses: port.Addresses}
 			if dev, err := netlink.LinkByName(port.Name); err == nil {
 				in.PortIndex = dev.Attrs().Index
 			}
@@ -157,6 +158,7 @@ type Status struct {
 	PID     int
 	Engines []EngineStatus
 	Control uint64 // frames the classifier sent to the control node
+	Policed uint64 `json:",omitempty"` // frames dropped by the links' rate caps
 	Mirror  MirrorStatus
 }
 

@@ -252,14 +252,6 @@ func (p *parser) validateEngines(n *Network, nd *Node) {
 	if nd.Dispatch != nil && len(nd.Engines) == 0 {
 		p.add(n.NodeError(nd, "dispatch", "dispatch without engines", "add `engines: N`, or remove dispatch"))
 	}
-	if len(nd.Engines) > 0 {
-		for _, l := range n.Links {
-			if l.Rate > 0 && slices.ContainsFunc(l.Endpoints, func(e Endpoint) bool { return e.Node == nd.Name }) {
-				p.add(n.LinkError(l, "rate", "a rate on a link of node "+nd.Name+", which has engines, would not cap the frames its engines receive",
-					"remove the rate (not supported yet on a node with engines), or the node's engines"))
-			}
-		}
-	}
 	for i, e := range nd.Engines {
 		field := fmt.Sprintf("nodes.%s.engines[%d]", nd.Name, i)
 		if e.weightGiven && nd.Dispatch != nil && nd.Dispatch.Mode != DispatchWeighted {

@@ -131,12 +131,17 @@ links:
 	checkErrors(t, doc, []string{"topo.yaml:10: nodes.r1.engines[1].host: an engine on another machine than its node is not supported yet; remove host, or give the node `host: m2` too"})
 }
 
-// A rate would cap only the frames for the control node: the classifier sends transit frames to
-// the engines before the port's shaper.
-func TestEnginesRefuseRate(t *testing.T) {
+// A link of a node with engines may have a rate: the classifier caps the node's frames and its
+// engines' together.
+func TestEnginesAcceptRate(t *testing.T) {
 	doc := "name: t\nnodes:\n  r1:\n    engines: 2\n  r2:\nlinks:\n  - endpoints: [r1:eth1, r2:eth1]\n    rate: 10mbit\n"
-	checkErrors(t, doc, []string{"topo.yaml:8: links[0].rate: a rate on a link of node r1, which has engines, would not cap the frames its engines receive; " +
-		"remove the rate (not supported yet on a node with engines), or the node's engines"})
+	n, err := Parse("topo.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Links[0].Rate != 10_000_000 {
+		t.Errorf("rate %d, want 10 000 000", n.Links[0].Rate)
+	}
 }
 
 func TestParseCPUs(t *testing.T) {

@@ -61,8 +61,9 @@ func nodeOf(p *plan.Plan, name string) *plan.Node {
 // EnginesInfo describes a node's forwarding engines, for `trellis inspect`.
 type EnginesInfo struct {
 	Dispatch  string               `json:"dispatch"`
-	PID       int                  `json:"pid"`        // the helper holding them; 0: not running
-	ToControl uint64               `json:"to_control"` // frames the classifier sent to the node itself
+	PID       int                  `json:"pid"`               // the helper holding them; 0: not running
+	ToControl uint64               `json:"to_control"`        // frames the classifier sent to the node itself
+	Policed   uint64               `json:"policed,omitempty"` // frames over a link's rate, dropped
 	Engines   []EngineInfo         `json:"engines"`
 	Mirror    engines.MirrorStatus `json:"mirror"`
 }
@@ -91,7 +92,7 @@ func enginesInfo(st *state.Store, netID string, n *plan.Node, devs map[string]ne
 		ei.PID = found[n.Name].PID
 	}
 	if s != nil && ei.PID != 0 {
-		ei.ToControl, ei.Mirror = s.Control, s.Mirror
+		ei.ToControl, ei.Mirror, ei.Policed = s.Control, s.Mirror, s.Policed
 	}
 	for i, e := range n.Engines {
 		info := EngineInfo{Index: i, CPUs: e.CPUs, Share: e.Share}

@@ -17,6 +17,7 @@ type engInfo struct {
 	Dispatch  string `json:"dispatch"`
 	PID       int    `json:"pid"`
 	ToControl uint64 `json:"to_control"`
+	Policed   uint64 `json:"policed"`
 	Engines   []struct {
 		Index      int     `json:"index"`
 		Classified uint64  `json:"classified"`
