@@ -41,15 +41,18 @@ while time.time() < end:
 	mustExec(t, e.state, "pdp-it", "h1", "python3", "-c", flood)
 	time.Sleep(300 * time.Millisecond) // what is on its way arrives
 	mbps := float64(rxBytes()-b0) * 8 / time.Since(t0).Seconds() / 1e6
+	t.Logf("a flood through r reached h2 at %.1f Mbit/s (cap 20)", mbps)
 	if mbps > 22 || mbps < 10 {
 		t.Errorf("a flood through r with a 20mbit link into it reached h2 at %.1f Mbit/s; want at most 20 (+10 %%), and at least 10", mbps)
 	}
 	if d := deltas(t, e.state, "pdp-it", "r", before, 100); d[0] == 0 || d[1] == 0 {
 		t.Errorf("the flood's frames went to the engines as %v; want both (round-robin)", d)
 	}
-	if info, _ := engines(t, e.state, "pdp-it", "r"); info.Policed == 0 {
+	info, _ := engines(t, e.state, "pdp-it", "r")
+	if info.Policed == 0 {
 		t.Errorf("inspect shows no frame dropped by the rate cap after a flood at many times the rate")
 	}
+	t.Logf("the classifier dropped %d frames over the cap", info.Policed)
 	mustTrellis(t, e.state, "down", "pdp-it")
 	e.assertClean()
 }
