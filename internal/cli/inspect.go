@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -117,20 +118,36 @@ func printEngines(w io.Writer, info *substrate.NetworkInfo) {
 			continue
 		}
 		if !header {
-			fmt.Fprintf(w, "\nNODE\tENGINE\tDISPATCH\tCLASSIFIED\tRX PKTS\tTX PKTS\n")
+			fmt.Fprintf(w, "\nNODE\tENGINE\tDISPATCH\tCLASSIFIED\tRX PKTS\tTX PKTS\tCPUS\n")
 			header = true
 		}
 		if e.PID == 0 {
 			fmt.Fprintf(w, "%s\t(engines not running: run trellis up)\n", n.Name)
 			continue
 		}
-		fmt.Fprintf(w, "%s\tcontrol\t%s\t%d\t-\t-\n", n.Name, e.Dispatch, e.ToControl)
+		fmt.Fprintf(w, "%s\tcontrol\t%s\t%d\t-\t-\t-\n", n.Name, e.Dispatch, e.ToControl)
 		for _, fe := range e.Engines {
-			fmt.Fprintf(w, "%s\tfe%d\t%s\t%d\t%d\t%d\n", n.Name, fe.Index, e.Dispatch, fe.Classified, fe.RxPackets, fe.TxPackets)
+			fmt.Fprintf(w, "%s\tfe%d\t%s\t%d\t%d\t%d\t%s\n", n.Name, fe.Index, e.Dispatch, fe.Classified, fe.RxPackets, fe.TxPackets, engineCPUs(fe))
 		}
 		fmt.Fprintf(w, "%s\tmirror\t%d routes, %d neighbours, %d addresses copied; %d errors; last %dus, max %dus\n", n.Name,
 			e.Mirror.Routes, e.Mirror.Neighbours, e.Mirror.Addresses, e.Mirror.Errors, e.Mirror.LastMicros, e.Mirror.MaxMicros)
 	}
+}
+
+// engineCPUs shows an engine's cores, and the share they were given for: "0,1" or "1 (0.5)".
+func engineCPUs(fe substrate.EngineInfo) string {
+	var cpus []string
+	for _, c := range fe.CPUs {
+		cpus = append(cpus, strconv.Itoa(c))
+	}
+	out := strings.Join(cpus, ",")
+	if out == "" {
+		out = "any"
+	}
+	if fe.Share > 0 {
+		out += fmt.Sprintf(" (%g)", fe.Share)
+	}
+	return out
 }
 
 func printTunnels(w io.Writer, info *substrate.NetworkInfo) {
