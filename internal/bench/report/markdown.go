@@ -226,6 +226,29 @@ func deploySection(b *strings.Builder, rep *result.Report, plots string) {
 		fmt.Fprintf(b, "| %s | %d | %s | %s |\n", d.Tool, d.Nodes, ms(d.Up, 1, 2), ms(d.Down, 1, 2))
 	}
 	fmt.Fprintf(b, "\n![deploy time](%s/%s)\n\n", plots, PlotDeploy)
+	memorySection(b, rep)
+}
+
+// memorySection tells what an idle node of each chain cost the machine.
+func memorySection(b *strings.Builder, rep *result.Report) {
+	var rows []string
+	for _, d := range rep.Deploy {
+		if m := d.Memory; m != nil {
+			rows = append(rows, fmt.Sprintf("| %d | %d | %d | %d |\n", d.Nodes, m.Machine>>10, m.Init>>10, m.Kernel>>10))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("Memory of one idle node (KiB), from the chain's last up: the machine's memory in use\n" +
+		"(MemTotal - MemAvailable) against before the up, per node; the node's init process (its PSS:\n" +
+		"trellis's own); the rest, the kernel's (namespaces, devices, cgroups, page tables, private\n" +
+		"directories). Other work on the machine makes the first column noisy.\n\n")
+	b.WriteString("| nodes | machine | init | kernel |\n|---|---|---|---|\n")
+	for _, r := range rows {
+		b.WriteString(r)
+	}
+	b.WriteString("\n")
 }
 
 func pct(s *result.Stat) string {

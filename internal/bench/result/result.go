@@ -127,6 +127,18 @@ type DeployResult struct {
 	Nodes int    `json:"nodes"`
 	Up    Stat   `json:"up_seconds"`
 	Down  Stat   `json:"down_seconds"`
+	// Memory is what one idle node costs the machine (trellis only), after the last up.
+	Memory *NodeMemory `json:"idle_node_memory,omitempty"`
+}
+
+// NodeMemory is the memory of one idle node, in bytes: the machine's memory in use
+// (MemTotal - MemAvailable) after up against before, per node, split into the node's init
+// process (its PSS: trellis's own) and the rest (the kernel's: namespaces, devices, cgroups,
+// page tables, the private directories). Other work on the machine makes Machine noisy.
+type NodeMemory struct {
+	Machine uint64 `json:"machine_bytes"`
+	Init    uint64 `json:"init_bytes"`
+	Kernel  uint64 `json:"kernel_bytes"`
 }
 
 // ApplyResult is the time of `up` on a running chain of nodes, for a file unchanged and for
