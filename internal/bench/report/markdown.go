@@ -227,6 +227,18 @@ func deploySection(b *strings.Builder, rep *result.Report, plots string) {
 	}
 	fmt.Fprintf(b, "\n![deploy time](%s/%s)\n\n", plots, PlotDeploy)
 	memorySection(b, rep)
+	limitsSection(b, rep)
+}
+
+// limitsSection tells whether a node's CPU limit held on a busy machine.
+func limitsSection(b *strings.Builder, rep *result.Report) {
+	l := rep.Limits
+	if l == nil {
+		return
+	}
+	fmt.Fprintf(b, "## CPU limits under load\n\nA node held to `cpu: %g` and a node without a limit each run one busy loop per core;\n"+
+		"the held node's CPU time, from its cgroup, over each trial: %.3f cores (%.3f–%.3f, %d trials).\n\n",
+		l.Limit, l.Cores.Median, l.Cores.Min, l.Cores.Max, len(l.Cores.Values))
 }
 
 // memorySection tells what an idle node of each chain cost the machine.

@@ -29,6 +29,7 @@ type Report struct {
 	Isolation   []*IsoResult     `json:"isolation,omitempty"`
 	Deploy      []*DeployResult  `json:"deploy,omitempty"`
 	Apply       *ApplyResult     `json:"apply,omitempty"`   // live changes to a running chain
+	Limits      *LimitsResult    `json:"limits,omitempty"`  // a CPU limit on a busy machine
 	Impair      *ImpairResult    `json:"impair,omitempty"`  // configured against delivered impairments
 	VM          *VMResult        `json:"vm,omitempty"`      // VM nodes: boot time, the KVM paper's knobs
 	Engines     []*EnginesRow    `json:"engines,omitempty"` // parallel forwarding engines
@@ -139,6 +140,13 @@ type NodeMemory struct {
 	Machine uint64 `json:"machine_bytes"`
 	Init    uint64 `json:"init_bytes"`
 	Kernel  uint64 `json:"kernel_bytes"`
+}
+
+// LimitsResult is the CPU a node held to Limit cores used while it and an unlimited node each
+// ran a busy loop per core of the machine, from the node's cgroup.
+type LimitsResult struct {
+	Limit float64 `json:"limit_cores"`
+	Cores Stat    `json:"cores"`
 }
 
 // ApplyResult is the time of `up` on a running chain of nodes, for a file unchanged and for
