@@ -6,6 +6,7 @@ import (
 	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // nodeNS is an open handle on a node's network namespace.
@@ -19,7 +20,7 @@ func openNS(pid int) (*nodeNS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node network namespace: %w", err)
 	}
-	nl, err := netlink.NewHandleAt(ns)
+	nl, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE) // one socket, not one per family
 	if err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("netlink in node: %w", err)
