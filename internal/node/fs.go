@@ -21,9 +21,9 @@ var PrivateDirs = []struct {
 	{"/run", "0755"}, {"/tmp", "1777"}, {"/var/tmp", "1777"}, {"/var/log", "0755"}, {"/var/lib", "0755"}, {"/dev/shm", "1777"},
 }
 
-// mountPrivate makes the node's file system, as host root in the setup process's mount
-// namespace: the host's, read-only, with private writable directories owned by the node's root
-// and a private /etc. The node's init gets a locked copy of it (SetupMain).
+// mountPrivate makes the node's file system, as host root on the setup thread, in its own
+// mount namespace (onSetupThread): the host's, read-only, with private writable directories
+// owned by the node's root and a private /etc. The node's init gets a locked copy of it.
 func mountPrivate(cfg Config) error {
 	var etc *os.File
 	steps := []struct {
@@ -34,8 +34,8 @@ func mountPrivate(cfg Config) error {
 		{"making the host file system read-only", func() error {
 			return unix.MountSetattr(-1, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
 		}},
-		// /proc and /sys (not what is mounted below them) stay writable: the setup process
-		// writes the init's uid and gid maps in /proc, and the kernel lets the node mount a
+		// /proc and /sys (not what is mounted below them) stay writable: trellis writes the
+		// init's uid and gid maps in /proc, and the kernel lets the node mount a
 		// /proc or /sys of its own (`ip netns exec` does) only where the host's mount it would
 		// reveal is not locked read-only. Their files keep their host owners and modes.
 		{"/proc and /sys", func() error {
