@@ -11,8 +11,9 @@ import (
 
 // nodeNS is an open handle on a node's network namespace.
 type nodeNS struct {
-	ns netns.NsHandle
-	nl *netlink.Handle
+	ns  netns.NsHandle
+	nl  *netlink.Handle
+	pid int // the node's init
 }
 
 func openNS(pid int) (*nodeNS, error) {
@@ -25,7 +26,7 @@ func openNS(pid int) (*nodeNS, error) {
 		ns.Close()
 		return nil, fmt.Errorf("netlink in node: %w", err)
 	}
-	return &nodeNS{ns: ns, nl: nl}, nil
+	return &nodeNS{ns: ns, nl: nl, pid: pid}, nil
 }
 
 func (n *nodeNS) Close() {
@@ -33,10 +34,11 @@ func (n *nodeNS) Close() {
 	n.ns.Close()
 }
 
-// sysctl writes net.* sysctls in the node's network namespace.
+// sysctl writes net.* sysctls in the node's network namespace, through the node's own /proc
+// (netnsutil.SysctlAt: the host's slows down with every node).
 func (n *nodeNS) sysctl(values map[string]string) error {
 	if len(values) == 0 {
 		return nil
 	}
-	return netnsutil.Sysctl(n.ns, values)
+	return netnsutil.SysctlAt(n.ns, fmt.Sprintf("/proc/%d/root", n.pid), values)
 }
