@@ -1,6 +1,8 @@
 package api
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +12,9 @@ import (
 	"time"
 )
 
-// ErrNotLoopback is returned for a listen address other than the loopback.
-var ErrNotLoopback = errors.New("only loopback addresses (127.0.0.1, [::1], localhost) can be served for now: TLS and tenant credentials, which serving other addresses needs, come with the cluster")
+// ErrNeedsTLS is returned for a listen address other than the loopback without TLS and client
+// certificates: whoever reaches the API can run commands as root in nodes.
+var ErrNeedsTLS = errors.New("an address other than loopback is served only with TLS and client certificates: give --tls-cert, --tls-key and --client-ca")
 
 // ListenUnix listens on the unix socket path, which only its owner (root) may use (mode
 // 0600). A socket file left by a server that is gone is replaced; one that a live server
@@ -35,24 +38,73 @@ func ListenUnix(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// ListenLoopback listens on the TCP address addr (HOST:PORT), whose host must be a loopback
-// address or localhost.
-func ListenLoopback(addr string) (net.Listener, error) {
+// TLS names the PEM files of a TLS listener: the server's certificate and key, and the CA
+// whose certificates clients must present.
+type TLS struct {
+	Cert, Key, ClientCA string
+}
+
+// IsZero tells whether no file is named.
+func (t TLS) IsZero() bool { return t == TLS{} }
+
+// Config reads the files into a server configuration that asks every client for a certificate
+// signed by the client CA and refuses those without one. Errors name the file that is wrong.
+func (t TLS) Config() (*tls.Config, error) {
+	if t.Cert == "" || t.Key == "" || t.ClientCA == "" {
+		return nil, fmt.Errorf("serve: --tls-cert, --tls-key and --client-ca go together (have %q, %q, %q)", t.Cert, t.Key, t.ClientCA)
+	}
+	pair, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+	if err != nil {
+		return nil, fmt.Errorf("serve: --tls-cert %s with --tls-key %s: %w", t.Cert, t.Key, err)
+	}
+	if leaf, err := x509.ParseCertificate(pair.Certificate[0]); err == nil && time.Now().After(leaf.NotAfter) {
+		return nil, fmt.Errorf("serve: --tls-cert %s expired at %s; issue a new one", t.Cert, leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	caPEM, err := os.ReadFile(t.ClientCA)
+	if err != nil {
+		return nil, fmt.Errorf("serve: --client-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("serve: --client-ca %s holds no PEM certificate", t.ClientCA)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert,
+		MinVersion: tls.VersionTLS12}, nil
+}
+
+// Listen listens on the TCP address addr (HOST:PORT). With t's files it serves TLS and asks
+// every client for a certificate of t's client CA; without, only a loopback host (or
+// localhost) is accepted (ErrNeedsTLS). Checks come before the socket is made.
+func Listen(addr string, t TLS) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("serve: --listen %q: %w; write HOST:PORT, e.g. 127.0.0.1:8080", addr, err)
 	}
-	if host != "localhost" {
-		ip := net.ParseIP(host)
-		if ip == nil || !ip.IsLoopback() {
-			return nil, fmt.Errorf("serve: --listen %s: %w", addr, ErrNotLoopback)
+	var cfg *tls.Config
+	if !t.IsZero() {
+		if cfg, err = t.Config(); err != nil {
+			return nil, err
 		}
+	} else if !isLoopback(host) {
+		return nil, fmt.Errorf("serve: --listen %s: %w", addr, ErrNeedsTLS)
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
+	if cfg != nil {
+		l = tls.NewListener(l, cfg)
+	}
 	return l, nil
+}
+
+// isLoopback tells whether host is localhost or a loopback address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func fprintf(w io.Writer, format string, args ...any) { fmt.Fprintf(w, format, args...) }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/bench/setup"
+	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/state"
 )
 
@@ -107,7 +108,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Parts:         AllParts,
-		Setups:        []string{"native", "shortbridge", "bridge", "lan", "userspace", "egre-shortbridge", "egre-bridge", "vxlan"},
+		Setups:        []string{"native", "shortbridge", "bridge", "lan", "userspace", "egre-shortbridge", "egre-bridge", "egre3-shortbridge", "egre3-bridge", "vxlan"},
 		Repeat:        5,
 		Trial:         time.Second,
 		Size:          64,
@@ -137,6 +138,8 @@ func QuickOptions() Options {
 	o.ApplyNodes = 100
 	o.ImpairFrames = 2000
 	o.ZeroLossSteps = 3
+	// One router setup of the two: it has the builder of both.
+	o.Setups = slices.DeleteFunc(slices.Clone(o.Setups), func(s string) bool { return s == "egre3-bridge" })
 	return o
 }
 
@@ -218,6 +221,11 @@ func Run(ctx context.Context, opt Options) (rep *result.Report, err error) {
 	}
 	r.rep = r.newReport()
 	r.logf("   work directory %s (trellis networks in its state/)\n", h.Work)
+	if netkit, why := dataplane.NetkitSupport(); netkit {
+		r.note("ports are veth pairs: %s, but trellis does not use netkit devices yet", why)
+	} else {
+		r.note("ports are veth pairs, the fallback: %s", why)
+	}
 	start := time.Now()
 	status, _ := opt.Log.(interface{ Status(string) }) // a terminal's status line (internal/progress)
 	done := 0

@@ -117,7 +117,7 @@ func checkReport(t *testing.T, rep *result.Report) {
 	}
 	stat("generator offered", rep.Generator.Offered)
 	stat("generator delivered", rep.Generator.Delivered)
-	want := map[string]bool{"native": true, "shortbridge": true, "bridge": true, "lan": true, "userspace": true, "egre-shortbridge": true, "egre-bridge": true, "vxlan": true}
+	want := map[string]bool{"native": true, "shortbridge": true, "bridge": true, "lan": true, "userspace": true, "egre-shortbridge": true, "egre-bridge": true, "egre3-shortbridge": true, "vxlan": true}
 	for _, s := range rep.Setups {
 		delete(want, s.Name)
 		stat(s.Name+" peak", s.Peak)
@@ -166,7 +166,7 @@ func checkReport(t *testing.T, rep *result.Report) {
 		if len(c.Busy.Values) == 0 || len(c.Other.Values) == 0 {
 			t.Errorf("%s: no busy or other-CPU figures", c.Setup)
 		}
-		tunnel := strings.HasPrefix(c.Setup, "egre-") || c.Setup == "vxlan"
+		tunnel := strings.HasPrefix(c.Setup, "egre") || c.Setup == "vxlan"
 		if c.NodeMachineOnly != tunnel {
 			t.Errorf("%s: node_machine_only is %v", c.Setup, c.NodeMachineOnly)
 		}
@@ -231,6 +231,12 @@ func checkReport(t *testing.T, rep *result.Report) {
 			t.Error("scaling: no ratio")
 		} else {
 			stat("scaling ratio", *s.Ratio)
+		}
+		positive("scaling offered", s.Offered)
+		if _, err := exec.LookPath("perf"); err == nil && rep.Config.ForwardingCPU >= 0 {
+			if s.Profile == nil || s.Profile.Samples <= 0 || len(s.Profile.Groups) == 0 {
+				t.Errorf("scaling, %d networks: no profile (%+v)", s.Networks, s.Profile)
+			}
 		}
 	}
 	if _, err := exec.LookPath("iperf3"); err == nil && len(rep.Isolation) == 0 {

@@ -32,10 +32,13 @@ func TestSetupsKnown(t *testing.T) {
 			t.Errorf("default setup %s is not known", s)
 		}
 	}
-	for _, s := range []string{"egre-shortbridge", "egre-bridge", "vxlan"} {
+	for _, s := range []string{"egre-shortbridge", "egre-bridge", "egre3-shortbridge", "egre3-bridge", "vxlan"} {
 		if !slices.Contains(DefaultOptions().Setups, s) {
 			t.Errorf("setup %s is not in a default run", s)
 		}
+	}
+	if q := QuickOptions().Setups; !slices.Contains(q, "egre3-shortbridge") || slices.Contains(q, "egre3-bridge") {
+		t.Errorf("quick run's setups %v: want egre3-shortbridge and not egre3-bridge", q)
 	}
 }
 

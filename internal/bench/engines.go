@@ -113,6 +113,12 @@ func (r *runner) engines() (err error) {
 	}
 	const name = "bench-pdp"
 	defer func() { err = errors.Join(err, setup.DownQuiet(st, name)) }()
+	meter, merr := measure.NewSoftirqMeter()
+	if merr != nil {
+		r.note("engines: softirq time per core not measured: %v", merr)
+	} else {
+		defer meter.Close()
+	}
 	var rows []*result.EnginesRow
 	for _, c := range enginesCases(r.opt.Quick) {
 		if err := setup.DownQuiet(st, name); err != nil { // each case from a fresh FIB
@@ -125,7 +131,7 @@ func (r *runner) engines() (err error) {
 		if _, err := substrate.Up(context.Background(), st, n, "", name+".yaml", io.Discard); err != nil {
 			return fmt.Errorf("%s: up: %w", c, err)
 		}
-		row, err := r.enginesRow(st, name, c)
+		row, err := r.enginesRow(st, name, c, meter)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c, err)
 		}
@@ -154,8 +160,9 @@ func ratios(rows []*result.EnginesRow) {
 	}
 }
 
-// enginesRow measures one case on the running network.
-func (r *runner) enginesRow(st *state.Store, name string, c enginesCase) (*result.EnginesRow, error) {
+// enginesRow measures one case on the running network; meter (nil: none) times the cores'
+// NET_RX softirq during the peak trials.
+func (r *runner) enginesRow(st *state.Store, name string, c enginesCase, meter *measure.SoftirqMeter) (*result.EnginesRow, error) {
 	rec, err := st.Load(name)
 	if err != nil || rec == nil {
 		return nil, fmt.Errorf("no record after up (%v)", err)
@@ -178,6 +185,10 @@ func (r *runner) enginesRow(st *state.Store, name string, c enginesCase) (*resul
 	defer p.close()
 	fePorts := rec.Plan.Node("nut").FEPorts
 	before := feCounts(fePorts)
+	busy, err := startBusy(meter)
+	if err != nil {
+		return nil, err
+	}
 	var peaks []float64
 	for rep := 0; rep < r.opt.Repeat; rep++ {
 		pps, err := p.peak(r.opt.Trial)
@@ -187,6 +198,12 @@ func (r *runner) enginesRow(st *state.Store, name string, c enginesCase) (*resul
 		peaks = append(peaks, pps)
 	}
 	row.PeakPPS = result.StatOf(peaks).Median
+	if row.SoftirqBusy, err = busy(); err != nil {
+		return nil, err
+	}
+	for i := range c.engines {
+		row.EngineCPUs = append(row.EngineCPUs, i%runtime.NumCPU())
+	}
 	after := feCounts(fePorts)
 	for i := range after {
 		row.PerEngine = append(row.PerEngine, after[i]-before[i])
@@ -201,8 +218,8 @@ func (r *runner) enginesRow(st *state.Store, name string, c enginesCase) (*resul
 	if row.RTTUS, err = meanRTT(pids["src"]); err != nil {
 		return nil, err
 	}
-	r.logf("   %-34s peak %8.0f pps  per engine %v  tcp %6.0f Mbit/s  reordered %.4f  rtt %.0f us\n",
-		c, row.PeakPPS, row.PerEngine, row.TCPMbps, row.ReorderRatio, row.RTTUS)
+	r.logf("   %-34s peak %8.0f pps  per engine %v  tcp %6.0f Mbit/s  reordered %.4f  rtt %.0f us  NET_RX busy per core %.2f\n",
+		c, row.PeakPPS, row.PerEngine, row.TCPMbps, row.ReorderRatio, row.RTTUS, row.SoftirqBusy)
 	return row, nil
 }
 

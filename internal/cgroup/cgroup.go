@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Parent is the group under which trellis makes the nodes' groups, in each hierarchy.
@@ -138,7 +140,29 @@ func write(dir, file, value string) error {
 	return nil
 }
 
+// read reads a group's file with plain system calls: os.ReadFile registers every cgroup file
+// (they can be polled) with the runtime's poller and removes it again, which made reading a
+// thousand nodes' counters three times slower.
 func read(dir, file string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(dir, file))
-	return strings.TrimSpace(string(data)), err
+	path := filepath.Join(dir, file)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var data []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return "", &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return strings.TrimSpace(string(data)), nil
+		}
+		data = append(data, buf[:n]...)
+	}
 }

@@ -25,6 +25,9 @@ type Limits struct {
 	Cpuset string  // the cores the node may run on, as cpuset.cpus takes them ("0-1,3")
 	Memory uint64  // bytes, page cache and tmpfs files included; over it, the kernel kills inside the group
 	Pids   int64   // processes and threads
+	// Period is the CFS period over which the CPU quota is counted (0: 100 ms); a short one
+	// keeps the quota's share within each short interval (a VM's reservation, docs/vm.md).
+	Period time.Duration
 }
 
 // Check refuses limits the host cannot honour: more cores than it has, cores it lacks.
@@ -162,9 +165,13 @@ func ensureParent(dir, controller string) error {
 
 // set writes the limits into the group's files.
 func (g *Group) set(l Limits) error {
+	per := period
+	if l.Period > 0 {
+		per = int(l.Period / time.Microsecond)
+	}
 	quota := "-1"
 	if l.CPUs > 0 {
-		quota = strconv.Itoa(int(l.CPUs * period))
+		quota = strconv.Itoa(int(l.CPUs * float64(per)))
 	}
 	mem := "-1"
 	if l.Memory > 0 {
@@ -180,14 +187,14 @@ func (g *Group) set(l Limits) error {
 		if mem == "-1" {
 			mem = "max"
 		}
-		files = []file{{"", "cpu.max", fmt.Sprintf("%s %d", quota, period)}, {"", "memory.max", mem},
+		files = []file{{"", "cpu.max", fmt.Sprintf("%s %d", quota, per)}, {"", "memory.max", mem},
 			{"", "pids.max", strconv.FormatInt(l.Pids, 10)}, {"", "cpuset.cpus", cpus}}
 	} else {
 		if cpus == "" {
 			cpus, _ = read(filepath.Dir(g.dirs["cpuset"]), "cpuset.cpus")
 		}
 		mems, _ := read(filepath.Dir(g.dirs["cpuset"]), "cpuset.mems")
-		files = []file{{"cpu", "cpu.cfs_period_us", strconv.Itoa(period)}, {"cpu", "cpu.cfs_quota_us", quota},
+		files = []file{{"cpu", "cpu.cfs_period_us", strconv.Itoa(per)}, {"cpu", "cpu.cfs_quota_us", quota},
 			{"memory", "memory.limit_in_bytes", mem}, {"pids", "pids.max", strconv.FormatInt(l.Pids, 10)},
 			{"cpuset", "cpuset.cpus", cpus}, {"cpuset", "cpuset.mems", mems}}
 	}

@@ -46,7 +46,10 @@ func benchCmd(store storeFunc) *cobra.Command {
 a generator in a source namespace sends UDP frames through one node under test to a sink that
 counts and drops them, for each setup in turn (native kernel forwarding with no trellis; trellis
 nodes joined by shortbridge or bridge connectors; a user-space relay in a trellis node; and
-links that cross two simulated machines in EGRE or VXLAN tunnels).
+links that cross two simulated machines in EGRE or VXLAN tunnels; with --setups, egre3-shortbridge
+and egre3-bridge, the paper's router under test: source, node and sink each on a simulated machine
+of its own, the node's machine alone on the forwarding CPU, whose CPU per frame the cpu part gives).
+The scaling part also profiles each network count when perf is installed.
 Ratios to native are taken within the same run. The bench builds its own networks in a state
 directory of its own (in its work directory, TMPDIR/trellis-bench-ID) and removes everything it
 made before it exits. It records itself in STATE_DIR/bench/ while it runs; if it is killed

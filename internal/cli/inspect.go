@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -18,7 +19,8 @@ func inspectCmd(store storeFunc) *cobra.Command {
 		Short: "Show a network's nodes, interfaces and links, read live from the kernel",
 		Long: `Show a network's nodes (with their init pid), each node's interfaces with addresses, MAC
 and MTU, and each link with its connector, rate and the packets and bytes each endpoint sent (tx)
-and received (rx), and the frames its shaper dropped. With --cluster: the network's generation,
+and received (rx), and the frames its shaper dropped; for a LAN connector (connector lan), its
+learnt forwarding table (address, member, idle time) and counters. With --cluster: the network's generation,
 which machine holds each node, and what each machine's agent reports.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -77,6 +79,7 @@ func printInfo(out io.Writer, info *substrate.NetworkInfo) error {
 		}
 	}
 	printTunnels(w, info)
+	printLANs(w, info)
 	printThreads(w, info)
 	printEngines(w, info)
 	return w.Flush()
@@ -115,20 +118,36 @@ func printEngines(w io.Writer, info *substrate.NetworkInfo) {
 			continue
 		}
 		if !header {
-			fmt.Fprintf(w, "\nNODE\tENGINE\tDISPATCH\tCLASSIFIED\tRX PKTS\tTX PKTS\n")
+			fmt.Fprintf(w, "\nNODE\tENGINE\tDISPATCH\tCLASSIFIED\tRX PKTS\tTX PKTS\tCPUS\n")
 			header = true
 		}
 		if e.PID == 0 {
 			fmt.Fprintf(w, "%s\t(engines not running: run trellis up)\n", n.Name)
 			continue
 		}
-		fmt.Fprintf(w, "%s\tcontrol\t%s\t%d\t-\t-\n", n.Name, e.Dispatch, e.ToControl)
+		fmt.Fprintf(w, "%s\tcontrol\t%s\t%d\t-\t-\t-\n", n.Name, e.Dispatch, e.ToControl)
 		for _, fe := range e.Engines {
-			fmt.Fprintf(w, "%s\tfe%d\t%s\t%d\t%d\t%d\n", n.Name, fe.Index, e.Dispatch, fe.Classified, fe.RxPackets, fe.TxPackets)
+			fmt.Fprintf(w, "%s\tfe%d\t%s\t%d\t%d\t%d\t%s\n", n.Name, fe.Index, e.Dispatch, fe.Classified, fe.RxPackets, fe.TxPackets, engineCPUs(fe))
 		}
 		fmt.Fprintf(w, "%s\tmirror\t%d routes, %d neighbours, %d addresses copied; %d errors; last %dus, max %dus\n", n.Name,
 			e.Mirror.Routes, e.Mirror.Neighbours, e.Mirror.Addresses, e.Mirror.Errors, e.Mirror.LastMicros, e.Mirror.MaxMicros)
 	}
+}
+
+// engineCPUs shows an engine's cores, and the share they were given for: "0,1" or "1 (0.5)".
+func engineCPUs(fe substrate.EngineInfo) string {
+	var cpus []string
+	for _, c := range fe.CPUs {
+		cpus = append(cpus, strconv.Itoa(c))
+	}
+	out := strings.Join(cpus, ",")
+	if out == "" {
+		out = "any"
+	}
+	if fe.Share > 0 {
+		out += fmt.Sprintf(" (%g)", fe.Share)
+	}
+	return out
 }
 
 func printTunnels(w io.Writer, info *substrate.NetworkInfo) {
@@ -154,6 +173,28 @@ func printUsage(w io.Writer, info *substrate.NetworkInfo) {
 	for _, n := range info.Nodes {
 		if u := n.Usage; u != nil {
 			fmt.Fprintf(w, "%s\t%.2fs\t%.1fM\t%d\t%d\n", n.Name, u.CPUSeconds, float64(u.Memory)/(1<<20), u.Processes, u.OOMKills)
+		}
+	}
+}
+
+// printLANs shows the learnt table and the counters of each LAN connector.
+func printLANs(w io.Writer, info *substrate.NetworkInfo) {
+	for _, l := range info.Links {
+		lan := l.LAN
+		if lan == nil {
+			continue
+		}
+		fmt.Fprintf(w, "\nLAN %s: %d of %d addresses learnt, ageing %gs; %d unicast, %d flooded, %d filtered, %d learnt or moved\n",
+			l.Name, len(lan.Entries), lan.Table, lan.Ageing, lan.Counters.Unicast, lan.Counters.Flooded, lan.Counters.Filtered, lan.Counters.Learnt)
+		if lan.Error != "" {
+			fmt.Fprintf(w, "  (table not read: %s)\n", lan.Error)
+			continue
+		}
+		if len(lan.Entries) > 0 {
+			fmt.Fprintf(w, "MAC\tMEMBER\tIDLE\n")
+		}
+		for _, e := range lan.Entries {
+			fmt.Fprintf(w, "%s\t%s\t%.1fs\n", e.MAC, e.Member, e.Idle)
 		}
 	}
 }

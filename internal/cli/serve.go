@@ -21,10 +21,11 @@ import (
 
 func serveCmd(store storeFunc) *cobra.Command {
 	var socket, listen string
+	var tlsFiles api.TLS
 	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the web page, the HTTP API and Prometheus metrics on a unix socket, and optionally on loopback",
+		Short: "Serve the web page, the HTTP API and Prometheus metrics on a unix socket, and optionally on TCP",
 		Long: `Serve the HTTP API of this state directory: list, inspect, up (POST a topology file), diff,
 down, link state and impairments, exec (non-interactive), a terminal into a node (websocket) and capture of a link, as the CLI offers
 them, described by the OpenAPI 3 document at /openapi.json; Prometheus metrics at /metrics;
@@ -34,9 +35,11 @@ See docs/api.md.
 
 The API listens on the unix socket --socket (default STATE_DIR/trellis.sock, mode 0600: root
 only), e.g. ` + "`curl --unix-socket /var/lib/trellis/trellis.sock http://x/networks`" + `. --listen
-HOST:PORT adds a TCP listener on a loopback address. Whoever reaches the API can run commands as
-root in nodes (a file's exec: lines): serving other addresses needs TLS and tenant credentials,
-which come with the cluster, and is refused for now.
+HOST:PORT adds a TCP listener. Whoever reaches the API can run commands as root in nodes (a
+file's exec: lines), so an address other than loopback is served only with TLS and client
+certificates: --tls-cert and --tls-key (PEM) are the server's, and every client must present a
+certificate signed by the CA of --client-ca (curl --cacert CA --cert CERT --key KEY). The three
+flags work on a loopback address too.
 
 Ctrl-C (or SIGTERM) stops the server; a change under way stops cleanly, as Ctrl-C stops up.`,
 		Args: cobra.NoArgs,
@@ -48,9 +51,12 @@ Ctrl-C (or SIGTERM) stops the server; a change under way stops cleanly, as Ctrl-
 			if socket == "" {
 				socket = filepath.Join(st.Dir, "trellis.sock")
 			}
+			if listen == "" && !tlsFiles.IsZero() {
+				return fmt.Errorf("serve: --tls-cert, --tls-key and --client-ca are for --listen, which is not given")
+			}
 			var ls []net.Listener
 			if listen != "" { // checked first: a refused address leaves no socket behind
-				l, err := api.ListenLoopback(listen)
+				l, err := api.Listen(listen, tlsFiles)
 				if err != nil {
 					return err
 				}
@@ -68,21 +74,29 @@ Ctrl-C (or SIGTERM) stops the server; a change under way stops cleanly, as Ctrl-
 			if !quiet {
 				opts.Log = cmd.ErrOrStderr()
 			}
-			return serve(ctx, st, ls, opts, cmd)
+			return serve(ctx, st, ls, !tlsFiles.IsZero(), opts, cmd)
 		},
 	}
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket to listen on (default STATE_DIR/trellis.sock)")
-	cmd.Flags().StringVar(&listen, "listen", "", "also listen on this loopback TCP address, HOST:PORT (e.g. 127.0.0.1:8080)")
+	cmd.Flags().StringVar(&listen, "listen", "", "also listen on this TCP address, HOST:PORT (e.g. 127.0.0.1:8080); other than loopback only with TLS")
+	cmd.Flags().StringVar(&tlsFiles.Cert, "tls-cert", "", "serve --listen with TLS: the server's certificate (PEM)")
+	cmd.Flags().StringVar(&tlsFiles.Key, "tls-key", "", "the key of --tls-cert (PEM)")
+	cmd.Flags().StringVar(&tlsFiles.ClientCA, "client-ca", "", "CA certificate (PEM) whose certificates clients of --listen must present")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not log requests")
 	return cmd
 }
 
-// serve serves the API on every listener until ctx is cancelled.
-func serve(ctx context.Context, st *state.Store, ls []net.Listener, opts api.Options, cmd *cobra.Command) error {
+// serve serves the API on every listener until ctx is cancelled; withTLS says the TCP one
+// serves TLS.
+func serve(ctx context.Context, st *state.Store, ls []net.Listener, withTLS bool, opts api.Options, cmd *cobra.Command) error {
 	srv := &http.Server{Handler: newHandler(ctx, st, opts), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, len(ls))
 	for _, l := range ls {
-		fmt.Fprintf(cmd.OutOrStdout(), "serving on %s %s\n", l.Addr().Network(), l.Addr())
+		how := ""
+		if withTLS && l.Addr().Network() == "tcp" {
+			how = " (TLS, client certificates)"
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "serving on %s %s%s\n", l.Addr().Network(), l.Addr(), how)
 		go func() { errc <- srv.Serve(l) }()
 	}
 	select {

@@ -169,7 +169,9 @@ func checkUnderlayAddr(what string, a netip.Addr) error {
 // t.Remote leads), inside EGRE with key t.Key from t.Local to t.Remote.
 //
 // The outer MAC addresses come from the kernel's route and neighbour tables
-// at each packet (bpf_fib_lookup), so routing changes apply at once. While
+// (bpf_fib_lookup): each CPU prepares them once and reuses them for
+// EncapRouteTTL before it looks the route up again, so route and neighbour
+// changes on the underlay apply within that time. While
 // the remote's MAC address is not known, IP frames wait for neighbour
 // resolution (bpf_redirect_neigh) but other frames (ARP above all) are
 // dropped: call PrimeNeighbour when setting a tunnel up.
@@ -216,6 +218,9 @@ func attachEncap(portIfindex, underlayIfindex int, t Tunnel) error {
 	spec, specs, err := copyEgreSpec()
 	if err != nil {
 		return err
+	}
+	if err := specs.RouteTtlNs.Set(uint64(encapRouteTTL().Nanoseconds())); err != nil {
+		return fmt.Errorf("setting route_ttl_ns: %w", err)
 	}
 	for _, v := range []struct {
 		name string

@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type egreRouteTmpl struct {
+	_       structs.HostLayout
+	Smac    [6]uint8
+	Dmac    [6]uint8
+	Ifindex uint32
+	Stamp   uint64
+}
+
 type egreTunnelKey struct {
 	_        structs.HostLayout
 	Key      uint32
@@ -30,6 +38,7 @@ type egreTunnelValue struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	egreMapDecapStats      = "decap_stats"
+	egreMapEncapRoute      = "encap_route"
 	egreMapEncapStats      = "encap_stats"
 	egreMapKeys            = "keys"
 	egreMapTunnels         = "tunnels"
@@ -38,6 +47,7 @@ const (
 	egreVarKey             = "key"
 	egreVarLocalIp         = "local_ip"
 	egreVarRemoteIp        = "remote_ip"
+	egreVarRouteTtlNs      = "route_ttl_ns"
 	egreVarUnderlayIfindex = "underlay_ifindex"
 )
 
@@ -92,6 +102,7 @@ type egreProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type egreMapSpecs struct {
 	DecapStats *ebpf.MapSpec `ebpf:"decap_stats"`
+	EncapRoute *ebpf.MapSpec `ebpf:"encap_route"`
 	EncapStats *ebpf.MapSpec `ebpf:"encap_stats"`
 	Keys       *ebpf.MapSpec `ebpf:"keys"`
 	Tunnels    *ebpf.MapSpec `ebpf:"tunnels"`
@@ -104,6 +115,7 @@ type egreVariableSpecs struct {
 	Key             *ebpf.VariableSpec `ebpf:"key"`
 	LocalIp         *ebpf.VariableSpec `ebpf:"local_ip"`
 	RemoteIp        *ebpf.VariableSpec `ebpf:"remote_ip"`
+	RouteTtlNs      *ebpf.VariableSpec `ebpf:"route_ttl_ns"`
 	UnderlayIfindex *ebpf.VariableSpec `ebpf:"underlay_ifindex"`
 }
 
@@ -128,6 +140,7 @@ func (o *egreObjects) Close() error {
 // It can be passed to loadEgreObjects or ebpf.CollectionSpec.LoadAndAssign.
 type egreMaps struct {
 	DecapStats *ebpf.Map `ebpf:"decap_stats"`
+	EncapRoute *ebpf.Map `ebpf:"encap_route"`
 	EncapStats *ebpf.Map `ebpf:"encap_stats"`
 	Keys       *ebpf.Map `ebpf:"keys"`
 	Tunnels    *ebpf.Map `ebpf:"tunnels"`
@@ -136,6 +149,7 @@ type egreMaps struct {
 func (m *egreMaps) Close() error {
 	return _EgreClose(
 		m.DecapStats,
+		m.EncapRoute,
 		m.EncapStats,
 		m.Keys,
 		m.Tunnels,
@@ -149,6 +163,7 @@ type egreVariables struct {
 	Key             *ebpf.Variable `ebpf:"key"`
 	LocalIp         *ebpf.Variable `ebpf:"local_ip"`
 	RemoteIp        *ebpf.Variable `ebpf:"remote_ip"`
+	RouteTtlNs      *ebpf.Variable `ebpf:"route_ttl_ns"`
 	UnderlayIfindex *ebpf.Variable `ebpf:"underlay_ifindex"`
 }
 

@@ -169,15 +169,19 @@ func TestEGRE(t *testing.T) {
 		// An IP frame while m1 does not know m2's MAC address: it waits
 		// for the kernel to resolve it (bpf_redirect_neigh). One echo
 		// request only (no resend within 400ms).
+		// The template of the MAC addresses lasts EncapRouteTTL: after
+		// that the program looks the route up again.
 		peerIP := net.IP(m2.addr.AsSlice())
 		if err := m1.nl.NeighDel(&netlink.Neigh{LinkIndex: m1.underlay, Family: netlink.FAMILY_V4, IP: peerIP}); err != nil {
 			t.Fatal(err)
 		}
+		time.Sleep(EncapRouteTTL + 100*time.Millisecond)
 		if err := egrePing(m1.node.ns, m2.node.addr4, 400*time.Millisecond); err != nil {
 			t.Fatalf("ping while m1 has no neighbour entry for m2: %v", err)
 		}
 		waitNeighbour(t, m1.nl, m1.underlay, peerIP, m2.ulMAC)
 	})
+	t.Run("neighbour change", func(t *testing.T) { testEGRENeighbourChange(t, m1) })
 	t.Run("ipv6", func(t *testing.T) {
 		for _, p := range [][2]*egreMachine{{m1, m2}, {m2, m1}} {
 			if err := egrePing(p[0].node.ns, p[1].node.addr6, 3*time.Second); err != nil {
@@ -375,6 +379,9 @@ func testEGRENoNeighbour(t *testing.T, m *egreMachine) {
 		if err := m.nl.NeighDel(&netlink.Neigh{LinkIndex: m.underlay, Family: netlink.FAMILY_V4, IP: peerIP}); err != nil && !errors.Is(err, unix.ENOENT) {
 			t.Fatal(err)
 		}
+		// A frame of an earlier attempt may have left a template with
+		// the old MAC address: it lasts EncapRouteTTL.
+		time.Sleep(EncapRouteTTL + 100*time.Millisecond)
 		before := encapCounters(t, m)
 		// One try: the window in which the neighbour is missing is short.
 		err := egreRawFrameType(m.node, m.peer.node, nil, testEtherType, 1)
@@ -1303,4 +1310,37 @@ func (c *underlayCapture) close() {
 		<-c.done
 		unix.Close(c.fd)
 	})
+}
+
+// testEGRENeighbourChange checks that the encapsulation's template of the
+// outer MAC addresses follows a change of the underlay neighbour within
+// EncapRouteTTL: frames stop crossing once the neighbour entry names a MAC
+// address the other machine does not have (its underlay drops them as not
+// its own), and cross again once the entry is right.
+func testEGRENeighbourChange(t *testing.T, m *egreMachine) {
+	peerIP := net.IP(m.peer.addr.AsSlice())
+	set := func(mac net.HardwareAddr) {
+		t.Helper()
+		err := m.nl.NeighSet(&netlink.Neigh{LinkIndex: m.underlay, Family: netlink.FAMILY_V4, IP: peerIP,
+			HardwareAddr: mac, State: netlink.NUD_PERMANENT})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		m.nl.NeighDel(&netlink.Neigh{LinkIndex: m.underlay, Family: netlink.FAMILY_V4, IP: peerIP})
+		inMachine(t, m, func() error { return PrimeNeighbour(m.underlay, m.peer.addr) })
+	})
+	if err := egrePing(m.node.ns, m.peer.node.addr4, 3*time.Second); err != nil {
+		t.Fatalf("ping before the change: %v", err)
+	}
+	set(net.HardwareAddr{0x02, 0, 0, 0, 0xde, 0xad})
+	time.Sleep(EncapRouteTTL + 200*time.Millisecond)
+	if err := egrePing(m.node.ns, m.peer.node.addr4, 500*time.Millisecond); err == nil {
+		t.Fatalf("ping crossed %v after the neighbour entry was changed to a wrong MAC address", EncapRouteTTL)
+	}
+	set(m.peer.ulMAC)
+	if err := egrePing(m.node.ns, m.peer.node.addr4, EncapRouteTTL+2*time.Second); err != nil {
+		t.Fatalf("ping after the neighbour entry was put right: %v", err)
+	}
 }

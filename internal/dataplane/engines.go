@@ -148,6 +148,38 @@ func (e *Engines) SetLocal(a netip.Addr, add bool) error {
 	return nil
 }
 
+// SetRate caps the frames the classifier sees on the node's port (control node's and FEs'
+// together) at bitsPerSec, dropping those over it; 0 removes the cap. The bucket holds 20 ms of
+// traffic (at least two full frames), as the ports' shapers do.
+func (e *Engines) SetRate(port int, bitsPerSec uint64, mtu int) error {
+	if bitsPerSec == 0 {
+		if err := e.objs.Police.Delete(uint32(port)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("dataplane: engines rate on port %d: %w", port, err)
+		}
+		return nil
+	}
+	bytes := bitsPerSec / 8
+	burst := max(bytes/50, 2*uint64(max(mtu, 1500)+14))
+	v := enginesPolice{Rate: bytes, Burst: burst, Tokens: burst * 1e9}
+	if err := e.objs.Police.Put(uint32(port), v); err != nil {
+		return fmt.Errorf("dataplane: engines rate on port %d: %w", port, err)
+	}
+	return nil
+}
+
+// Policed returns the frames the ports' rate caps dropped so far.
+func (e *Engines) Policed() (uint64, error) {
+	var per []uint64
+	if err := e.objs.Policed.Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("dataplane: engines policed: %w", err)
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n, nil
+}
+
 // Counts returns the frames classified so far: per FE (index i), and to the node (last).
 func (e *Engines) Counts() ([]uint64, error) {
 	out := make([]uint64, MaxEngineFEs+1)

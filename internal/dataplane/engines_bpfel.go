@@ -37,6 +37,19 @@ type enginesFeKey struct {
 	Fe   uint32
 }
 
+type enginesPolice struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Pad    uint32
+	Rate   uint64
+	Burst  uint64
+	Tokens uint64
+	Last   uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -46,6 +59,8 @@ const (
 	enginesMapFePorts          = "fe_ports"
 	enginesMapLocal            = "local"
 	enginesMapOutPorts         = "out_ports"
+	enginesMapPolice           = "police"
+	enginesMapPoliced          = "policed"
 	enginesMapSlots            = "slots"
 	enginesMapStats            = "stats"
 	enginesProgEnginesClassify = "engines_classify"
@@ -107,6 +122,8 @@ type enginesMapSpecs struct {
 	FePorts  *ebpf.MapSpec `ebpf:"fe_ports"`
 	Local    *ebpf.MapSpec `ebpf:"local"`
 	OutPorts *ebpf.MapSpec `ebpf:"out_ports"`
+	Police   *ebpf.MapSpec `ebpf:"police"`
+	Policed  *ebpf.MapSpec `ebpf:"policed"`
 	Slots    *ebpf.MapSpec `ebpf:"slots"`
 	Stats    *ebpf.MapSpec `ebpf:"stats"`
 }
@@ -142,6 +159,8 @@ type enginesMaps struct {
 	FePorts  *ebpf.Map `ebpf:"fe_ports"`
 	Local    *ebpf.Map `ebpf:"local"`
 	OutPorts *ebpf.Map `ebpf:"out_ports"`
+	Police   *ebpf.Map `ebpf:"police"`
+	Policed  *ebpf.Map `ebpf:"policed"`
 	Slots    *ebpf.Map `ebpf:"slots"`
 	Stats    *ebpf.Map `ebpf:"stats"`
 }
@@ -153,6 +172,8 @@ func (m *enginesMaps) Close() error {
 		m.FePorts,
 		m.Local,
 		m.OutPorts,
+		m.Police,
+		m.Policed,
 		m.Slots,
 		m.Stats,
 	)

@@ -74,7 +74,7 @@ func start(c Config) (*helper, error) {
 	if h.dp, err = dataplane.LoadEngines(); err != nil {
 		return nil, err
 	}
-	h.m = &mirror{control: control, cnl: cnl, fes: h.fes, dp: h.dp, names: map[int]string{}}
+	h.m = &mirror{control: control, cnl: cnl, fes: h.fes, dp: h.dp, names: map[int]string{}, applied: map[string]uint64{}}
 	stop := make(chan struct{})
 	sub, err := h.m.watch(stop)
 	if err != nil {
@@ -118,6 +118,9 @@ func (h *helper) attach() error {
 		if err := h.dp.SetPort(port.Attrs().Index, fes); err != nil {
 			return err
 		}
+		if err := h.dp.SetRate(port.Attrs().Index, in.Rate, in.MTU); err != nil {
+			return err
+		}
 		if err := h.dp.AttachClassifier(port.Attrs().Index); err != nil {
 			return err
 		}
@@ -153,13 +156,16 @@ func (h *helper) writeStatus() error {
 		return err
 	}
 	for i := range h.fes {
-		es := EngineStatus{Index: i, Ports: map[string]string{}, Classified: counts[i]}
+		es := EngineStatus{Index: i, Ports: map[string]string{}, Classified: counts[i], CPUs: h.c.Engines[i].CPUs, Share: h.c.Engines[i].Share}
 		for _, in := range h.c.Ifaces {
 			es.Ports[in.Name] = in.FEPorts[i]
 		}
 		s.Engines = append(s.Engines, es)
 	}
 	s.Control = counts[dataplane.MaxEngineFEs]
+	if s.Policed, err = h.dp.Policed(); err != nil {
+		return err
+	}
 	if old, err := ReadStatus(h.c.StateDir, h.c.NetID, h.c.Node); err == nil && old != nil && reflect.DeepEqual(*old, s) {
 		return nil
 	}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/plan"
@@ -60,20 +61,37 @@ type Iface struct {
 	PortIndex int      // its ifindex now: a port made anew is another port
 	MAC       string   // the node's MAC on it, which each copy has too
 	MTU       int      // 0: the kernel's default
+	Rate      uint64   `json:",omitempty"` // the link's cap, bits per second, towards the node (0: none)
 	FEPorts   []string // the substrate end of each FE's copy
 	Addresses []string `json:",omitempty"` // for the record; the FEs take the node's live ones
 }
 
 // ConfigFor returns the helper's configuration for node n of plan p, whose control node's init
-// is pid control. A port that does not exist yet has index 0.
-func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) Config {
+// is pid control. A port that does not exist yet has index 0. Engines asking for a share of the
+// cores get theirs from Shares, over this machine's cores.
+func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) (Config, error) {
 	c := Config{StateDir: stateDir, NetID: p.NetID, Node: n.Name, Control: control, Sysctl: n.Sysctl}
 	if n.Dispatch != nil {
 		c.Dispatch = *n.Dispatch
 		c.Dispatch.Line = 0
 	}
-	for _, e := range n.Engines {
+	var given [][]int
+	if slices.ContainsFunc(n.Engines, func(e spec.Engine) bool { return e.Share > 0 }) {
+		cores, err := Cores()
+		if err != nil {
+			return c, err
+		}
+		shares, err := Shares(p, cores)
+		if err != nil {
+			return c, err
+		}
+		given = shares[n.Name]
+	}
+	for i, e := range n.Engines {
 		e.Line = 0
+		if i < len(given) && given[i] != nil {
+			e.CPUs = given[i]
+		}
 		c.Engines = append(c.Engines, e)
 	}
 	for _, l := range p.Links {
@@ -81,7 +99,7 @@ func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) Config 
 			if port.Node != n.Name {
 				continue
 			}
-			in := Iface{Name: port.Ifname, Port: port.Name, MAC: port.MAC, MTU: l.MTU, Addresses: port.Addresses}
+			in := Iface{Name: port.Ifname, Port: port.Name, MAC: port.MAC, MTU: l.MTU, Rate: l.Rate, Addresses: port.Addresses}
 			if dev, err := netlink.LinkByName(port.Name); err == nil {
 				in.PortIndex = dev.Attrs().Index
 			}
@@ -91,7 +109,7 @@ func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) Config 
 			c.Ifaces = append(c.Ifaces, in)
 		}
 	}
-	return c
+	return c, nil
 }
 
 // Digest identifies a configuration.
@@ -140,6 +158,7 @@ type Status struct {
 	PID     int
 	Engines []EngineStatus
 	Control uint64 // frames the classifier sent to the control node
+	Policed uint64 `json:",omitempty"` // frames dropped by the links' rate caps
 	Mirror  MirrorStatus
 }
 
@@ -148,6 +167,8 @@ type EngineStatus struct {
 	Index      int
 	Ports      map[string]string // interface -> substrate end
 	Classified uint64            // frames the classifier sent to it
+	CPUs       []int             `json:",omitempty"` // the cores its frames are steered to (given, or from its share)
+	Share      float64           `json:",omitempty"` // the share of cores it asked for
 }
 
 // MirrorStatus counts what the mirror copied into the FEs.

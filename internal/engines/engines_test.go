@@ -18,7 +18,11 @@ func configOf(t *testing.T, doc string) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ConfigFor("/state", p, p.Node("r"), 42)
+	c, err := ConfigFor("/state", p, p.Node("r"), 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // The helper's digest changes with what it was started with, and not with where the file

@@ -21,9 +21,13 @@ type fe struct {
 	links map[string]int // interface name -> ifindex inside the FE
 	ports map[string]int // interface name -> ifindex of its substrate end
 	work  chan func()    // the mirror's changes for this FE, applied in order by one goroutine
+	rt    *rtSock        // route changes in batches
 }
 
 func (f *fe) close() {
+	if f.rt != nil {
+		f.rt.close()
+	}
 	if f.nl != nil {
 		f.nl.Close()
 	}
@@ -53,6 +57,10 @@ func makeFE(c Config, i int) (*fe, error) {
 	if f.nl, err = netlink.NewHandleAt(ns); err != nil {
 		f.close()
 		return nil, fmt.Errorf("FE %d: netlink: %w", i, err)
+	}
+	if f.rt, err = openRtSock(ns); err != nil {
+		f.close()
+		return nil, fmt.Errorf("FE %d: %w", i, err)
 	}
 	if err := f.setup(c); err != nil {
 		f.close()

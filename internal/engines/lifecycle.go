@@ -100,10 +100,13 @@ func Pending(stateDir, stateID string, p *plan.Plan, running map[string]int) (ma
 			continue
 		}
 		h, ok := found[n.Name]
+		c, err := ConfigFor(stateDir, p, n, running[n.Name])
 		switch {
+		case err != nil:
+			return nil, err
 		case !ok:
 			out[n.Name] = "they are not running"
-		case h.Digest != ConfigFor(stateDir, p, n, running[n.Name]).Digest():
+		case h.Digest != c.Digest():
 			out[n.Name] = "their node, ports or settings changed"
 		}
 	}
@@ -139,7 +142,10 @@ func Converge(ctx context.Context, stateDir, stateID string, p *plan.Plan, runni
 		if !ok {
 			return fmt.Errorf("%w %s is not running", ErrControl, n.Name)
 		}
-		c := ConfigFor(stateDir, p, n, pid)
+		c, err := ConfigFor(stateDir, p, n, pid)
+		if err != nil {
+			return err
+		}
 		h, ok := found[n.Name]
 		if ok && h.Digest == c.Digest() {
 			continue

@@ -3,7 +3,6 @@ package engines
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -22,7 +21,8 @@ type mirror struct {
 	cnl     *netlink.Handle
 	fes     []*fe
 	dp      *dataplane.Engines
-	names   map[int]string // control node ifindex -> interface name
+	names   map[int]string    // control node ifindex -> interface name
+	applied map[string]uint64 // route key -> digest of the route every FE has
 
 	mu sync.Mutex
 	st MirrorStatus
@@ -32,7 +32,7 @@ type mirror struct {
 // there now (so nothing between the two is missed; a change seen twice is applied twice,
 // harmlessly).
 func (m *mirror) watch(stop <-chan struct{}) (*subscription, error) {
-	sub := &subscription{addrs: make(chan netlink.AddrUpdate, 4096), routes: make(chan netlink.RouteUpdate, 65536),
+	sub := &subscription{addrs: make(chan netlink.AddrUpdate, 4096), routes: make(chan []*rtMsg, 4096),
 		neighs: make(chan netlink.NeighUpdate, 4096)}
 	ns := m.control
 	fail := func(e error) { m.failed(fmt.Errorf("netlink watch: %w", e)) }
@@ -41,8 +41,7 @@ func (m *mirror) watch(stop <-chan struct{}) (*subscription, error) {
 		ReceiveBufferSize: 1 << 22, ReceiveBufferForceSize: true}); err != nil {
 		return nil, err
 	}
-	if err := netlink.RouteSubscribeWithOptions(sub.routes, stop, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: fail,
-		ReceiveBufferSize: 1 << 26, ReceiveBufferForceSize: true}); err != nil {
+	if err := watchRoutes(ns, sub.routes, stop, fail); err != nil {
 		return nil, err
 	}
 	if err := netlink.NeighSubscribeWithOptions(sub.neighs, stop, netlink.NeighSubscribeOptions{Namespace: &ns, ErrorCallback: fail,
@@ -55,7 +54,7 @@ func (m *mirror) watch(stop <-chan struct{}) (*subscription, error) {
 // subscription is one netlink watch of the control node.
 type subscription struct {
 	addrs  chan netlink.AddrUpdate
-	routes chan netlink.RouteUpdate
+	routes chan []*rtMsg // the route changes of one receive
 	neighs chan netlink.NeighUpdate
 }
 
@@ -83,57 +82,7 @@ func (m *mirror) copyAll() error {
 	for _, n := range neighs {
 		m.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: n})
 	}
-	routes, err := listRoutes(m.cnl)
-	if err != nil {
-		return err
-	}
-	have := map[string]bool{}
-	for _, r := range routes {
-		have[routeKey(r)] = true
-		m.route(netlink.RouteUpdate{Type: unix.RTM_NEWROUTE, Route: r})
-	}
-	return m.prune(have)
-}
-
-// prune deletes from every FE the copied routes whose keys are not in have.
-func (m *mirror) prune(have map[string]bool) error {
-	for _, f := range m.fes {
-		routes, err := listRoutes(f.nl)
-		if err != nil {
-			return err
-		}
-		for _, r := range routes {
-			if copied(r) && !have[routeKey(r)] {
-				if err := f.nl.RouteDel(&r); err != nil && !errors.Is(err, unix.ESRCH) {
-					m.failed(fmt.Errorf("FE %d: removing route %s: %w", f.index, r.Dst, err))
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func listRoutes(h *netlink.Handle) ([]netlink.Route, error) {
-	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 20; try++ {
-		routes, err = h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-	}
-	return routes, err
-}
-
-// routeKey identifies a route within its namespace.
-func routeKey(r netlink.Route) string {
-	dst := "default"
-	if r.Dst != nil {
-		dst = r.Dst.String()
-	}
-	return fmt.Sprintf("%d/%d/%s/%d/%d", r.Family, r.Table, dst, r.Priority, r.Tos)
-}
-
-// copied tells whether the mirror copies a route of this sort.
-func copied(r netlink.Route) bool {
-	return !(r.Table == unix.RT_TABLE_LOCAL || r.Protocol == unix.RTPROT_KERNEL || r.Type == unix.RTN_LOCAL ||
-		r.Type == unix.RTN_BROADCAST || r.Type == unix.RTN_MULTICAST || (r.Dst != nil && r.Dst.IP.IsMulticast()))
+	return m.copyRoutes()
 }
 
 // run applies changes until done closes. When the kernel drops changes for the watch (its
@@ -180,11 +129,15 @@ func (m *mirror) consume(done <-chan struct{}, sub *subscription) {
 				return
 			}
 			m.timed(func() { m.neigh(u) })
-		case u, ok := <-sub.routes:
+		case batch, ok := <-sub.routes:
 			if !ok {
 				return
 			}
-			m.timed(func() { m.route(u) })
+			batch, more := drain(batch, sub.routes)
+			m.timed(func() { m.routes(batch) })
+			if !more {
+				return
+			}
 		}
 	}
 }
@@ -297,41 +250,6 @@ func (m *mirror) neigh(u netlink.NeighUpdate) {
 	m.mu.Unlock()
 }
 
-// route copies a route into the FEs, its devices translated by name. Routes of the local table
-// and those the kernel makes from addresses (the FEs make their own) are not copied, nor
-// those through an interface the FEs have no copy of.
-func (m *mirror) route(u netlink.RouteUpdate) {
-	r := u.Route
-	if !copied(r) {
-		return
-	}
-	names := map[int]string{r.LinkIndex: m.name(r.LinkIndex)}
-	for _, nh := range r.MultiPath {
-		names[nh.LinkIndex] = m.name(nh.LinkIndex)
-	}
-	m.each(func(f *fe) {
-		fr, ok := translate(f, r, names)
-		if !ok {
-			return
-		}
-		var err error
-		if u.Type == unix.RTM_DELROUTE {
-			if err = f.nl.RouteDel(&fr); err != nil && (errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT)) {
-				err = nil
-			}
-		} else if err = f.nl.RouteReplace(&fr); err != nil && fr.Src != nil {
-			fr.Src = nil // a preferred source on the node's loopback, which the FE has not
-			err = f.nl.RouteReplace(&fr)
-		}
-		if err != nil {
-			m.failed(fmt.Errorf("FE %d: route %s: %w", f.index, r.Dst, err))
-		}
-	})
-	m.mu.Lock()
-	m.st.Routes++
-	m.mu.Unlock()
-}
-
 // each runs apply on every FE at once (each FE's worker applies its changes in order) and
 // returns when all are done: a change costs the slowest FE's time, not the sum.
 func (m *mirror) each(apply func(f *fe)) {
@@ -344,40 +262,4 @@ func (m *mirror) each(apply func(f *fe)) {
 		}
 	}
 	wg.Wait()
-}
-
-// translate gives route r the FE's devices; names gives the control node's interface names.
-// ok is false for a route through an interface the FE has no copy of.
-func translate(f *fe, r netlink.Route, names map[int]string) (netlink.Route, bool) {
-	dev := func(idx int) (int, bool) {
-		if idx == 0 {
-			return 0, true
-		}
-		out, ok := f.links[names[idx]]
-		return out, ok
-	}
-	fr := r
-	fr.ILinkIndex, fr.Flags = 0, 0
-	var ok bool
-	if fr.LinkIndex, ok = dev(r.LinkIndex); !ok {
-		return fr, false
-	}
-	if len(r.MultiPath) > 0 {
-		fr.MultiPath = nil
-		for _, nh := range r.MultiPath {
-			c := *nh
-			if c.LinkIndex, ok = dev(nh.LinkIndex); !ok {
-				return fr, false
-			}
-			c.Flags = 0
-			fr.MultiPath = append(fr.MultiPath, &c)
-		}
-	}
-	if fr.Dst == nil { // a default route: the kernel reports no destination
-		fr.Dst = &net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}
-		if r.Family == unix.AF_INET6 {
-			fr.Dst = &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
-		}
-	}
-	return fr, true
 }

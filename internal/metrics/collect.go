@@ -2,55 +2,199 @@ package metrics
 
 import (
 	"errors"
+	"maps"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/rtnl"
 	"github.com/trellisnet/trellis/internal/state"
-	"github.com/vishvananda/netlink"
+	"github.com/trellisnet/trellis/internal/substrate"
+	"golang.org/x/sys/unix"
 )
 
 // snapshot is what one scrape read: the metrics, and the machine-wide devices they came from.
 type snapshot struct {
 	out     samples
-	devs    map[string]device     // root namespace devices by name
+	devs    map[string]rtnl.Link  // root namespace devices by name
 	shaper  map[int]uint64        // tbf drops by device index
 	tunnels map[string]*plan.Plan // a plan of each tunnel kind seen, for machine-wide counters
 }
 
-// read reads every network: the records, one dump of the root namespace's devices and one of
-// its qdiscs for all ports, and one file read per running node for its interfaces' counters.
-// The dumps run while the records and the nodes' counters are read.
+// network is what a scrape read of one network.
+type network struct {
+	rec     *state.Record
+	running map[string]kinds.Instance // its nodes that run
+	// ifaces are the counters of the node-side interfaces of its ports, by the id of their
+	// namespace and their name.
+	ifaces map[int]map[string]rtnl.Stats
+	usage  map[string]kinds.Usage // what its running nodes use, for kinds that tell it
+}
+
+// read reads every network: the records, one dump of the root namespace's devices and (if a
+// link has a rate cap) one of its qdiscs for all ports, and for each running node a dump of its devices (by namespace id,
+// from the root namespace) for its interfaces' counters and its cgroup's counters. The root dumps run while the
+// records and the running nodes are read.
 func (c *Collector) read() (*snapshot, error) {
 	s := &snapshot{out: samples{}, shaper: map[int]uint64{}, tunnels: map[string]*plan.Plan{}}
 	var devErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { s.devs, devErr = listDevices() })
-	wg.Go(func() {
-		if qdiscs, err := netlink.QdiscList(nil); err == nil {
-			for _, q := range qdiscs {
-				if tbf, ok := q.(*netlink.Tbf); ok && tbf.Statistics != nil {
-					s.shaper[tbf.LinkIndex] = uint64(tbf.Statistics.Queue.Drops)
-				}
-			}
-		}
-	})
+	wg.Go(func() { devErr = s.readRoot() })
 	recs, err := c.st.List()
-	stats := make([]map[string]map[string]ifStats, len(recs))
+	if slices.ContainsFunc(recs, func(r *state.Record) bool { return shaped(r.Plan) }) {
+		wg.Go(s.readShapers)
+	}
+	nets := make([]*network, len(recs))
 	for i, rec := range recs {
-		stats[i] = c.readNodes(rec.Plan)
+		nets[i] = &network{rec: rec}
+		if running, rerr := substrate.Running(c.st, rec.Plan); rerr == nil {
+			nets[i].running = running
+		}
 	}
 	wg.Wait()
 	if err := errors.Join(err, devErr); err != nil {
 		return nil, err
 	}
-	for i, rec := range recs {
-		c.readNetwork(s, rec, stats[i])
+	c.readNodes(nets, s.devs)
+	for _, n := range nets {
+		c.readNetwork(s, n)
 	}
 	c.readTunnelKinds(s)
 	return s, nil
+}
+
+// shaped tells whether a link of plan p has a rate cap (a shaper on its ports).
+func shaped(p *plan.Plan) bool {
+	return slices.ContainsFunc(p.Links, func(l *plan.Link) bool { return l.Rate > 0 })
+}
+
+// readShapers reads the drops of the root namespace's tbf qdiscs (the shapers); none if they
+// cannot be read: counters are for show.
+func (s *snapshot) readShapers() {
+	conn, err := rtnl.Dial()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if drops, err := conn.QdiscDrops("tbf"); err == nil {
+		s.shaper = drops
+	}
+}
+
+// readRoot reads the root namespace's devices.
+func (s *snapshot) readRoot() error {
+	conn, err := rtnl.Dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	links, err := conn.Links(rtnl.Own)
+	if err != nil {
+		return err
+	}
+	s.devs = make(map[string]rtnl.Link, len(links))
+	for _, l := range links {
+		s.devs[l.Name] = l
+	}
+	return nil
+}
+
+// readNodes reads, for every node that runs, what it uses (its kind's Measurer) and the
+// counters of its ports' node-side interfaces (the namespace of each port's peer), a few
+// nodes at a time, each reader with a route netlink socket of its own.
+func (c *Collector) readNodes(nets []*network, devs map[string]rtnl.Link) {
+	type job struct {
+		n     *network
+		in    kinds.Instance
+		nsids []int
+	}
+	var jobs []*job
+	for _, n := range nets {
+		n.ifaces, n.usage = map[int]map[string]rtnl.Stats{}, map[string]kinds.Usage{}
+		byNode := map[string]*job{}
+		for _, node := range n.rec.Plan.Nodes {
+			if in, ok := n.running[node.Name]; ok {
+				byNode[node.Name] = &job{n: n, in: in}
+				jobs = append(jobs, byNode[node.Name])
+			}
+		}
+		for _, l := range n.rec.Plan.Links {
+			for _, p := range l.Ports {
+				d, ok := devs[p.Name]
+				j := byNode[p.Node]
+				if ok && j != nil && d.PeerNetNsID >= 0 && !slices.Contains(j.nsids, d.PeerNetNsID) {
+					j.nsids = append(j.nsids, d.PeerNetNsID)
+				}
+			}
+		}
+	}
+	type result struct {
+		usage  *kinds.Usage
+		ifaces map[int]map[string]rtnl.Stats
+	}
+	got := make([]result, len(jobs))
+	parallel(len(jobs), func(conn *rtnl.Conn, i int) {
+		j := jobs[i]
+		got[i].usage = c.usage(j.n.rec.Plan, j.in)
+		got[i].ifaces = map[int]map[string]rtnl.Stats{}
+		for _, nsid := range j.nsids {
+			if links, err := conn.Links(nsid); err == nil { // a node that ended has none
+				got[i].ifaces[nsid] = make(map[string]rtnl.Stats, len(links))
+				for _, l := range links {
+					got[i].ifaces[nsid][l.Name] = l.Stats
+				}
+			}
+		}
+	})
+	for i, j := range jobs {
+		if got[i].usage != nil {
+			j.n.usage[j.in.Name] = *got[i].usage
+		}
+		maps.Copy(j.n.ifaces, got[i].ifaces)
+	}
+}
+
+// usage asks the kind of node in what it uses; nil if the kind cannot tell, or the node ended.
+func (c *Collector) usage(p *plan.Plan, in kinds.Instance) *kinds.Usage {
+	k, err := kinds.NodeKind(in.Kind)
+	m, ok := k.(kinds.Measurer)
+	if err != nil || !ok {
+		return nil
+	}
+	u, err := m.Usage(&kinds.Env{Store: c.st, Plan: p}, in)
+	if err != nil {
+		return nil
+	}
+	return &u
+}
+
+// parallel runs f(conn, 0..n-1) on a few goroutines, each with a route netlink socket of its
+// own (nil if it could not open one: then f's netlink reads are skipped by the caller).
+func parallel(n int, f func(conn *rtnl.Conn, i int)) {
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(2*runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			conn, err := rtnl.Dial()
+			if err != nil {
+				for range work {
+				}
+				return
+			}
+			defer conn.Close()
+			for i := range work {
+				f(conn, i)
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
 }
 
 func (c *Collector) machineOf(p *plan.Plan) string {
@@ -60,59 +204,66 @@ func (c *Collector) machineOf(p *plan.Plan) string {
 	return c.machine
 }
 
-// readNetwork adds the metrics of one network, whose nodes' interfaces have counters stats
-// (node -> interface -> counters; none for a node that does not run).
-func (c *Collector) readNetwork(s *snapshot, rec *state.Record, stats map[string]map[string]ifStats) {
-	p := rec.Plan
+// readNetwork adds the metrics of one network.
+func (c *Collector) readNetwork(s *snapshot, n *network) {
+	rec, p := n.rec, n.rec.Plan
 	machine := c.machineOf(p)
 	s.out.add(famNetwork, 1, rec.Name, rec.Status, machine)
 	if p.Tunnel != "" && s.tunnels[p.Tunnel] == nil {
 		s.tunnels[p.Tunnel] = p
 	}
-	for _, n := range p.Nodes {
-		s.out.add(famNodeUp, boolValue(stats[n.Name] != nil), rec.Name, n.Name, machine)
+	for _, node := range p.Nodes {
+		_, runs := n.running[node.Name]
+		s.out.add(famNodeUp, boolValue(runs), rec.Name, node.Name, machine)
+		if u, ok := n.usage[node.Name]; ok {
+			s.out.addFloat(famCPU, u.CPUSeconds, rec.Name, node.Name, machine)
+			s.out.add(famMemory, u.Memory, rec.Name, node.Name, machine)
+			s.out.add(famProcesses, uint64(max(u.Processes, 0)), rec.Name, node.Name, machine)
+			s.out.add(famOOMKills, uint64(max(u.OOMKills, 0)), rec.Name, node.Name, machine)
+		}
 	}
 	for _, l := range p.Links {
 		s.out.add(famLinkUp, boolValue(!l.Down), rec.Name, l.Name, machine)
 		for _, port := range l.Ports {
-			c.readPort(s, rec.Name, machine, l, port, stats[port.Node][port.Ifname])
+			c.readPort(s, n, machine, l, port)
 		}
 		for _, t := range l.Tunnels {
 			if d, ok := s.devs[t.Device]; ok {
 				lv := []string{rec.Name, l.Name, t.Host, machine}
-				s.out.add(famTunRxFrames, (d.RxFrames), lv...)
-				s.out.add(famTunTxFrames, (d.TxFrames), lv...)
-				s.out.add(famTunRxBytes, (d.RxBytes), lv...)
-				s.out.add(famTunTxBytes, (d.TxBytes), lv...)
+				s.out.add(famTunRxFrames, d.Stats.RxPackets, lv...)
+				s.out.add(famTunTxFrames, d.Stats.TxPackets, lv...)
+				s.out.add(famTunRxBytes, d.Stats.RxBytes, lv...)
+				s.out.add(famTunTxBytes, d.Stats.TxBytes, lv...)
 			}
 		}
 	}
 }
 
-// readPort adds the metrics of one port; st are its interface's counters in the node (zero if
-// the node does not run).
-func (c *Collector) readPort(s *snapshot, network, machine string, l *plan.Link, port plan.Port, st ifStats) {
-	lv := []string{network, port.Node, l.Name, port.Ifname, machine}
+// readPort adds the metrics of one port; its interface's counters are those of the node's
+// side (zero if the node does not run).
+func (c *Collector) readPort(s *snapshot, n *network, machine string, l *plan.Link, port plan.Port) {
+	lv := []string{n.rec.Name, port.Node, l.Name, port.Ifname, machine}
 	a, ok := s.devs[port.Name]
 	if !ok {
 		s.out.add(famPortUp, 0, lv...)
 		return
 	}
-	s.out.add(famPortUp, boolValue(a.Up), lv...)
-	s.out.add(famRxFrames, (st.RxFrames), lv...)
-	s.out.add(famTxFrames, (st.TxFrames), lv...)
-	s.out.add(famRxBytes, (st.RxBytes), lv...)
-	s.out.add(famTxBytes, (st.TxBytes), lv...)
-	s.out.add(famRxDrops, (st.RxDrops), lv...)
-	s.out.add(famTxDrops, (st.TxDrops), lv...)
-	s.out.add(famShaper, (s.shaper[a.Index]), lv...)
+	st := n.ifaces[a.PeerNetNsID][port.Ifname]
+	s.out.add(famPortUp, boolValue(a.Flags&unix.IFF_UP != 0), lv...)
+	s.out.add(famRxFrames, st.RxPackets, lv...)
+	s.out.add(famTxFrames, st.TxPackets, lv...)
+	s.out.add(famRxBytes, st.RxBytes, lv...)
+	s.out.add(famTxBytes, st.TxBytes, lv...)
+	s.out.add(famRxDrops, st.RxDropped, lv...)
+	s.out.add(famTxDrops, st.TxDropped, lv...)
+	s.out.add(famShaper, s.shaper[a.Index], lv...)
 	if port.Impair.IsZero() {
 		return
 	}
 	if ic, err := dataplane.ReadImpairCounters(a.Index); err == nil {
-		s.out.add(famImpDrop, (ic.Dropped), lv...)
-		s.out.add(famImpDup, (ic.Duplicated), lv...)
-		s.out.add(famImpCorr, (ic.Corrupted), lv...)
+		s.out.add(famImpDrop, ic.Dropped, lv...)
+		s.out.add(famImpDup, ic.Duplicated, lv...)
+		s.out.add(famImpCorr, ic.Corrupted, lv...)
 	}
 }
 
@@ -135,10 +286,10 @@ func (c *Collector) readTunnelKinds(s *snapshot) {
 			continue
 		}
 		m := c.machineOf(p)
-		s.out.add(famDecap, (e.Decapsulated), m)
-		s.out.add(famUnkKey, (e.UnknownKey), m)
-		s.out.add(famWrong, (e.WrongSource), m)
-		s.out.add(famDecErr, (e.Errors), m)
+		s.out.add(famDecap, e.Decapsulated, m)
+		s.out.add(famUnkKey, e.UnknownKey, m)
+		s.out.add(famWrong, e.WrongSource, m)
+		s.out.add(famDecErr, e.Errors, m)
 	}
 }
 
@@ -147,43 +298,4 @@ func boolValue(b bool) uint64 {
 		return 1
 	}
 	return 0
-}
-
-// readNodes reads the interface counters of the running nodes of a network of plan p, a few at
-// a time; a node that does not run, or ended meanwhile, has none.
-func (c *Collector) readNodes(p *plan.Plan) map[string]map[string]ifStats {
-	env := &kinds.Env{Store: c.st, Plan: p}
-	pids := map[string]int{}
-	for _, k := range kinds.NodeKinds() {
-		if found, err := k.Running(env); err == nil {
-			for name, in := range found {
-				pids[name] = in.PID
-			}
-		}
-	}
-	out := make(map[string]map[string]ifStats, len(p.Nodes))
-	var mu sync.Mutex
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for range 2 * runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range work {
-				if st, err := readNetDev(pids[name]); err == nil {
-					mu.Lock()
-					out[name] = st
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for _, n := range p.Nodes {
-		if pids[n.Name] != 0 {
-			work <- n.Name
-		}
-	}
-	close(work)
-	wg.Wait()
-	return out
 }

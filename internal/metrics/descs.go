@@ -2,13 +2,20 @@ package metrics
 
 var (
 	portLabels   = []string{"network", "node", "link", "interface", "machine"}
+	nodeLabels   = []string{"network", "node", "machine"}
 	linkLabels   = []string{"network", "link", "machine"}
 	tunnelLabels = []string{"network", "link", "remote_host", "machine"}
 	egreLabels   = []string{"machine"}
 
 	famNetwork = newFamily("trellis_network_info", gauge, "A network of this machine's state directory; status is up, creating or changing.",
 		"network", "status", "machine")
-	famNodeUp = newFamily("trellis_node_up", gauge, "1 if the node runs, 0 if it does not.", "network", "node", "machine")
+	famNodeUp = newFamily("trellis_node_up", gauge, "1 if the node runs, 0 if it does not.", nodeLabels...)
+	// What a node uses, from its cgroup (for node kinds that tell it: containers).
+	famCPU       = newFamily("trellis_node_cpu_seconds_total", counter, "CPU time the node's processes used since it started.", nodeLabels...)
+	famMemory    = newFamily("trellis_node_memory_bytes", gauge, "Memory the node uses, page cache and tmpfs files included.", nodeLabels...)
+	famProcesses = newFamily("trellis_node_processes", gauge, "Processes and threads of the node.", nodeLabels...)
+	famOOMKills  = newFamily("trellis_node_oom_kills_total", counter, "Processes of the node the kernel killed for its memory limit.", nodeLabels...)
+
 	famLinkUp = newFamily("trellis_link_up", gauge, "1 if the link has carrier (state up), 0 if it was taken down.", linkLabels...)
 	famPortUp = newFamily("trellis_port_up", gauge, "1 if the port gives its interface carrier, 0 if not.", portLabels...)
 	// Counters of a link's interface as its node sees it: rx is what it received from the link,
@@ -37,7 +44,7 @@ var (
 	famScrape = newFamily("trellis_scrape_duration_seconds", gauge, "How long reading the networks from the kernel took for this scrape.")
 
 	// families are the live metrics in the order a scrape writes them.
-	families = []*family{famNetwork, famNodeUp, famLinkUp, famPortUp, famRxFrames, famTxFrames, famRxBytes,
+	families = []*family{famNetwork, famNodeUp, famCPU, famMemory, famProcesses, famOOMKills, famLinkUp, famPortUp, famRxFrames, famTxFrames, famRxBytes,
 		famTxBytes, famRxDrops, famTxDrops, famShaper, famImpDrop, famImpDup, famImpCorr,
 		famTunRxFrames, famTunTxFrames, famTunRxBytes, famTunTxBytes, famDecap, famUnkKey, famWrong, famDecErr, famScrape}
 )

@@ -1,8 +1,9 @@
 // Package metrics exports what runs on this machine in the Prometheus text format, read live
 // from the kernel at each scrape (so a scrape costs nothing between scrapes and never shows a
 // stale network): per port and direction frames, bytes and
-// drops, shaper and impairment drops, link and port state, tunnel devices and EGRE
-// decapsulation counters, and how long `up` through the API took and how often it failed.
+// drops, shaper and impairment drops, link and port state, per node CPU time, memory,
+// processes and OOM kills (its cgroup), tunnel devices and EGRE decapsulation counters, and
+// how long `up` through the API took and how often it failed.
 // Labels are network, node, link, interface and machine. The live metrics are written straight
 // in the text format (text.go); client_golang's registry serves the others.
 package metrics

@@ -11,47 +11,6 @@ import (
 	"github.com/trellisnet/trellis/internal/state"
 )
 
-func TestParseNetDev(t *testing.T) {
-	const good = `Inter-|   Receive                                                |  Transmit
- face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
-    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0
-  eth1:    1234      10    0    2    0     0          0         0     5678      20    0    3    0     0       0          0
-`
-	cases := []struct {
-		name, data string
-		want       map[string]ifStats
-		err        string
-	}{
-		{"two interfaces", good, map[string]ifStats{"lo": {}, "eth1": {RxBytes: 1234, RxFrames: 10, RxDrops: 2, TxBytes: 5678, TxFrames: 20, TxDrops: 3}}, ""},
-		{"headers only", "a\nb\n", map[string]ifStats{}, ""},
-		{"short line", "a\nb\n eth1: 1 2 3\n", nil, "3 fields"},
-		{"no colon", "a\nb\n eth1 1 2\n", nil, "no colon"},
-		{"not a number", "a\nb\n eth1: 1 2 3 x 5 6 7 8 9 10 11 12 13 14 15 16\n", nil, "invalid syntax"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := parseNetDev([]byte(c.data))
-			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("error %v, want one with %q", err, c.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(c.want) {
-				t.Fatalf("got %v, want %v", got, c.want)
-			}
-			for k, v := range c.want {
-				if got[k] != v {
-					t.Errorf("%s: got %+v, want %+v", k, got[k], v)
-				}
-			}
-		})
-	}
-}
-
 // TestReconcileMetrics scrapes an empty state directory after two ups were observed.
 func TestReconcileMetrics(t *testing.T) {
 	st, err := state.Open(filepath.Join(t.TempDir(), "state"))

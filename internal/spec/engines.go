@@ -34,6 +34,7 @@ const (
 	MaxEngines   = 64   // engines of one node
 	MaxWeight    = 100  // an engine's weight
 	MaxCPU       = 4095 // the highest CPU number an engine may name
+	MaxShare     = 64   // the most cores an engine may ask a share of
 	MaxFlowBytes = 16   // bytes a non-IP flow key may take
 	MaxFlowEnd   = 128  // a non-IP flow key lies in the frame's first MaxFlowEnd bytes
 )
@@ -42,9 +43,12 @@ var dispatchModes = []string{DispatchRoundRobin, DispatchWeighted, DispatchFlow}
 
 // Engine is one forwarding engine of a node: a copy of its data plane.
 type Engine struct {
-	CPUs   []int  `json:",omitempty"` // the cores its forwarding runs on; none: wherever frames arrive
-	Weight int    // its share under `dispatch: weighted` (1 unless given)
-	Host   string `json:",omitempty"` // the machine it runs on; "" is its node's
+	CPUs []int `json:",omitempty"` // the cores its forwarding runs on; none: wherever frames arrive
+	// Share, instead of CPUs, asks for this much of the machine's cores (0.5: half a core;
+	// 1.5: one core and half of another); trellis gives out the cores (docs/engines.md).
+	Share  float64 `json:",omitempty"`
+	Weight int     // its share under `dispatch: weighted` (1 unless given)
+	Host   string  `json:",omitempty"` // the machine it runs on; "" is its node's
 	Line   int
 
 	weightGiven          bool
@@ -97,7 +101,14 @@ func (p *parser) engine(item *yaml.Node, field string) Engine {
 	if !ok {
 		return e
 	}
-	if c := f["cpus"]; c != nil {
+	if c := f["cpus"]; c != nil && c.Kind == yaml.ScalarNode && strings.Contains(c.Value, ".") {
+		share, err := strconv.ParseFloat(c.Value, 64)
+		if err != nil || !(share > 0) || share > MaxShare {
+			p.fail(c, field+".cpus", fmt.Sprintf("%q is not a share of cores", c.Value),
+				fmt.Sprintf("give a share with a decimal point, above 0 and at most %d (e.g. 0.5 or 1.0), or CPU numbers without one", MaxShare))
+		}
+		e.Share = share
+	} else if c != nil {
 		cpus, err := ParseCPUs(c.Value)
 		if err != nil || c.Kind != yaml.ScalarNode {
 			p.fail(c, field+".cpus", fmt.Sprintf("%q is not a list of CPUs", c.Value),
@@ -241,14 +252,6 @@ func (p *parser) validateEngines(n *Network, nd *Node) {
 	if nd.Dispatch != nil && len(nd.Engines) == 0 {
 		p.add(n.NodeError(nd, "dispatch", "dispatch without engines", "add `engines: N`, or remove dispatch"))
 	}
-	if len(nd.Engines) > 0 {
-		for _, l := range n.Links {
-			if l.Rate > 0 && slices.ContainsFunc(l.Endpoints, func(e Endpoint) bool { return e.Node == nd.Name }) {
-				p.add(n.LinkError(l, "rate", "a rate on a link of node "+nd.Name+", which has engines, would not cap the frames its engines receive",
-					"remove the rate (not supported yet on a node with engines), or the node's engines"))
-			}
-		}
-	}
 	for i, e := range nd.Engines {
 		field := fmt.Sprintf("nodes.%s.engines[%d]", nd.Name, i)
 		if e.weightGiven && nd.Dispatch != nil && nd.Dispatch.Mode != DispatchWeighted {
@@ -314,6 +317,9 @@ func engineInvariants(nd *Node) error {
 	for i, e := range nd.Engines {
 		if e.Weight < 1 || e.Weight > MaxWeight {
 			return fmt.Errorf("engine %d: weight %d", i, e.Weight)
+		}
+		if e.Share < 0 || e.Share > MaxShare || (e.Share > 0 && len(e.CPUs) > 0) {
+			return fmt.Errorf("engine %d: share %g with cpus %v", i, e.Share, e.CPUs)
 		}
 		for _, c := range e.CPUs {
 			if c < 0 || c > MaxCPU {

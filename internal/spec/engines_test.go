@@ -28,6 +28,8 @@ func TestParseEngines(t *testing.T) {
 		{"list with cpus and weights", "    engines:\n      - {cpus: \"0-2,5\", weight: 3}\n      - cpus: 1\n      -\n    dispatch: weighted\n",
 			[]Engine{{CPUs: []int{0, 1, 2, 5}, Weight: 3, Line: 5}, {CPUs: []int{1}, Weight: 1, Line: 6}, {Weight: 1, Line: 7}},
 			&Dispatch{Mode: DispatchWeighted, Line: 8}},
+		{"shares of cores", "    engines:\n      - cpus: 0.5\n      - {cpus: 1.0, weight: 2}\n    dispatch: weighted\n",
+			[]Engine{{Share: 0.5, Weight: 1, Line: 5}, {Share: 1, Weight: 2, Line: 6}}, &Dispatch{Mode: DispatchWeighted, Line: 7}},
 		{"flow on addresses", "    engines: 1\n    dispatch: {fields: [dst, src]}\n",
 			[]Engine{{Weight: 1, Line: 4}}, &Dispatch{Mode: DispatchFlow, Fields: []string{"dst", "src"}, Line: 5}},
 		{"flow with non-IP bytes", "    engines: 2\n    dispatch: {mode: flow, offset: 14, length: 4}\n",
@@ -69,6 +71,12 @@ func TestParseEngineErrors(t *testing.T) {
 			"topo.yaml:4: nodes.r1.engines: expected a number of engines or a list of 1 to 64 engines; write e.g. `engines: 3`, or `engines: [{cpus: 0, weight: 2}, {cpus: 1}]`"},
 		{"unknown engine key", "    engines:\n      - {cpu: 1}\n",
 			`topo.yaml:5: nodes.r1.engines[0].cpu: unknown key; the keys allowed here are [cpus weight host]`},
+		{"share of no core", "    engines:\n      - {cpus: 0.0}\n",
+			`topo.yaml:5: nodes.r1.engines[0].cpus: "0.0" is not a share of cores; give a share with a decimal point, above 0 and at most 64 (e.g. 0.5 or 1.0), or CPU numbers without one`},
+		{"share too large", "    engines:\n      - {cpus: 64.5}\n",
+			`topo.yaml:5: nodes.r1.engines[0].cpus: "64.5" is not a share of cores; give a share with a decimal point, above 0 and at most 64 (e.g. 0.5 or 1.0), or CPU numbers without one`},
+		{"share not a number", "    engines:\n      - {cpus: 0.5.1}\n",
+			`topo.yaml:5: nodes.r1.engines[0].cpus: "0.5.1" is not a share of cores; give a share with a decimal point, above 0 and at most 64 (e.g. 0.5 or 1.0), or CPU numbers without one`},
 		{"bad cpus", "    engines:\n      - {cpus: 3-1}\n",
 			`topo.yaml:5: nodes.r1.engines[0].cpus: "3-1" is not a list of CPUs; give CPU numbers (0 to 4095) and ranges as the kernel writes them, e.g. 2 or "0-3,6"`},
 		{"bad weight", "    engines:\n      - {weight: 0}\n    dispatch: weighted\n",
@@ -123,12 +131,17 @@ links:
 	checkErrors(t, doc, []string{"topo.yaml:10: nodes.r1.engines[1].host: an engine on another machine than its node is not supported yet; remove host, or give the node `host: m2` too"})
 }
 
-// A rate would cap only the frames for the control node: the classifier sends transit frames to
-// the engines before the port's shaper.
-func TestEnginesRefuseRate(t *testing.T) {
+// A link of a node with engines may have a rate: the classifier caps the node's frames and its
+// engines' together.
+func TestEnginesAcceptRate(t *testing.T) {
 	doc := "name: t\nnodes:\n  r1:\n    engines: 2\n  r2:\nlinks:\n  - endpoints: [r1:eth1, r2:eth1]\n    rate: 10mbit\n"
-	checkErrors(t, doc, []string{"topo.yaml:8: links[0].rate: a rate on a link of node r1, which has engines, would not cap the frames its engines receive; " +
-		"remove the rate (not supported yet on a node with engines), or the node's engines"})
+	n, err := Parse("topo.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Links[0].Rate != 10_000_000 {
+		t.Errorf("rate %d, want 10 000 000", n.Links[0].Rate)
+	}
 }
 
 func TestParseCPUs(t *testing.T) {

@@ -7,6 +7,7 @@ package spec
 
 import (
 	"net/netip"
+	"time"
 )
 
 // Connector kinds: what joins the ports of a virtual link in the substrate.
@@ -110,6 +111,11 @@ type Link struct {
 	MTU       int    // 0 means the kernel default
 	Connector string // a registered link kind: DefaultP2PConnector or DefaultLANConnector unless given
 	State     string // StateUp or StateDown: the initial carrier state
+	// Table and Ageing set the LAN connector's forwarding table (connector lan only): its
+	// size in addresses and how long an address is kept after its last frame; 0 means the
+	// connector's default.
+	Table  int
+	Ageing time.Duration
 	// Impair applies to the frames sent by every endpoint, unless From says otherwise.
 	Impair Impairment
 	// From maps an endpoint ("node:ifname") to the impairment of the frames that endpoint sends:
@@ -165,7 +171,7 @@ func (n *Network) FieldLine(field string) int { return n.lines[field] }
 func (nd *Node) FieldLine(field string) int { return lineOr(nd.lines[field], nd.Line) }
 
 // FieldLine returns the line of one of the link's keys, or the link's own line when the file
-// does not give that key. Keys: "name", "endpoints", "rate", "mtu", "connector", "state",
+// does not give that key. Keys: "name", "endpoints", "rate", "mtu", "connector", "state", "table", "ageing",
 // "loss", "duplicate", "corrupt", "delay", "jitter", "distribution", "from", "from.NODE:IF" and
 // "from.NODE:IF.KEY" (KEY one of the impairment keys).
 func (l *Link) FieldLine(field string) int { return lineOr(l.lines[field], l.Line) }

@@ -20,13 +20,23 @@ type VMSettings struct {
 	Period    time.Duration `json:",omitempty"` // the reservation's period
 	Queues    int           `json:",omitempty"` // queue pairs of each virtio-net interface
 	QueueSize int           `json:",omitempty"` // descriptors of each receive queue
+	// Interconnect is how each virtio-net device meets its port: "" or InterconnectTap (a tap
+	// that is the port), InterconnectMacvtap, InterconnectBridge (docs/vm.md).
+	Interconnect string `json:",omitempty"`
 }
+
+// The interconnects of a VM node's ports (`vm: {interconnect: ...}`), the KVM paper's Figure 13.
+const (
+	InterconnectTap     = "tap"     // the port is a tap that QEMU opens
+	InterconnectMacvtap = "macvtap" // the port is a veth whose peer carries a macvtap (passthru)
+	InterconnectBridge  = "bridge"  // the port is a veth whose peer shares a bridge with a tap
+)
 
 // DefaultReservePeriod is the period of a reservation that names none.
 const DefaultReservePeriod = 10 * time.Millisecond
 
 func (p *parser) vmSettings(nd *Node, v *yaml.Node, field string) *VMSettings {
-	f, ok := p.fields(v, field, "pin", "priority", "reserve", "queues", "queue_size")
+	f, ok := p.fields(v, field, "pin", "priority", "reserve", "queues", "queue_size", "interconnect")
 	if !ok {
 		return nil
 	}
@@ -56,7 +66,24 @@ func (p *parser) vmSettings(nd *Node, v *yaml.Node, field string) *VMSettings {
 			p.fail(v, field+".queue_size", fmt.Sprintf("%d is not a power of two", s.QueueSize), "give 256, 512 or 1024")
 		}
 	}
+	if v := f["interconnect"]; v != nil {
+		s.Interconnect = p.interconnect(v, field+".interconnect")
+	}
 	return s
+}
+
+// interconnect reads tap, macvtap or bridge.
+func (p *parser) interconnect(n *yaml.Node, field string) string {
+	s, ok := p.str(n, field)
+	if !ok {
+		return ""
+	}
+	switch s {
+	case InterconnectTap, InterconnectMacvtap, InterconnectBridge:
+		return s
+	}
+	p.fail(n, field, fmt.Sprintf("%q is not an interconnect", s), "give tap, macvtap or bridge")
+	return ""
 }
 
 func first(xs []int) int {

@@ -131,6 +131,8 @@ func linkChanges(a, b *plan.Link, tunnelKind bool) []string {
 	add("rate", rateText(a.Rate), rateText(b.Rate))
 	add("mtu", mtuText(a.MTU), mtuText(b.MTU))
 	add("state", stateWord(a.Down), stateWord(b.Down))
+	add("table", defaultText(a.Table), defaultText(b.Table))
+	add("ageing", defaultText(a.Ageing), defaultText(b.Ageing))
 	ap, bp := portsByEndpoint(a), portsByEndpoint(b)
 	for _, ep := range slices.Sorted(maps.Keys(bp)) {
 		x, ok := ap[ep]
@@ -213,8 +215,17 @@ func rateText(bps uint64) string {
 	return spec.FormatRate(bps)
 }
 
+// defaultText shows a setting whose zero value means the default.
+func defaultText[T comparable](v T) string {
+	var zero T
+	if v == zero {
+		return "default"
+	}
+	return fmt.Sprint(v)
+}
+
 // settingsOnly tells whether changes only change links' settings in place: rate,
-// impairments, state or the addresses of their interfaces.
+// impairments, state, the addresses of their interfaces or a LAN's table settings.
 func settingsOnly(changes []Change) bool {
 	for _, c := range changes {
 		if c.Op != "change" || c.Object != "link" {
@@ -222,7 +233,8 @@ func settingsOnly(changes []Change) bool {
 		}
 		for _, w := range c.What {
 			if !strings.HasPrefix(w, "rate ") && !strings.HasPrefix(w, "impairment ") && !strings.HasPrefix(w, "state ") &&
-				!strings.HasPrefix(w, "endpoint ") && !strings.HasPrefix(w, "addresses of ") {
+				!strings.HasPrefix(w, "endpoint ") && !strings.HasPrefix(w, "addresses of ") &&
+				!strings.HasPrefix(w, "table ") && !strings.HasPrefix(w, "ageing ") {
 				return false
 			}
 		}

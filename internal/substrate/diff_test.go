@@ -64,6 +64,8 @@ func TestDiff(t *testing.T) {
 			[]string{"~ link b:eth2--c:eth1: mtu default -> 1400"}, false},
 		{"connector", func(s string) string { return s + "    connector: bridge\n" },
 			[]string{"~ link b:eth2--c:eth1: connector shortbridge -> bridge"}, false},
+		{"lan with table settings", func(s string) string { return s + "    connector: lan\n    table: 64\n    ageing: 30s\n" },
+			[]string{"~ link b:eth2--c:eth1: connector shortbridge -> lan; table default -> 64; ageing default -> 30s"}, false},
 		{"node added with a link", func(s string) string {
 			return strings.Replace(s, "links:\n", "  e:\nlinks:\n", 1) + "  - endpoints: [c:eth2, e:eth1]\n"
 		}, []string{"+ node e", "+ link c:eth2--e:eth1"}, false},

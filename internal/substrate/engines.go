@@ -8,8 +8,8 @@ import (
 	"github.com/trellisnet/trellis/internal/engines"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/rtnl"
 	"github.com/trellisnet/trellis/internal/state"
-	"github.com/vishvananda/netlink"
 )
 
 // engineChanges lists the nodes whose forwarding engines (internal/engines) must be started,
@@ -61,23 +61,25 @@ func nodeOf(p *plan.Plan, name string) *plan.Node {
 // EnginesInfo describes a node's forwarding engines, for `trellis inspect`.
 type EnginesInfo struct {
 	Dispatch  string               `json:"dispatch"`
-	PID       int                  `json:"pid"`        // the helper holding them; 0: not running
-	ToControl uint64               `json:"to_control"` // frames the classifier sent to the node itself
+	PID       int                  `json:"pid"`               // the helper holding them; 0: not running
+	ToControl uint64               `json:"to_control"`        // frames the classifier sent to the node itself
+	Policed   uint64               `json:"policed,omitempty"` // frames over a link's rate, dropped
 	Engines   []EngineInfo         `json:"engines"`
 	Mirror    engines.MirrorStatus `json:"mirror"`
 }
 
 // EngineInfo counts one engine's frames.
 type EngineInfo struct {
-	Index      int    `json:"index"`
-	Classified uint64 `json:"classified"` // transit frames the classifier sent to it
-	RxPackets  uint64 `json:"rx_packets"` // frames it received (its substrate ends' tx)
-	TxPackets  uint64 `json:"tx_packets"` // frames it sent out through the node's ports
-	CPUs       []int  `json:"cpus,omitempty"`
+	Index      int     `json:"index"`
+	Classified uint64  `json:"classified"`      // transit frames the classifier sent to it
+	RxPackets  uint64  `json:"rx_packets"`      // frames it received (its substrate ends' tx)
+	TxPackets  uint64  `json:"tx_packets"`      // frames it sent out through the node's ports
+	CPUs       []int   `json:"cpus,omitempty"`  // its cores: given in the file, or from its share
+	Share      float64 `json:"share,omitempty"` // the share of cores it asked for (cpus: 0.5)
 }
 
 // enginesInfo reads the engines of node n from its helper's status and its devices' counters.
-func enginesInfo(st *state.Store, netID string, n *plan.Node, devs map[string]netlink.Link) *EnginesInfo {
+func enginesInfo(st *state.Store, netID string, n *plan.Node, devs map[string]rtnl.Link) *EnginesInfo {
 	if len(n.Engines) == 0 {
 		return nil
 	}
@@ -90,18 +92,18 @@ func enginesInfo(st *state.Store, netID string, n *plan.Node, devs map[string]ne
 		ei.PID = found[n.Name].PID
 	}
 	if s != nil && ei.PID != 0 {
-		ei.ToControl, ei.Mirror = s.Control, s.Mirror
+		ei.ToControl, ei.Mirror, ei.Policed = s.Control, s.Mirror, s.Policed
 	}
 	for i, e := range n.Engines {
-		info := EngineInfo{Index: i, CPUs: e.CPUs}
+		info := EngineInfo{Index: i, CPUs: e.CPUs, Share: e.Share}
 		if s != nil && ei.PID != 0 && i < len(s.Engines) {
-			info.Classified = s.Engines[i].Classified
+			info.Classified, info.CPUs = s.Engines[i].Classified, s.Engines[i].CPUs
 		}
 		if i < len(n.FEPorts) {
 			for _, name := range n.FEPorts[i] {
-				if d := devs[name]; d != nil && d.Attrs().Statistics != nil {
-					info.RxPackets += d.Attrs().Statistics.TxPackets
-					info.TxPackets += d.Attrs().Statistics.RxPackets
+				if d, ok := devs[name]; ok {
+					info.RxPackets += d.Stats.TxPackets
+					info.TxPackets += d.Stats.RxPackets
 				}
 			}
 		}

@@ -3,15 +3,16 @@ package substrate
 import (
 	"context"
 	"fmt"
-	"net"
+	"sync"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/rtnl"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // NetworkInfo is what `trellis inspect` shows of a network, read live from the kernel.
@@ -63,6 +64,7 @@ type LinkInfo struct {
 	Bridge    string         `json:"bridge,omitempty"`
 	Endpoints []EndpointInfo `json:"endpoints"`
 	Tunnels   []TunnelInfo   `json:"tunnels,omitempty"`
+	LAN       *LANInfo       `json:"lan,omitempty"` // the learnt table of a lan connector
 }
 
 // TunnelInfo describes how a link reaches one other machine.
@@ -91,7 +93,9 @@ type EndpointInfo struct {
 	Corrupted   uint64 `json:"corrupted,omitempty"`
 }
 
-// Inspect reads network name's nodes, interfaces and links from the kernel.
+// Inspect reads network name's nodes, interfaces and links from the kernel: one dump of the
+// machine's devices and one of its qdiscs, and for each running node a dump of its devices
+// and one of its addresses, read by namespace id, a few nodes at a time.
 func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 	rec, err := st.Load(name)
 	if err != nil {
@@ -100,71 +104,29 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 	if rec == nil {
 		return nil, fmt.Errorf("%w %s in %s", ErrNoNetwork, name, st.Dir)
 	}
-	env := &kinds.Env{Store: st, Plan: rec.Plan}
-	found, err := runningNodes(env)
+	var root rootDevices
+	var rootErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { root, rootErr = readRootDevices(shaped(rec.Plan)) })
+	found, err := Running(st, rec.Plan)
+	wg.Wait()
 	if err != nil {
 		return nil, err
 	}
-	running := map[string]int{}
-	for name, in := range found {
-		running[name] = in.PID
+	if rootErr != nil {
+		return nil, rootErr
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	env := &kinds.Env{Store: st, Plan: rec.Plan}
 	info := &NetworkInfo{Name: rec.Name, NetID: rec.NetID, Host: rec.Plan.Host, Tunnel: rec.Plan.Tunnel, Status: rec.Status, File: rec.File}
-	seen := map[string]*netlink.LinkAttrs{} // node interfaces by node:ifname
-	for _, n := range rec.Plan.Nodes {
-		ni := NodeInfo{Name: n.Name, Kind: n.Kind, PID: running[n.Name], Running: running[n.Name] != 0}
-		if ni.Running {
-			if k, _ := kinds.NodeKind(n.Kind); k != nil {
-				describe(ctx, env, k, found[n.Name], &ni, seen)
-			}
-			ni.Usage = usage(env, found[n.Name])
-		}
-		info.Nodes = append(info.Nodes, ni)
-	}
-	devs, drops, err := substrateDevices(rec.NetID)
-	if err != nil {
-		return nil, err
-	}
+	var seen map[string]ifaceSeen
+	info.Nodes, seen = readNodes(ctx, env, rec.Plan, found, nodeNsIDs(rec.Plan, root.devs))
 	for i, n := range rec.Plan.Nodes {
-		info.Nodes[i].Engines = enginesInfo(st, rec.NetID, n, devs)
+		info.Nodes[i].Engines = enginesInfo(st, rec.NetID, n, root.devs)
 	}
 	for _, l := range rec.Plan.Links {
-		li := LinkInfo{Name: l.Name, Connector: l.Connector, MTU: l.MTU, State: stateWord(l.Down)}
-		if devs[l.Device] != nil {
-			li.Bridge = l.Device
-		}
-		if l.Rate > 0 {
-			li.Rate = spec.FormatRate(l.Rate)
-		}
-		for _, p := range l.Ports {
-			ei := EndpointInfo{Node: p.Node, Interface: p.Ifname, Port: p.Name, State: "missing"}
-			dev := devs[p.Name]
-			if dev != nil {
-				ei.State = stateWord(dev.Attrs().Flags&net.FlagUp == 0)
-				ei.Drops = drops[dev.Attrs().Index]
-			}
-			if !p.Impair.IsZero() {
-				ei.Impairment = impairText(p.Impair)
-				if dev != nil {
-					if c, err := dataplane.ReadImpairCounters(dev.Attrs().Index); err == nil {
-						ei.ImpairDrops, ei.Duplicated, ei.Corrupted = c.Dropped, c.Duplicated, c.Corrupted
-					}
-				}
-			}
-			if a := seen[p.Node+":"+p.Ifname]; a != nil {
-				li.MTU = a.MTU
-				if s := a.Statistics; s != nil {
-					ei.TxPackets, ei.TxBytes, ei.RxPackets, ei.RxBytes = s.TxPackets, s.TxBytes, s.RxPackets, s.RxBytes
-				}
-			}
-			li.Endpoints = append(li.Endpoints, ei)
-		}
-		for _, t := range l.Tunnels {
-			li.Tunnels = append(li.Tunnels, TunnelInfo{Host: t.Host, Remote: t.Remote.String(), Key: t.Key, Device: t.Device})
-		}
-		info.Links = append(info.Links, li)
+		info.Links = append(info.Links, linkInfo(l, root, seen))
 	}
 	if tk, err := kinds.TunnelKind(rec.Plan.Tunnel); err == nil {
 		if c, ok := tk.(interface {
@@ -176,80 +138,110 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 	return info, nil
 }
 
-// describe fills in a running node's interfaces (and for a Describer its threads and notes),
-// keeping the interfaces' attributes in seen.
-func describe(ctx context.Context, env *kinds.Env, k kinds.Node, in kinds.Instance, ni *NodeInfo, seen map[string]*netlink.LinkAttrs) {
-	d, ok := k.(kinds.Describer)
-	if !ok {
-		ni.Interfaces = interfaces(in.PID, ni.Name, seen)
-		return
+// linkInfo describes link l from the machine's devices and its endpoints' interfaces as their
+// nodes see them (seen, by "node:interface").
+func linkInfo(l *plan.Link, root rootDevices, seen map[string]ifaceSeen) LinkInfo {
+	li := LinkInfo{Name: l.Name, Connector: l.Connector, MTU: l.MTU, State: stateWord(l.Down)}
+	if _, ok := root.devs[l.Device]; ok {
+		li.Bridge = l.Device
 	}
-	detail, err := d.Describe(ctx, env, in)
-	ni.Threads, ni.Notes = detail.Threads, detail.Notes
-	if err != nil {
-		ni.Notes = append(ni.Notes, err.Error())
+	if l.Rate > 0 {
+		li.Rate = spec.FormatRate(l.Rate)
 	}
-	for i := range detail.Interfaces {
-		ifc := &detail.Interfaces[i]
-		ni.Interfaces = append(ni.Interfaces, InterfaceInfo{Name: ifc.Name, MAC: ifc.HardwareAddr.String(), MTU: ifc.MTU,
-			State: ifc.OperState.String(), Addresses: ifc.Addresses})
-		seen[ni.Name+":"+ifc.Name] = &ifc.LinkAttrs
-	}
-}
-
-// interfaces lists a node's interfaces, and keeps their attributes in seen.
-func interfaces(pid int, nodeName string, seen map[string]*netlink.LinkAttrs) []InterfaceInfo {
-	ns, err := netns.GetFromPid(pid)
-	if err != nil {
-		return nil
-	}
-	defer ns.Close()
-	nl, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return nil
-	}
-	defer nl.Close()
-	links, err := nl.LinkList()
-	if err != nil {
-		return nil
-	}
-	var out []InterfaceInfo
-	for _, l := range links {
-		a := l.Attrs()
-		ii := InterfaceInfo{Name: a.Name, MAC: a.HardwareAddr.String(), MTU: a.MTU, State: a.OperState.String()}
-		if addrs, err := nl.AddrList(l, netlink.FAMILY_ALL); err == nil {
-			for _, ad := range addrs {
-				ii.Addresses = append(ii.Addresses, ad.IPNet.String())
+	for _, p := range l.Ports {
+		ei := EndpointInfo{Node: p.Node, Interface: p.Ifname, Port: p.Name, State: "missing"}
+		dev, ok := root.devs[p.Name]
+		if ok {
+			ei.State = stateWord(dev.Flags&unix.IFF_UP == 0)
+			ei.Drops = root.shaperDrops[dev.Index]
+		}
+		if !p.Impair.IsZero() {
+			ei.Impairment = impairText(p.Impair)
+			if ok {
+				if c, err := dataplane.ReadImpairCounters(dev.Index); err == nil {
+					ei.ImpairDrops, ei.Duplicated, ei.Corrupted = c.Dropped, c.Duplicated, c.Corrupted
+				}
 			}
 		}
-		seen[nodeName+":"+a.Name] = a
-		out = append(out, ii)
+		if a, ok := seen[p.Node+":"+p.Ifname]; ok {
+			li.MTU = a.MTU
+			if s := a.Stats; s != nil {
+				ei.TxPackets, ei.TxBytes, ei.RxPackets, ei.RxBytes = s.TxPackets, s.TxBytes, s.RxPackets, s.RxBytes
+			}
+		}
+		li.Endpoints = append(li.Endpoints, ei)
+	}
+	for _, t := range l.Tunnels {
+		li.Tunnels = append(li.Tunnels, TunnelInfo{Host: t.Host, Remote: t.Remote.String(), Key: t.Key, Device: t.Device})
+	}
+	li.LAN = lanInfo(l, root.devs)
+	return li
+}
+
+// rootDevices are the devices of the machine's root namespace by name, and the frames each
+// device's shaper (tbf) dropped, by device index.
+type rootDevices struct {
+	devs        map[string]rtnl.Link
+	shaperDrops map[int]uint64
+}
+
+// shaped tells whether a link of plan p has a rate cap (a shaper on its ports).
+func shaped(p *plan.Plan) bool {
+	for _, l := range p.Links {
+		if l.Rate > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeNsIDs returns the namespace id of each node whose ports' peers (its interfaces) are all
+// in one namespace, as the root namespace's devs say.
+func nodeNsIDs(p *plan.Plan, devs map[string]rtnl.Link) map[string]int {
+	out := map[string]int{}
+	mixed := map[string]bool{}
+	for _, l := range p.Links {
+		for _, port := range l.Ports {
+			d, ok := devs[port.Name]
+			if !ok || d.PeerNetNsID < 0 {
+				mixed[port.Node] = true
+				continue
+			}
+			if id, seen := out[port.Node]; seen && id != d.PeerNetNsID {
+				mixed[port.Node] = true
+			}
+			out[port.Node] = d.PeerNetNsID
+		}
+	}
+	for node := range mixed {
+		delete(out, node)
 	}
 	return out
 }
 
-// substrateDevices lists network netID's substrate devices by name, and the frames each
-// device's shaper dropped by ifindex: one dump of each, whatever the size of the network.
-func substrateDevices(netID string) (map[string]netlink.Link, map[int]uint64, error) {
-	links, err := devicesOf(netID)
+// readRootDevices reads the root namespace's devices and, if withShapers, the shapers' drops:
+// one dump of each, whatever the size of the networks.
+func readRootDevices(withShapers bool) (rootDevices, error) {
+	conn, err := rtnl.Dial()
 	if err != nil {
-		return nil, nil, err
+		return rootDevices{}, err
 	}
-	devs := make(map[string]netlink.Link, len(links))
+	defer conn.Close()
+	links, err := conn.Links(rtnl.Own)
+	if err != nil {
+		return rootDevices{}, err
+	}
+	r := rootDevices{devs: make(map[string]rtnl.Link, len(links))}
 	for _, l := range links {
-		devs[l.Attrs().Name] = l
+		r.devs[l.Name] = l
 	}
-	drops := map[int]uint64{}
-	qdiscs, err := netlink.QdiscList(nil)
-	if err != nil {
-		return devs, drops, nil // counters are for show: the network is there all the same
-	}
-	for _, q := range qdiscs {
-		if tbf, ok := q.(*netlink.Tbf); ok && tbf.Statistics != nil {
-			drops[tbf.LinkIndex] = uint64(tbf.Statistics.Queue.Drops)
+	r.shaperDrops = map[int]uint64{}
+	if withShapers {
+		if drops, err := conn.QdiscDrops("tbf"); err == nil { // counters are for show: the network is there all the same
+			r.shaperDrops = drops
 		}
 	}
-	return devs, drops, nil
+	return r, nil
 }
 
 // usage asks a node's kind what the node uses, if the kind can tell; nil otherwise.

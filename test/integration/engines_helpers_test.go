@@ -17,11 +17,14 @@ type engInfo struct {
 	Dispatch  string `json:"dispatch"`
 	PID       int    `json:"pid"`
 	ToControl uint64 `json:"to_control"`
+	Policed   uint64 `json:"policed"`
 	Engines   []struct {
-		Index      int    `json:"index"`
-		Classified uint64 `json:"classified"`
-		RxPackets  uint64 `json:"rx_packets"`
-		TxPackets  uint64 `json:"tx_packets"`
+		Index      int     `json:"index"`
+		Classified uint64  `json:"classified"`
+		RxPackets  uint64  `json:"rx_packets"`
+		TxPackets  uint64  `json:"tx_packets"`
+		CPUs       []int   `json:"cpus"`
+		Share      float64 `json:"share"`
 	} `json:"engines"`
 	Mirror struct {
 		Routes, Errors int

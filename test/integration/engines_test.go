@@ -6,6 +6,7 @@ import (
 	"math"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,7 +39,9 @@ links:
 
 // TestEnginesDispatch checks a node with three engines: flow dispatch keeps each flow on one
 // engine and uses several; a route added in the node reaches every engine and leaves them when
-// deleted; weighted dispatch, changed live, splits within 5 % of the weights; an engines helper
+// deleted; weighted dispatch, changed live, splits within 5 % of the weights, its engines'
+// shares of cores given out by best fit (two halves on one core, a whole one on another, as
+// inspect shows); an engines helper
 // killed with kill -9 is seen by diff and started again by up; down leaves nothing.
 func TestEnginesDispatch(t *testing.T) {
 	e := start(t)
@@ -73,13 +76,19 @@ func TestEnginesDispatch(t *testing.T) {
 
 	// Weighted, changed live: the helper is replaced, the node keeps running.
 	_, nodePID := engines(t, e.state, "pdp-it", "r")
-	rewriteTopo(t, file, strings.Replace(enginesTopo, "%s", "    engines: [{weight: 1}, {weight: 1}, {weight: 2}]\n    dispatch: weighted", 1))
+	rewriteTopo(t, file, strings.Replace(enginesTopo, "%s",
+		"    engines: [{weight: 1, cpus: 0.5}, {weight: 1, cpus: 0.5}, {weight: 2, cpus: 1.0}]\n    dispatch: weighted", 1))
 	if out := mustTrellis(t, e.state, "diff", file); !strings.Contains(out, "~ engines r") {
 		t.Errorf("diff after changing the engines:\n%s\nwant ~ engines r", out)
 	}
 	mustTrellis(t, e.state, "up", file)
-	if _, pid := engines(t, e.state, "pdp-it", "r"); pid != nodePID {
+	info, pid := engines(t, e.state, "pdp-it", "r")
+	if pid != nodePID {
 		t.Errorf("node r restarted (pid %d -> %d) for a change of its engines", nodePID, pid)
+	}
+	if es := info.Engines; len(es) != 3 || len(es[0].CPUs) != 1 || len(es[2].CPUs) != 1 || !slices.Equal(es[0].CPUs, es[1].CPUs) ||
+		es[2].CPUs[0] == es[0].CPUs[0] || es[0].Share != 0.5 || es[2].Share != 1 {
+		t.Errorf("engines asking for 0.5, 0.5 and 1.0 cores: inspect shows %+v; want the halves on one core, the whole on another", es)
 	}
 	before := feRx(t, e.state, "pdp-it", "r")
 	sendUDP(t, e.state, "pdp-it", "h1", "10.91.2.1", 41000, 4000)
@@ -93,7 +102,7 @@ func TestEnginesDispatch(t *testing.T) {
 
 	// kill -9 of the helper: within 2 s the node forwards by itself, diff sees it, up starts
 	// it again.
-	info, _ := engines(t, e.state, "pdp-it", "r")
+	info, _ = engines(t, e.state, "pdp-it", "r")
 	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,11 @@ func TestLiveChanges(t *testing.T) {
 			[]string{"+ node d", "+ link c:eth2--d:eth1"}, nil, [][2]string{{"d", "10.0.3.3"}, {"a", "10.0.1.2"}}, nil},
 		{"add a LAN member", abcd, ab + bc + lan3 + cd, nil,
 			[]string{"~ link lan: member c:eth3 added"}, nil, [][2]string{{"c", "10.0.9.1"}, {"a", "10.0.9.2"}}, nil},
+		{"LAN table size and ageing", abcd, ab + bc + lan3 + "    table: 2\n    ageing: 60s\n" + cd, nil,
+			[]string{"~ link lan: table default -> 2; ageing default -> 1m0s"}, nil, [][2]string{{"a", "10.0.9.2"}, {"c", "10.0.9.1"}},
+			func(t *testing.T, _ *netInfo) { // after the pings, which the LAN learnt from
+				checkLANTable(t, inspect(t, e.state, "live").link(t, "lan"), 2, 60)
+			}},
 		{"rate and duplication", abcd, ab + "    rate: 20mbit\n    duplicate: 1%\n" + bc + lan3 + cd, nil,
 			[]string{"rate none -> 20mbit", "impairment from a:eth1 none -> duplicate 1%"}, nil, [][2]string{{"a", "10.0.1.2"}},
 			func(t *testing.T, info *netInfo) {
@@ -178,6 +183,30 @@ func checkExactly(t *testing.T, info *netInfo) {
 	for _, n := range info.Nodes {
 		if !n.Running {
 			t.Errorf("node %s is not running", n.Name)
+		}
+	}
+}
+
+// checkLANTable checks what inspect shows of a LAN connector's table: its settings, and at
+// most table learnt addresses, each behind a member of the LAN.
+func checkLANTable(t *testing.T, l linkInfo, table int, ageing float64) {
+	t.Helper()
+	if l.LAN == nil || l.LAN.Error != "" {
+		t.Fatalf("link %s: no LAN table in inspect (%+v)", l.Name, l.LAN)
+	}
+	if l.LAN.Table != table || l.LAN.Ageing != ageing {
+		t.Errorf("link %s: table %d, ageing %gs; want %d, %gs", l.Name, l.LAN.Table, l.LAN.Ageing, table, ageing)
+	}
+	if n := len(l.LAN.Entries); n == 0 || n > table {
+		t.Errorf("link %s: %d addresses learnt, want 1 to %d: %+v", l.Name, n, table, l.LAN.Entries)
+	}
+	members := map[string]bool{}
+	for _, e := range l.Endpoints {
+		members[e.Node+":"+e.Interface] = true
+	}
+	for _, e := range l.LAN.Entries {
+		if !members[e.Member] || e.Idle < 0 || e.Idle > ageing {
+			t.Errorf("link %s: entry %+v: member not of the LAN, or idle out of range", l.Name, e)
 		}
 	}
 }

@@ -360,6 +360,18 @@ type linkInfo struct {
 	State     string         `json:"state"`
 	MTU       int            `json:"mtu"`
 	Endpoints []endpointInfo `json:"endpoints"`
+	LAN       *lanInfo       `json:"lan"`
+}
+
+type lanInfo struct {
+	Table   int     `json:"table"`
+	Ageing  float64 `json:"ageing_seconds"`
+	Entries []struct {
+		MAC    string  `json:"mac"`
+		Member string  `json:"member"`
+		Idle   float64 `json:"idle_seconds"`
+	} `json:"entries"`
+	Error string `json:"error"`
 }
 
 type endpointInfo struct {

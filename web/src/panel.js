@@ -66,8 +66,8 @@ export function linkPanel(ctx, link) {
     h("h2", {}, link),
     h("p", {}, "State: ", stateText, " ", stateBtn),
     msg,
-    h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "endpoint"), h("th", {}, "port"), h("th.num", {}, "sends"), h("th.num", {}, "receives"),
-      h("th.num", {}, "frames/s"), h("th.num", {}, "drops/s"), h("th", {}))), rows),
+    h("table", { class: "endpoints" }, h("thead", {}, h("tr", {}, h("th", {}, "endpoint, port"), h("th.num", {}, "sends"), h("th.num", {}, "receives"),
+      h("th.num", {}, "frames/s"), h("th.num", {}, "drops/s"))), rows),
     h("h3", {}, "Impairments"), impair,
     h("h3", {}, "Capture"),
     h("form", { class: "capture", onsubmit: (ev) => ev.preventDefault() },
@@ -93,27 +93,28 @@ export function linkPanel(ctx, link) {
         const e = (l.endpoints || []).find((x) => `${x.node}:${x.interface}` === ep);
         let row = epRows.get(ep);
         if (!row) {
-          row = { cells: [0, 1, 2, 3, 4, 5].map(() => h("td")), btn: h("button", { type: "button", class: "small", dataset: { endpoint: ep } }) };
-          row.cells[2].className = row.cells[3].className = row.cells[4].className = row.cells[5].className = "num";
-          rows.append(h("tr", {}, row.cells, h("td", {}, row.btn)));
+          // The endpoint's cell holds its name, and under it its port's state and the button
+          // that changes it: the table fits the panel's width.
+          row = { name: h("div"), state: h("span"), btn: h("button", { type: "button", class: "small", dataset: { endpoint: ep } }), cells: [0, 1, 2, 3].map(() => h("td.num")) };
+          rows.append(h("tr", {}, h("td", {}, row.name, h("div.port", {}, row.state, " ", row.btn)), row.cells));
           epRows.set(ep, row);
         }
         const r = eps.get(ep);
-        row.cells[0].textContent = ep;
+        row.name.textContent = ep;
         if (!e) {
-          row.cells[1].textContent = "other machine";
+          row.state.textContent = "other machine";
           row.btn.hidden = true;
           continue;
         }
         const epDown = e.state === "down";
-        row.cells[1].textContent = epDown ? "down" : e.state;
-        row.cells[1].className = epDown ? "bad" : "";
-        row.cells[2].textContent = r ? fmtBits(r.tx) : "–";
-        row.cells[3].textContent = r ? fmtBits(r.rx) : "–";
-        row.cells[4].textContent = r ? `${fmtCount(r.txp)} / ${fmtCount(r.rxp)}` : "–";
-        row.cells[5].textContent = r ? fmtCount(r.drops) : "–";
-        row.cells[5].title = `shaper ${e.drops}, impairment ${e.impair_drops || 0} in all`;
-        row.btn.textContent = epDown ? "up" : "down";
+        row.state.textContent = epDown ? "down" : e.state;
+        row.state.className = epDown ? "bad" : "";
+        row.cells[0].textContent = r ? fmtBits(r.tx) : "–";
+        row.cells[1].textContent = r ? fmtBits(r.rx) : "–";
+        row.cells[2].textContent = r ? `${fmtCount(r.txp)} / ${fmtCount(r.rxp)}` : "–";
+        row.cells[3].textContent = r ? fmtCount(r.drops) : "–";
+        row.cells[3].title = `shaper ${e.drops}, impairment ${e.impair_drops || 0} in all`;
+        row.btn.textContent = epDown ? "bring up" : "take down";
         row.btn.title = epDown ? `give ${ep} its carrier back` : `take ${ep}'s carrier away`;
         row.btn.onclick = () => act(`${ep} ${epDown ? "up" : "down"}`, () => setLinkState(ctx.net, link, epDown, ep));
       }

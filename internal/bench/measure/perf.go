@@ -39,8 +39,17 @@ type Profiler struct {
 func (p *Profiler) Profile(ctx context.Context, name string, t *Traffic, rate float64, dur time.Duration) (*result.ProfileResult, error) {
 	data := filepath.Join(p.Dir, "perf-"+name+".data")
 	defer os.Remove(data)
+	ctl, err := newPerfControl(p.Dir, name)
+	if err != nil {
+		return nil, err
+	}
+	defer ctl.close()
 	var stderr bytes.Buffer
-	rec := exec.Command(p.Perf, "record", "-a", "-g", "-F", strconv.Itoa(ProfileFreq), "-o", data)
+	// Events start disabled (-D -1) and are enabled through the control FIFO once perf has
+	// read the machine's processes (which takes seconds with thousands of nodes): the trial
+	// starts when perf acknowledges, so that none of it goes unrecorded.
+	rec := exec.Command(p.Perf, "record", "-a", "-g", "-F", strconv.Itoa(ProfileFreq), "-o", data,
+		"-D", "-1", "--control", "fifo:"+ctl.ctlPath+","+ctl.ackPath)
 	rec.Stderr = &stderr
 	// Ctrl-C goes to the bench, which stops perf; if the bench is killed, perf goes with it.
 	rec.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL}
@@ -52,7 +61,11 @@ func (p *Profiler) Profile(ctx context.Context, name string, t *Traffic, rate fl
 		set.Set(p.GenCPU)
 		unix.SchedSetaffinity(rec.Process.Pid, &set)
 	}
-	time.Sleep(300 * time.Millisecond) // perf opens its events
+	if err := ctl.enable(ctx, 2*time.Minute); err != nil {
+		rec.Process.Signal(unix.SIGINT)
+		rec.Wait()
+		return nil, fmt.Errorf("perf record: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
 	tr, err := t.Trial(ctx, rate, dur)
 	rec.Process.Signal(unix.SIGINT)
 	werr := rec.Wait()

@@ -202,6 +202,7 @@ func scalingSection(b *strings.Builder, rep *result.Report, plots string) {
 		fmt.Fprintf(b, "| %s | %d | %s | %s | %.1f |\n", s.Setup, s.Networks, ms(s.Aggregate, 1e3, 0), msp(s.Ratio, 1, 2), s.BuildSecs)
 	}
 	fmt.Fprintf(b, "\n![scaling](%s/%s)\n\n", plots, PlotScaling)
+	scalingProfiles(b, rep)
 }
 
 func isolationSection(b *strings.Builder, rep *result.Report, plots string) {

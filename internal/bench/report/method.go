@@ -34,6 +34,18 @@ them itself and removes them afterwards.
   (spec, plan for that host, substrate, inside the machine's namespace), with a state
   directory per machine; the substrate cannot run inside the bench's own process there, because
   it works from many goroutines at once and a network namespace belongs to one thread.
+  *egre-shortbridge-fib* is egre-shortbridge with the encapsulation looking the underlay route
+  up for every frame (trellis run with TRELLIS_EGRE_ROUTE=per-frame), the path before the
+  per-tunnel template of outer headers.
+- *egre3-shortbridge*, *egre3-bridge*: the paper's router under test. Three machines, simulated
+  as above (198.18.x.1 to .3), each with the source, the node under test or the sink, their
+  underlays plugged into a switch (a fourth namespace with a Linux bridge, bridge netfilter
+  off). Receive processing of machine B's underlay is steered to the forwarding CPU and that of
+  every other receiving device (the source's port, the switch's ports, machine C's underlay) to
+  the generator's CPU, in every part: the forwarding CPU's NET_RX time is then machine B's alone
+  (decapsulation, connector, forwarding, encapsulation), with no tester's work on it, which is
+  what the CPU cost part reports per frame. Their peak may be the generator CPU's limit (it also
+  runs machines A and C and the switch), not the router's.
 
 **Generator.** AF_PACKET sockets with PACKET_QDISC_BYPASS, written in Go, fed with sendmmsg(2) in
 batches of up to 64 frames, from one thread pinned to the generator CPU. The offered rate is kept

@@ -114,8 +114,9 @@ const whereTimeGoes = `What the paths do per frame, and so where the gaps come f
   new, moved, or its entry is more than a second old) and the destination, then hands the frame
   on with bpf_redirect_peer as the shortbridge does; broadcast and unknown destinations are
   cloned to every other member. No bridge device, no bridge netfilter.
-- *egre-shortbridge*: the port's own tc program encapsulates each frame (bpf_skb_adjust_room, a
-  FIB lookup, redirect to the underlay); it crosses the underlay veth to the other machine (a
+- *egre-shortbridge*: the port's own tc program encapsulates each frame (bpf_skb_adjust_room,
+  the outer MACs from the tunnel's template, redirect to the underlay; egre-shortbridge-fib
+  makes a FIB lookup per frame instead); it crosses the underlay veth to the other machine (a
   backlog round there, as a NIC's receive would be) and is decapsulated (a map lookup, strip)
   straight into the node with bpf_redirect_peer. Along the whole path, on one CPU: four backlog
   rounds (the source's port, machine B's underlay, the node's outgoing port, machine A's

@@ -110,6 +110,11 @@ type ScaleResult struct {
 	Aggregate Stat    `json:"aggregate_pps"`
 	Ratio     *Stat   `json:"ratio_to_one_network,omitempty"`
 	BuildSecs float64 `json:"build_seconds"`
+	// Offered is what the generator handed to the sources in the trial of the best output of
+	// the last repetition: below the others' offered rates, the generator is what slows.
+	Offered float64 `json:"offered_pps,omitempty"`
+	// Profile is where the forwarding CPU's time went at that rate (when perf is installed).
+	Profile *ProfileResult `json:"profile,omitempty"`
 }
 
 // IsoResult is one row of the isolation table (Trellis paper, table 4).
@@ -305,7 +310,11 @@ type EnginesRow struct {
 	ReorderRatio         float64  `json:"reorder_ratio"`            // RFC 4737 reordered ratio of one numbered flow at the sink
 	RTTOverheadUS        float64  `json:"rtt_overhead_us"`          // ping's mean RTT minus the plain node's
 	RTTUS                float64  `json:"rtt_us"`
-	PerEngine            []uint64 `json:"per_engine,omitempty"` // frames each engine received during the peak trials
+	PerEngine            []uint64 `json:"per_engine,omitempty"`  // frames each engine received during the peak trials
+	EngineCPUs           []int    `json:"engine_cpus,omitempty"` // the core each engine's receive processing is steered to
+	// SoftirqBusy is, per core, the share of the peak trials' time it spent in the NET_RX
+	// softirq, where forwarding (the node's or its engines') runs: where the cores go.
+	SoftirqBusy []float64 `json:"softirq_busy,omitempty"`
 }
 
 // MirrorResult is the time from the first of Routes route changes made in the control node to

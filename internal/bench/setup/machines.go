@@ -50,21 +50,42 @@ type simMachine struct {
 	state string         // trellis state directory of this machine
 	work  string         // the run's work directory
 	bin   string         // the trellis binary
+	env   []string       // added to the environment of trellis commands
 }
 
 // machinePair makes machines A and B joined by their underlay, for rig g, which removes them at
 // Close. Their names hold the run's id (Run), so that two benches (or the integration tests'
-// machines) never collide, and Clean finds them after a crash.
-func (h *Harness) machinePair(g *Rig) (a, b *simMachine, err error) {
+// machines) never collide, and Clean finds them after a crash. env is added to the environment
+// of every trellis command run on them.
+func (h *Harness) machinePair(g *Rig, env []string) (a, b *simMachine, err error) {
+	ms, err := h.newMachines(g, env, "ma", "mb")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := vethBetween(ms[0].ns, "eth0", ms[1].ns, "eth0"); err != nil {
+		return nil, nil, err
+	}
+	for _, m := range ms {
+		if err := m.underlayUp(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ms[0], ms[1], nil
+}
+
+// newMachines makes one named network namespace per host, numbered as the run's next group of
+// machines, without their underlay; rig g removes them at Close.
+func (h *Harness) newMachines(g *Rig, env []string, hosts ...string) ([]*simMachine, error) {
 	if _, err := exec.LookPath("ip"); err != nil {
-		return nil, nil, fmt.Errorf("the tunnel setups run trellis in simulated machines with `ip netns exec` (iproute2): %w", err)
+		return nil, fmt.Errorf("the tunnel setups run trellis in simulated machines with `ip netns exec` (iproute2): %w", err)
 	}
 	h.machines++
-	for i, host := range []string{"ma", "mb"} {
+	var ms []*simMachine
+	for i, host := range hosts {
 		m := &simMachine{host: host, netns: h.run.machineNetns(h.machines, host), addr: fmt.Sprintf("198.18.%d.%d", 100+h.machines%100, i+1),
-			state: h.run.machineState(h.machines, host), work: h.Work, bin: h.Trellis}
+			state: h.run.machineState(h.machines, host), work: h.Work, bin: h.Trellis, env: env}
 		if out, err := exec.Command("ip", "netns", "add", m.netns).CombinedOutput(); err != nil {
-			return nil, nil, fmt.Errorf("ip netns add %s: %v: %s", m.netns, err, strings.TrimSpace(string(out)))
+			return nil, fmt.Errorf("ip netns add %s: %v: %s", m.netns, err, strings.TrimSpace(string(out)))
 		}
 		g.onClose(func() error {
 			if out, err := exec.Command("ip", "netns", "del", m.netns).CombinedOutput(); err != nil {
@@ -72,40 +93,38 @@ func (h *Harness) machinePair(g *Rig) (a, b *simMachine, err error) {
 			}
 			return nil
 		})
+		var err error
 		if m.ns, err = netns.GetFromName(m.netns); err != nil {
-			return nil, nil, fmt.Errorf("machine %s: %w", m.netns, err)
+			return nil, fmt.Errorf("machine %s: %w", m.netns, err)
 		}
 		g.onClose(func() error { return m.ns.Close() })
-		if i == 0 {
-			a = m
-		} else {
-			b = m
-		}
+		ms = append(ms, m)
 	}
-	if err := vethBetween(a.ns, "eth0", b.ns, "eth0"); err != nil {
-		return nil, nil, err
+	return ms, nil
+}
+
+// underlayUp gives machine m's eth0 (already made) the underlay MTU and address, and turns IPv6
+// off on the machine.
+func (m *simMachine) underlayUp() error {
+	if err := netnsutil.Sysctl(m.ns, map[string]string{"net/ipv6/conf/all/disable_ipv6": "1", "net/ipv6/conf/default/disable_ipv6": "1"}); err != nil {
+		return err
 	}
-	for _, m := range []*simMachine{a, b} {
-		if err := netnsutil.Sysctl(m.ns, map[string]string{"net/ipv6/conf/all/disable_ipv6": "1", "net/ipv6/conf/default/disable_ipv6": "1"}); err != nil {
-			return nil, nil, err
-		}
-		h, err := netlink.NewHandleAt(m.ns)
-		if err != nil {
-			return nil, nil, err
-		}
-		lk, err := h.LinkByName("eth0")
-		if err == nil {
-			err = h.LinkSetMTU(lk, underlayMTU)
-		}
-		h.Close()
-		if err != nil {
-			return nil, nil, fmt.Errorf("underlay of %s: %w", m.netns, err)
-		}
-		if err := upWithAddr(m.ns, "eth0", m.addr+"/24"); err != nil {
-			return nil, nil, fmt.Errorf("underlay of %s: %w", m.netns, err)
-		}
+	h, err := netlink.NewHandleAt(m.ns)
+	if err != nil {
+		return err
 	}
-	return a, b, nil
+	lk, err := h.LinkByName("eth0")
+	if err == nil {
+		err = h.LinkSetMTU(lk, underlayMTU)
+	}
+	h.Close()
+	if err != nil {
+		return fmt.Errorf("underlay of %s: %w", m.netns, err)
+	}
+	if err := upWithAddr(m.ns, "eth0", m.addr+"/24"); err != nil {
+		return fmt.Errorf("underlay of %s: %w", m.netns, err)
+	}
+	return nil
 }
 
 // trellis runs the trellis binary on machine m with its state directory.
@@ -119,6 +138,9 @@ func (m *simMachine) trellis(args ...string) error {
 	}
 	argv := append([]string{"netns", "exec", m.netns, self, "--state-dir", m.state}, args...)
 	cmd := exec.Command("ip", argv...)
+	if len(m.env) > 0 {
+		cmd.Env = append(os.Environ(), m.env...)
+	}
 	// Node processes started by `up` keep no descriptor of ours: output goes to a file, so that
 	// nothing waits for a pipe that a node holds open.
 	out, err := os.CreateTemp(m.work, "trellis-out-")
@@ -148,23 +170,23 @@ func (m *simMachine) trellis(args ...string) error {
 	return nil
 }
 
-// spreadNet is a bench network spread over machines A and B.
+// spreadNet is a bench network spread over simulated machines.
 type spreadNet struct {
 	plans map[string]*plan.Plan     // the plan each machine built, by host
 	pids  map[string]int            // node init processes, by node name
 	ns    map[string]netns.NsHandle // node network namespaces, by node name
 }
 
-// upSpread brings network name, from topology, up on machines a and b (the machine of the node
-// under test first), and registers its removal with the rig: `trellis down` on each machine
-// before the machines themselves are removed.
-func (h *Harness) upSpread(g *Rig, name string, topology []byte, a, b *simMachine) (*spreadNet, error) {
+// upSpread brings network name, from topology, up on machines ms in turn (the machine of the
+// node under test first), and registers its removal with the rig: `trellis down` on each
+// machine before the machines themselves are removed.
+func (h *Harness) upSpread(g *Rig, name string, topology []byte, ms ...*simMachine) (*spreadNet, error) {
 	file := filepath.Join(h.Work, fmt.Sprintf("%s-%d.yaml", name, h.machines))
 	if err := os.WriteFile(file, topology, 0o644); err != nil {
 		return nil, err
 	}
 	s := &spreadNet{plans: map[string]*plan.Plan{}, pids: map[string]int{}, ns: map[string]netns.NsHandle{}}
-	for _, m := range []*simMachine{b, a} {
+	for _, m := range ms {
 		g.onClose(func() error { return m.down(name) })
 		if err := m.trellis("up", "--host", m.host, file); err != nil {
 			return nil, err
@@ -251,19 +273,20 @@ func spreadTopology(name, tunnel, connector, addrA, addrB string) []byte {
 }
 
 // tunnelSetup returns the builder of a setup whose node under test is on another machine than
-// its source and sink, joined to them by tunnel links with the given connector.
-func tunnelSetup(name, tunnel, connector string) func(h *Harness, nets int) (*Rig, error) {
+// its source and sink, joined to them by tunnel links with the given connector; env is added
+// to the environment of trellis on the machines.
+func tunnelSetup(name, tunnel, connector string, env ...string) func(h *Harness, nets int) (*Rig, error) {
 	return func(h *Harness, nets int) (*Rig, error) {
 		g := &Rig{Name: name, Nets: 1, Tunnel: true, genCPU: h.GenCPU}
 		if nets != 1 {
 			return g, errors.New("the tunnel setups have one network")
 		}
-		a, b, err := h.machinePair(g)
+		a, b, err := h.machinePair(g, env)
 		if err != nil {
 			return g, err
 		}
 		netName := "bench-" + name
-		s, err := h.upSpread(g, netName, spreadTopology(netName, tunnel, connector, a.addr, b.addr), a, b)
+		s, err := h.upSpread(g, netName, spreadTopology(netName, tunnel, connector, a.addr, b.addr), b, a)
 		if err != nil {
 			return g, err
 		}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/vishvananda/netns"
@@ -36,10 +37,16 @@ var kinds = []Kind{
 	{Name: "bridge", Desc: "trellis: as shortbridge, with a Linux bridge per link (figure 6d without tunnels)", build: trellisSetup(spec.Bridge, false)},
 	{Name: "lan", Desc: "trellis: as shortbridge, with the eBPF LAN connector (learning table, flooding by cloning) per link", build: trellisSetup("lan", false)},
 	{Name: "userspace", Desc: "trellis node under test whose relay process forwards UDP between two sockets (the PL-VINI baseline, figure 6b)", build: trellisSetup(spec.Shortbridge, true)},
-	{Name: "vm-tap", Desc: "trellis: as shortbridge, with the node under test a VM (kind: vm, QEMU) whose interfaces are virtio-net on taps (the KVM paper's tap interconnect); functional only without KVM", build: vmSetup},
+	{Name: "vm-tap", Desc: "trellis: as shortbridge, with the node under test a VM (kind: vm, QEMU) whose interfaces are virtio-net on taps (the KVM paper's tap interconnect); functional only without KVM", build: vmSetup("tap")},
+	{Name: "vm-macvtap", Desc: "trellis: as vm-tap, with each virtio-net interface on a macvtap (passthru) on the far end of a veth port (the KVM paper's macvtap interconnect); functional only without KVM", build: vmSetup("macvtap")},
+	{Name: "vm-bridge", Desc: "trellis: as vm-tap, with each virtio-net interface on a tap in a Linux bridge with the far end of a veth port (the KVM paper's bridge interconnect); functional only without KVM", build: vmSetup("bridge")},
 	// Setups across two machines, simulated on this one (machines.go).
 	{Name: "egre-shortbridge", Desc: "trellis over two machines: source and sink on one, the node under test on the other; its links are EGRE tunnels joined to its ports by the shortbridge (figure 6f)", build: tunnelSetup("egre-shortbridge", spec.EGRE, spec.Shortbridge)},
 	{Name: "egre-bridge", Desc: "trellis over two machines, as egre-shortbridge, with a Linux bridge joining each EGRE tunnel to the node's port (figure 6d)", build: tunnelSetup("egre-bridge", spec.EGRE, spec.Bridge)},
+	{Name: "egre-shortbridge-fib", Desc: "as egre-shortbridge, with the encapsulation looking the underlay route up for every frame (the path before the per-tunnel template of outer headers), for comparison", build: tunnelSetup("egre-shortbridge-fib", spec.EGRE, spec.Shortbridge, dataplane.EncapRouteEnv+"=per-frame")},
+	// Setups across three machines, shaped like the paper's router under test (router.go).
+	{Name: "egre3-shortbridge", Desc: "trellis over three machines joined by a switch: source, node under test and sink each on a machine of its own, EGRE tunnels joined to the node's ports by the shortbridge; the node's machine does a router's work only (figure 6f as the paper measured it)", build: routerSetup("egre3-shortbridge", spec.EGRE, spec.Shortbridge)},
+	{Name: "egre3-bridge", Desc: "as egre3-shortbridge, with a Linux bridge joining each EGRE tunnel to the node's port (figure 6d as the paper measured it)", build: routerSetup("egre3-bridge", spec.EGRE, spec.Bridge)},
 	{Name: "vxlan", Desc: "trellis over two machines, as egre-shortbridge, with the kernel's VXLAN devices as tunnels (shortbridge connector)", build: tunnelSetup("vxlan", spec.VXLAN, spec.Shortbridge)},
 }
 

@@ -13,18 +13,22 @@ import (
 	"github.com/trellisnet/trellis/internal/state"
 )
 
-// vmSetup builds the setup whose node under test is a VM (kind: vm): the shortbridge setup with
-// the node under test's interfaces virtio-net devices on taps (the KVM paper's tap
-// interconnect). Without KVM it is functional only: the guest is emulated.
-func vmSetup(h *Harness, nets int) (*Rig, error) {
-	g := h.NewRig("vm-tap")
-	g.Nets = nets
-	for i := 0; i < nets; i++ {
-		if _, err := h.addVMNet(g, fmt.Sprintf("bench-vm-tap-%d", i), ""); err != nil {
-			return g, err
+// vmSetup returns the builder of the setup whose node under test is a VM (kind: vm): the
+// shortbridge setup with the node under test's interfaces virtio-net devices that meet their
+// ports through the given interconnect (tap, macvtap or bridge: the KVM paper's Figure 13).
+// Without KVM it is functional only: the guest is emulated.
+func vmSetup(interconnect string) func(h *Harness, nets int) (*Rig, error) {
+	return func(h *Harness, nets int) (*Rig, error) {
+		name := "vm-" + interconnect
+		g := h.NewRig(name)
+		g.Nets = nets
+		for i := 0; i < nets; i++ {
+			if _, err := h.addVMNet(g, fmt.Sprintf("bench-%s-%d", name, i), "{interconnect: "+interconnect+"}"); err != nil {
+				return g, err
+			}
 		}
+		return g, nil
 	}
-	return g, nil
 }
 
 // VMRig builds a vm-tap setup of one network whose VM has the settings vm (the YAML of the

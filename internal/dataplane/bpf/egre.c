@@ -60,6 +60,11 @@ volatile const __be32 key = 0;
 volatile const __be32 local_ip = 0;
 volatile const __be32 remote_ip = 0;
 volatile const __u32 underlay_ifindex = 0;
+// How long (ns) a CPU reuses the outer Ethernet header it prepared from a
+// route lookup before it looks the route up again: route and neighbour
+// changes on the underlay apply within this time. 0 looks the route up for
+// every frame (the earlier path, kept for comparison).
+volatile const __u64 route_ttl_ns = 0;
 
 // Counter slots of encap_stats.
 enum {
@@ -92,6 +97,24 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } decap_stats SEC(".maps");
+
+// The outer Ethernet header of this tunnel (one program, so one map, per
+// tunnel port), prepared from a route lookup and reused for route_ttl_ns.
+// Per CPU: each CPU refreshes its own copy, and no frame ever reads one
+// half written by another CPU.
+struct route_tmpl {
+	__u8 smac[ETH_ALEN];
+	__u8 dmac[ETH_ALEN];
+	__u32 ifindex;
+	__u64 stamp; // bpf_ktime_get_ns() of the lookup; 0: none yet
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct route_tmpl);
+} encap_route SEC(".maps");
 
 struct tunnel_key {
 	__be32 key;       // GRE key, network byte order
@@ -294,18 +317,29 @@ error:
 	return TC_ACT_SHOT;
 }
 
-SEC("tc")
-int egre_encap(struct __sk_buff *skb)
+// route fills out with how frames leave for the remote machine: from this
+// CPU's template while it is younger than route_ttl_ns, else from a route
+// lookup, which refreshes the template. It returns TC_ACT_OK, or the verdict
+// for a frame that cannot leave (counted).
+static __always_inline int route(struct __sk_buff *skb, struct egress *out)
 {
-	struct vlan_tag tags[MAX_VLAN_TAGS] = {};
 	struct bpf_fib_lookup fib = {};
-	struct egress out = {};
-	int ntags = 0, rc;
+	struct route_tmpl *t = NULL;
+	__u32 zero = 0;
+	__u64 now = 0;
+	int rc;
 
-	// Route to the remote machine first: nothing is changed yet if there
-	// is none. Looked up per packet, so that route and neighbour changes
-	// on the underlay apply at once.
-	//
+	if (route_ttl_ns) {
+		t = bpf_map_lookup_elem(&encap_route, &zero);
+		now = bpf_ktime_get_ns();
+		if (t && t->stamp && now - t->stamp < route_ttl_ns) {
+			__builtin_memcpy(out->smac, t->smac, ETH_ALEN);
+			__builtin_memcpy(out->dmac, t->dmac, ETH_ALEN);
+			out->ifindex = t->ifindex;
+			return TC_ACT_OK;
+		}
+	}
+
 	// The lookup is made as if forwarding a packet received on this port
 	// (flags 0, ifindex = the port), not as an output lookup on the
 	// underlay (BPF_FIB_LOOKUP_OUTPUT, ifindex = underlay): the helper
@@ -327,16 +361,23 @@ int egre_encap(struct __sk_buff *skb)
 		rc = BPF_FIB_LKUP_RET_NOT_FWDED;
 	switch (rc) {
 	case BPF_FIB_LKUP_RET_SUCCESS:
-		__builtin_memcpy(out.smac, fib.smac, ETH_ALEN);
-		__builtin_memcpy(out.dmac, fib.dmac, ETH_ALEN);
-		out.ifindex = fib.ifindex;
-		break;
+		__builtin_memcpy(out->smac, fib.smac, ETH_ALEN);
+		__builtin_memcpy(out->dmac, fib.dmac, ETH_ALEN);
+		out->ifindex = fib.ifindex;
+		if (t) {
+			__builtin_memcpy(t->smac, fib.smac, ETH_ALEN);
+			__builtin_memcpy(t->dmac, fib.dmac, ETH_ALEN);
+			t->ifindex = fib.ifindex;
+			t->stamp = now ? now : 1;
+		}
+		return TC_ACT_OK;
 	case BPF_FIB_LKUP_RET_NO_NEIGH:
 		// Only IP frames can wait for the neighbour (redirect_neigh);
-		// encap_tags drops the others.
-		out.ifindex = fib.ifindex;
-		out.neigh = 1;
-		break;
+		// encap_tags drops the others. Not kept: the next frame asks
+		// again, until the neighbour is known.
+		out->ifindex = fib.ifindex;
+		out->neigh = 1;
+		return TC_ACT_OK;
 	case BPF_FIB_LKUP_RET_BLACKHOLE:
 	case BPF_FIB_LKUP_RET_UNREACHABLE:
 	case BPF_FIB_LKUP_RET_PROHIBIT:
@@ -347,6 +388,20 @@ int egre_encap(struct __sk_buff *skb)
 		count(&encap_stats, ENCAP_ERROR);
 		return TC_ACT_SHOT;
 	}
+}
+
+SEC("tc")
+int egre_encap(struct __sk_buff *skb)
+{
+	struct vlan_tag tags[MAX_VLAN_TAGS] = {};
+	struct egress out = {};
+	int ntags = 0, rc;
+
+	// Route to the remote machine first: nothing is changed yet if there
+	// is none.
+	rc = route(skb, &out);
+	if (rc != TC_ACT_OK)
+		return rc;
 
 	// VLAN tags arrive out of band (the receive path moves the outer tag
 	// into skb metadata, and a veth transmits it that way too): take them

@@ -121,6 +121,66 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+// A port's rate cap (the link's `rate`, towards the node): a token bucket that every frame
+// the classifier sees takes from, control node's and engines' alike, so that the cap holds for
+// their sum. Frames over the cap are dropped (a policer: the frames that go to an engine never
+// reach the port's shaper).
+struct police {
+	struct bpf_spin_lock lock;
+	__u32 pad;
+	__u64 rate;   // bytes per second
+	__u64 burst;  // bytes
+	__u64 tokens; // bytes times 10^9
+	__u64 last;   // ns, CLOCK_MONOTONIC
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_FES * 64);
+	__type(key, __u32);
+	__type(value, struct police);
+} police SEC(".maps");
+
+// Frames dropped by each port's rate cap (one counter for all ports).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} policed SEC(".maps");
+
+// over_rate takes the frame's bytes from its port's bucket; true when it has not enough.
+static __always_inline int over_rate(struct __sk_buff *skb)
+{
+	__u32 port = skb->ifindex;
+	struct police *p = bpf_map_lookup_elem(&police, &port);
+	if (!p)
+		return 0;
+	__u64 now = bpf_ktime_get_ns(), cost = (__u64)skb->len * 1000000000ULL;
+	int over = 0;
+	bpf_spin_lock(&p->lock);
+	__u64 elapsed = now > p->last ? now - p->last : 0;
+	if (elapsed > 1000000000ULL)
+		elapsed = 1000000000ULL;
+	__u64 cap = p->burst * 1000000000ULL, t = p->tokens + elapsed * p->rate;
+	if (t > cap)
+		t = cap;
+	if (t >= cost)
+		t -= cost;
+	else
+		over = 1;
+	p->tokens = t;
+	p->last = now;
+	bpf_spin_unlock(&p->lock);
+	if (over) {
+		__u32 zero = 0;
+		__u64 *n = bpf_map_lookup_elem(&policed, &zero);
+		if (n)
+			*n += 1;
+	}
+	return over;
+}
+
 static __always_inline void count(__u32 idx)
 {
 	__u64 *n = bpf_map_lookup_elem(&stats, &idx);
@@ -269,6 +329,8 @@ int engines_classify(struct __sk_buff *skb)
 	if (!cfg || cfg->nslots == 0 || cfg->nslots > MAX_SLOTS || bpf_ktime_get_ns() > cfg->alive_until ||
 	    bpf_skb_load_bytes(skb, 0, &eth, sizeof(eth)) < 0)
 		return to_control();
+	if (over_rate(skb))
+		return TC_ACT_SHOT;
 	if (eth.h_dest[0] & 1) // broadcast, multicast
 		return to_control();
 	__s64 h;

@@ -46,7 +46,7 @@ func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Memb
 			return fmt.Errorf("bridge %s: %w", l.Device, err)
 		}
 	}
-	if err := noNetfilter(br.Attrs().Index); err != nil {
+	if err := NoNetfilter(br.Attrs().Index); err != nil {
 		return fmt.Errorf("bridge %s: %w", l.Device, err)
 	}
 	if br, err = netdev.UpQuiet(l.Device); err != nil {
@@ -73,7 +73,7 @@ func (Kind) Leave(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Mem
 	return netdev.Delete(l.Device)
 }
 
-// noNetfilter turns the bridge's own bridge-netfilter options off (nf_call_iptables,
+// NoNetfilter turns the bridge's own bridge-netfilter options off (nf_call_iptables,
 // nf_call_ip6tables, nf_call_arptables: `ip link set BR type bridge nf_call_iptables 0`), so
 // that the bridge does not send its frames through the IP, IPv6 and ARP firewall hooks. The
 // kernel calls those hooks when either the bridge's option or the namespace's sysctl
@@ -81,7 +81,7 @@ func (Kind) Leave(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Mem
 // loaded or built in) is on: the bridge's options can only add the hooks, so on a host with the
 // sysctls on its bridges still pay for them (docs/architecture.md, "Bridge (LAN)"); the LAN
 // connector "lan" has no bridge and never meets them.
-func noNetfilter(index int) error {
+func NoNetfilter(index int) error {
 	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_ACK)
 	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
 	msg.Index = int32(index)

@@ -31,20 +31,23 @@ type Kind struct{}
 func (Kind) Direct() bool { return false }
 
 // Join puts the LAN program on every member, or updates it in place: the member list (a
-// member made anew, added or gone), and how unicast frames reach a port (straight into the
+// member made anew, added or gone), the table's size and ageing (the link's table and ageing;
+// a new size starts the table anew), and how unicast frames reach a port (straight into the
 // node on an uncapped link whose port is a veth, through the port's egress and shaper
 // otherwise). What the LAN learnt
 // stays, less the addresses of members that left or changed.
 func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Members) error {
 	members := make([]dataplane.LANMember, 0, len(m.Ports)+len(m.Tunnels))
 	for _, p := range m.Ports {
-		// Only a veth has a peer to deliver into (a tap port of a virtual machine has none).
-		members = append(members, dataplane.LANMember{Ifindex: p.Attrs().Index, Peer: l.Rate == 0 && p.Type() == "veth"})
+		// Only a veth whose peer is in a node's namespace has a peer to deliver into (a VM's
+		// tap has none; the kernel redirects to a peer in the substrate's own namespace, a
+		// VM's macvtap or bridge interconnect, not at all).
+		members = append(members, dataplane.LANMember{Ifindex: p.Attrs().Index, Peer: l.Rate == 0 && p.Type() == "veth" && p.Attrs().NetNsID >= 0})
 	}
 	for _, t := range m.Tunnels {
 		members = append(members, dataplane.LANMember{Ifindex: t.Attrs().Index, Tunnel: true})
 	}
-	return dataplane.AttachLAN(members, dataplane.LANOptions{})
+	return dataplane.AttachLAN(members, dataplane.LANOptions{MaxEntries: l.Table, Aging: l.Ageing})
 }
 
 // Leave takes the program off every member; the LAN's table goes with the last one.

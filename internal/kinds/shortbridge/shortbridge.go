@@ -56,8 +56,10 @@ func classified(l *plan.Link, i int) bool {
 }
 
 // hasPeer tells whether a frame can be handed straight to the node behind a port: a veth's
-// peer takes it; a VM's tap must transmit it to QEMU.
-func hasPeer(port netlink.Link) bool { return port.Type() == "veth" }
+// peer in the node's namespace takes it; a VM's tap must transmit it to QEMU, and a veth whose
+// peer stays in the substrate's namespace (a VM's macvtap or bridge interconnect) must
+// transmit it to that peer (the kernel redirects to a peer only across namespaces).
+func hasPeer(port netlink.Link) bool { return port.Type() == "veth" && port.Attrs().NetNsID >= 0 }
 
 // Leave takes the programs off both ends.
 func (Kind) Leave(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Members) error {

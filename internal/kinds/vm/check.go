@@ -2,6 +2,7 @@ package vm
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/trellisnet/trellis/internal/spec"
 	"golang.org/x/sys/unix"
@@ -11,7 +12,7 @@ import (
 const minMemory = 128 << 20
 
 // check refuses what a VM node cannot have: too little memory, a vCPU thread both
-// fixed-priority and reserved, or (in a network on this one machine) more memory or other cores
+// fixed-priority and reserved, a reservation that as a CPU quota is under the kernel's 1ms, or (in a network on this one machine) more memory or other cores
 // than the machine has.
 func check(n *spec.Network, nd *spec.Node) []*spec.Error {
 	var errs []*spec.Error
@@ -27,8 +28,8 @@ func check(n *spec.Network, nd *spec.Node) []*spec.Error {
 	if s == nil {
 		return errs
 	}
-	if len(s.PinVCPU) > 0 && s.Reserve > 0 {
-		errs = append(errs, n.NodeError(nd, "vm.reserve", "the vCPU threads are pinned too", "the kernel reserves (SCHED_DEADLINE) only threads that may run on every CPU of their scheduling domain: drop pin.vcpu or reserve"))
+	if quotaReserve(s) && time.Duration(s.Reserve*float64(s.Period)*float64(vcpus(nd))) < time.Millisecond {
+		errs = append(errs, n.NodeError(nd, "vm.reserve", "with pinned vCPUs the reservation is a CPU quota, and this one is under 1ms a period", "give a larger share or a longer period"))
 	}
 	if s.PrioVCPU > 0 && s.Reserve > 0 {
 		errs = append(errs, n.NodeError(nd, "vm.reserve", "the vCPU threads have a priority too", "a vCPU thread is either fixed-priority (SCHED_FIFO) or reserved (SCHED_DEADLINE): drop priority.vcpu or reserve"))

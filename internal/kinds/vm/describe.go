@@ -18,6 +18,9 @@ import (
 func (Kind) Describe(ctx context.Context, env *kinds.Env, in kinds.Instance) (kinds.Detail, error) {
 	d := kinds.Detail{Notes: []string{"accel " + Accel()}}
 	d.Threads = threads(in.PID)
+	if note := quotaNote(env.Plan.Node(in.Name)); note != "" {
+		d.Notes = append(d.Notes, note)
+	}
 	c, err := dial(ctx, env, in.Name)
 	if err != nil {
 		return d, err

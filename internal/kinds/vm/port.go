@@ -72,9 +72,30 @@ func hotplug(ctx context.Context, env *kinds.Env, name string, p vmPort) error {
 	if err := m.unplug(ctx, deviceID(p.Ifname)); err != nil {
 		return err
 	}
-	netdevOpts, deviceOpts := p.qemuDevices()
-	if err := m.hmp(ctx, "netdev_add "+netdevOpts); err != nil {
+	if p.files, err = wire(p); err != nil {
 		return err
 	}
-	return m.hmp(ctx, "device_add "+deviceOpts)
+	defer closeAll(p.files)
+	var fds []string
+	for i, f := range p.files {
+		fds = append(fds, fmt.Sprintf("%s-%d", p.Name, i))
+		if err := m.getfd(ctx, fds[i], f); err != nil {
+			return err
+		}
+	}
+	netdevOpts, deviceOpts := p.qemuDevices(fds)
+	if len(fds) > 0 {
+		// A descriptor given to the monitor is found only by a command of that monitor, not
+		// by a human-monitor command, which runs in a monitor of its own.
+		err = m.netdevAdd(ctx, netdevOpts)
+	} else {
+		err = m.hmp(ctx, "netdev_add "+netdevOpts)
+	}
+	if err != nil {
+		return err
+	}
+	if err := m.hmp(ctx, "device_add "+deviceOpts); err != nil {
+		return err
+	}
+	return joinBridge(p)
 }

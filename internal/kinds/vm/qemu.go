@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
+	"github.com/trellisnet/trellis/internal/cgroup"
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/image"
 	"github.com/trellisnet/trellis/internal/plan"
@@ -65,17 +67,19 @@ func vhostNet() bool {
 	return true
 }
 
-// vmPort is a virtual interface of a VM: a virtio-net device on a tap that QEMU makes, named
-// as the port, in the substrate.
+// vmPort is a virtual interface of a VM: a virtio-net device whose port, in the substrate, is
+// a tap that QEMU makes or (other interconnects) a veth that leads to QEMU (wire.go).
 type vmPort struct {
 	plan.Port
-	MTU       int
-	Queues    int // queue pairs (multiqueue virtio-net), 0 = one
-	QueueSize int // receive queue size, 0 = QEMU's
+	MTU          int
+	Queues       int    // queue pairs (multiqueue virtio-net), 0 = one
+	QueueSize    int    // receive queue size, 0 = QEMU's
+	Interconnect string // spec.InterconnectTap, ...Macvtap or ...Bridge
+	files        []*os.File
 }
 
 func newPort(p plan.Port, mtu int, s *spec.VMSettings) vmPort {
-	vp := vmPort{Port: p, MTU: mtu}
+	vp := vmPort{Port: p, MTU: mtu, Interconnect: interconnect(s)}
 	if s != nil {
 		vp.Queues, vp.QueueSize = s.Queues, s.QueueSize
 	}
@@ -84,19 +88,16 @@ func newPort(p plan.Port, mtu int, s *spec.VMSettings) vmPort {
 
 // args returns QEMU's command line for node n.
 func args(img image.Image, mark, agent, tty, qmp, consoleLog string, n *plan.Node, ports []vmPort) []string {
-	mem := uint64(256)
-	if n.Needs.Memory > 0 {
-		mem = max(n.Needs.Memory>>20, 128)
-	}
-	cpus := 1
-	if n.Needs.CPU > 1 {
-		cpus = int(n.Needs.CPU + 0.999)
+	accel := Accel()
+	if accel == "tcg" { // a bounded translation buffer, counted in the VM's memory limit
+		accel += ",tb-size=" + strconv.Itoa(tcgBufferMiB)
 	}
 	a := []string{
 		"-name", "guest=" + mark + ",debug-threads=on",
-		"-accel", Accel(), "-machine", "pc", "-cpu", map[string]string{"kvm": "host", "tcg": "max"}[Accel()],
-		"-m", strconv.FormatUint(mem, 10), "-smp", strconv.Itoa(cpus),
-		"-display", "none", "-nodefaults", "-no-user-config", "-no-reboot", "-daemonize",
+		"-accel", accel, "-machine", "pc", "-cpu", map[string]string{"kvm": "host", "tcg": "max"}[Accel()],
+		"-m", strconv.FormatUint(guestMemory(n.Node)>>20, 10), "-smp", strconv.Itoa(vcpus(n.Node)),
+		// Paused until QEMU is in its control group (launch), so that the group counts the guest.
+		"-S", "-display", "none", "-nodefaults", "-no-user-config", "-no-reboot", "-daemonize",
 		"-kernel", img.Kernel, "-initrd", img.Initrd,
 		"-append", "console=ttyS0 panic=-1 quiet trellis.node=" + n.Name,
 		"-serial", "file:" + consoleLog,
@@ -107,16 +108,42 @@ func args(img image.Image, mark, agent, tty, qmp, consoleLog string, n *plan.Nod
 		"-chardev", "socket,id=qmp,path=" + qmp + ",abstract=on,server=on,wait=off",
 		"-mon", "chardev=qmp,mode=control",
 	}
+	fd := 3 // the first of the files QEMU gets (launch)
 	for _, p := range ports {
-		netdev, dev := p.qemuDevices()
+		var fds []string
+		for range p.files {
+			fds = append(fds, strconv.Itoa(fd))
+			fd++
+		}
+		netdev, dev := p.qemuDevices(fds)
 		a = append(a, "-netdev", netdev, "-device", dev)
 	}
 	return a
 }
 
-// qemuDevices returns the -netdev and -device options of a port.
-func (p vmPort) qemuDevices() (netdev, device string) {
-	netdev = fmt.Sprintf("tap,id=%s,ifname=%s,script=no,downscript=no", p.Name, p.Name)
+// tapName is the name of the tap QEMU makes for a port: the port itself, or with the bridge
+// interconnect a tap beside it.
+func (p vmPort) tapName() string {
+	if p.Interconnect == spec.InterconnectBridge {
+		return wireName(p.Name, guestLetter)
+	}
+	return p.Name
+}
+
+// qemuDevices returns the -netdev and -device options of a port. A macvtap's queues are the
+// open files fds (their numbers in QEMU, or names given to its monitor).
+func (p vmPort) qemuDevices(fds []string) (netdev, device string) {
+	switch {
+	case p.Interconnect == spec.InterconnectMacvtap && len(fds) == 1:
+		netdev = fmt.Sprintf("tap,id=%s,fd=%s", p.Name, fds[0])
+	case p.Interconnect == spec.InterconnectMacvtap:
+		netdev = fmt.Sprintf("tap,id=%s,fds=%s", p.Name, strings.Join(fds, ":"))
+	default:
+		netdev = fmt.Sprintf("tap,id=%s,ifname=%s,script=no,downscript=no", p.Name, p.tapName())
+		if p.Queues > 1 {
+			netdev += fmt.Sprintf(",queues=%d", p.Queues)
+		}
+	}
 	if vhostNet() {
 		netdev += ",vhost=on"
 	}
@@ -125,7 +152,6 @@ func (p vmPort) qemuDevices() (netdev, device string) {
 		device += fmt.Sprintf(",host_mtu=%d", p.MTU)
 	}
 	if p.Queues > 1 { // a vector per queue, plus configuration and control
-		netdev += fmt.Sprintf(",queues=%d", p.Queues)
 		device += fmt.Sprintf(",mq=on,vectors=%d", 2*p.Queues+2)
 	}
 	if p.QueueSize > 0 {
@@ -136,10 +162,23 @@ func (p vmPort) qemuDevices() (netdev, device string) {
 
 func deviceID(ifname string) string { return "nic-" + ifname }
 
-// launch starts QEMU, which daemonizes once the VM runs, and returns its pid.
-func launch(ctx context.Context, argv []string, pidfile string) (int, error) {
+// launch starts QEMU, which daemonizes once the VM is made, puts it in its control group g
+// (nil: none), starts the guest, and returns QEMU's pid. QEMU gets files as its descriptors
+// 3, 4, ...
+func launch(ctx context.Context, argv []string, pidfile, qmpSocket string, files []*os.File, g *cgroup.Group) (int, error) {
 	defer os.Remove(pidfile)
 	c := exec.CommandContext(ctx, QEMU, append(argv, "-pidfile", pidfile)...)
+	c.ExtraFiles = files
+	if g != nil {
+		fd, err := g.FD()
+		if err != nil {
+			return 0, err
+		}
+		if fd != nil { // cgroup v2: QEMU starts in its group
+			defer fd.Close()
+			c.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
+		}
+	}
 	if out, err := c.CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("%s: %v: %s", QEMU, err, strings.TrimSpace(string(out)))
 	}
@@ -147,5 +186,20 @@ func launch(ctx context.Context, argv []string, pidfile string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return strconv.Atoi(strings.TrimSpace(string(data)))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0, err
+	}
+	if g != nil {
+		if err := g.Place(pid); err != nil {
+			return pid, fmt.Errorf("QEMU into its cgroup: %w", err)
+		}
+	}
+	m, err := dialQMP(ctx, qmpSocket)
+	if err != nil {
+		return pid, err
+	}
+	defer m.Close()
+	_, err = m.execute(ctx, "cont", nil)
+	return pid, err
 }

@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // qmp is a client of QEMU's machine protocol (QMP), for hot-plugging ports.
@@ -75,6 +78,17 @@ func (m *qmp) execute(ctx context.Context, cmd string, args any) (*qmpMessage, e
 	if _, err := m.conn.Write(append(data, '\n')); err != nil {
 		return nil, fmt.Errorf("QEMU monitor: %w", err)
 	}
+	return m.reply(ctx, cmd)
+}
+
+// answer waits for the answer to command cmd, sent already.
+func (m *qmp) answer(ctx context.Context, cmd string) error {
+	_, err := m.reply(ctx, cmd)
+	return err
+}
+
+// reply reads the answer to command cmd, skipping events.
+func (m *qmp) reply(ctx context.Context, cmd string) (*qmpMessage, error) {
 	for {
 		msg, err := m.read(ctx)
 		if err != nil {
@@ -101,6 +115,38 @@ func (m *qmp) hmp(ctx context.Context, line string) error {
 		return fmt.Errorf("QEMU monitor: %s: %s", line, strings.TrimSpace(out))
 	}
 	return nil
+}
+
+// getfd gives QEMU the open file f under name, for a later command of this monitor.
+func (m *qmp) getfd(ctx context.Context, name string, f *os.File) error {
+	uc, ok := m.conn.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("QEMU monitor: %T passes no files", m.conn)
+	}
+	data, _ := json.Marshal(map[string]any{"execute": "getfd", "arguments": map[string]string{"fdname": name}})
+	if _, _, err := uc.WriteMsgUnix(append(data, '\n'), unix.UnixRights(int(f.Fd())), nil); err != nil {
+		return fmt.Errorf("QEMU monitor: getfd: %w", err)
+	}
+	return m.answer(ctx, "getfd")
+}
+
+// netdevAdd adds a back end given as on QEMU's command line ("tap,id=x,fd=name,vhost=on")
+// through this monitor, so that it finds the files getfd gave it.
+func (m *qmp) netdevAdd(ctx context.Context, opts string) error {
+	args := map[string]any{}
+	for i, kv := range strings.Split(opts, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case i == 0:
+			args["type"] = k
+		case v == "on" || v == "off":
+			args[k] = v == "on"
+		default:
+			args[k] = v
+		}
+	}
+	_, err := m.execute(ctx, "netdev_add", args)
+	return err
 }
 
 // unplug removes NIC id and its back end, waiting until the guest has let the NIC go; a

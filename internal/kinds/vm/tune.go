@@ -2,6 +2,9 @@ package vm
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +19,8 @@ const (
 )
 
 // tune applies a VM's knobs to QEMU's threads: affinity, SCHED_FIFO priorities and a
-// SCHED_DEADLINE reservation for each vCPU thread. It is applied again after a port is
+// SCHED_DEADLINE reservation for each vCPU thread (pinned vCPUs have theirs as their cgroup's
+// CPU quota instead, limits.go). It is applied again after a port is
 // hot-plugged, since vhost threads come with ports.
 func tune(pid int, s *spec.VMSettings) error {
 	if s == nil {
@@ -36,7 +40,7 @@ func tune(pid int, s *spec.VMSettings) error {
 		}
 		attr := &unix.SchedAttr{Size: unix.SizeofSchedAttr}
 		switch {
-		case role == "vcpu" && s.Reserve > 0:
+		case role == "vcpu" && s.Reserve > 0 && !quotaReserve(s): // else the cgroup's quota
 			period := uint64(s.Period)
 			attr.Policy, attr.Period, attr.Deadline = schedDeadline, period, period
 			attr.Runtime = uint64(float64(period) * s.Reserve)
@@ -44,6 +48,11 @@ func tune(pid int, s *spec.VMSettings) error {
 			attr.Policy, attr.Priority = schedFIFO, uint32(prio)
 		default:
 			continue
+		}
+		if attr.Policy == schedFIFO {
+			if err := realtimeAllowed(t.TID); err != nil {
+				return fmt.Errorf("%s thread %q out of its CPU group: %w", role, t.Name, err)
+			}
 		}
 		if err := unix.SchedSetAttr(t.TID, attr, 0); err != nil {
 			return fmt.Errorf("scheduling %s thread %q (policy %d): %w", role, t.Name, attr.Policy, err)
@@ -83,4 +92,21 @@ func reservation(tid int) string {
 		return ""
 	}
 	return fmt.Sprintf("%s/%s", time.Duration(attr.Runtime), time.Duration(attr.Period))
+}
+
+// realtimeAllowed lets thread tid of a QEMU in its control group take SCHED_FIFO. With cgroup
+// v1 and RT group scheduling (CONFIG_RT_GROUP_SCHED), the kernel refuses a real-time policy to
+// a thread in a CPU group without real-time runtime, which a VM's group has not: the thread
+// goes back to the root CPU group (v1 moves single threads), where a CFS quota would not have
+// bounded it anyway. Its memory and pids groups stay.
+func realtimeAllowed(tid int) error {
+	h, err := hierarchy()
+	if err != nil || h.V2 != "" || h.Mounts["cpu"] == "" {
+		return nil
+	}
+	root := h.Mounts["cpu"]
+	if _, err := os.Stat(filepath.Join(root, "cpu.rt_runtime_us")); err != nil {
+		return nil
+	}
+	return os.WriteFile(filepath.Join(root, "tasks"), []byte(strconv.Itoa(tid)), 0o644)
 }

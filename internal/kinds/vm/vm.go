@@ -78,10 +78,29 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 		return in, err
 	}
 	id, netID := env.Store.ID, env.Plan.NetID
-	argv := args(img, marker(id, netID, n.Name, n.Digest), socket(id, netID, n.Name, "agent"),
-		socket(id, netID, n.Name, "tty"), socket(id, netID, n.Name, "qmp"), filepath.Join(logDir, n.Name+".console"), n, ports(env.Plan, n))
-	if in.PID, err = launch(ctx, argv, filepath.Join(logDir, n.Name+".pid")); err != nil {
+	ps := ports(env.Plan, n)
+	var files []*os.File
+	defer func() { closeAll(files) }() // QEMU has its own copies
+	for i := range ps {
+		if ps[i].files, err = wire(ps[i]); err != nil {
+			return in, err
+		}
+		files = append(files, ps[i].files...)
+	}
+	g, err := createGroup(env, n)
+	if err != nil {
 		return in, err
+	}
+	argv := args(img, marker(id, netID, n.Name, n.Digest), socket(id, netID, n.Name, "agent"),
+		socket(id, netID, n.Name, "tty"), socket(id, netID, n.Name, "qmp"), filepath.Join(logDir, n.Name+".console"), n, ps)
+	qmp := "@" + socket(id, netID, n.Name, "qmp")
+	if in.PID, err = launch(ctx, argv, filepath.Join(logDir, n.Name+".pid"), qmp, files, g); err != nil {
+		return in, err
+	}
+	for _, p := range ps {
+		if err := joinBridge(p); err != nil {
+			return in, err
+		}
 	}
 	if err := setup(ctx, env, n); err != nil {
 		return in, fmt.Errorf("%w (the guest's console: %s)", err, filepath.Join(logDir, n.Name+".console"))
@@ -132,7 +151,20 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 		}
 	}
 	os.Remove(readyPath(env, in.Name))
-	return node.WaitGone(pids...)
+	if err := node.WaitGone(pids...); err != nil {
+		return err
+	}
+	if err := removeGroup(env, in.Name); err != nil {
+		return err
+	}
+	if n := env.Plan.Node(in.Name); n != nil && interconnect(n.VM) != spec.InterconnectTap {
+		for _, p := range ports(env.Plan, n) {
+			if err := unwire(p.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Exec runs the node's start commands in the guest, each through /bin/sh, with their output

@@ -1,0 +1,27 @@
+package dataplane
+
+import (
+	"os"
+	"time"
+)
+
+// EncapRouteTTL is how long each CPU's encapsulation program reuses the outer Ethernet header
+// (source and destination MAC, underlay device) it prepared from a route lookup before it
+// looks the route up again: route and neighbour changes on the underlay reach a tunnel within
+// this time, and the frames in between pay no route lookup. A next hop whose MAC address is not
+// known yet is never kept: every frame asks again until it is.
+const EncapRouteTTL = time.Second
+
+// EncapRouteEnv, set to "per-frame" in the environment of the process that attaches the
+// encapsulation programs, makes them look the route up for every frame, as they did before
+// the template: the bench's setup egre-shortbridge-fib measures that path for comparison.
+const EncapRouteEnv = "TRELLIS_EGRE_ROUTE"
+
+// encapRouteTTL is the template's lifetime for programs attached now: 0 means a route lookup
+// per frame.
+func encapRouteTTL() time.Duration {
+	if os.Getenv(EncapRouteEnv) == "per-frame" {
+		return 0
+	}
+	return EncapRouteTTL
+}

@@ -1,0 +1,169 @@
+package vm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+
+	"github.com/trellisnet/trellis/internal/kinds/bridge"
+	"github.com/trellisnet/trellis/internal/netdev"
+	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/vishvananda/netlink"
+)
+
+// The interconnects other than tap put devices between the port and QEMU (docs/vm.md,
+// "Interconnects"). The port is then a veth in the substrate, which the connectors join as any
+// port; its peer (letter q in place of the port's p) leads to the guest:
+//
+//   - macvtap: a macvtap (letter m) in passthru mode on the peer, which QEMU opens by its
+//     character device /dev/tapN, once per queue pair;
+//   - bridge: a Linux bridge (letter g), with netfilter off, joining the peer and a tap (letter
+//     m) that QEMU makes.
+//
+// The veth's peer stays in the substrate's namespace, so a connector that hands frames straight
+// to a container's side of its port (the shortbridge) hands them to this port's egress instead.
+const (
+	peerLetter   = 'q'
+	guestLetter  = 'm'
+	bridgeLetter = 'g'
+)
+
+// ErrWire is returned when the devices between a port and QEMU cannot be made.
+var ErrWire = errors.New("VM interconnect")
+
+// wireName is the name of the interconnect device with letter l of port: the port's name with
+// l in place of its kind letter p (tr<netid>p<n>), so it fits IFNAMSIZ as the port does.
+func wireName(port string, l byte) string {
+	return port[:8] + string(l) + port[9:]
+}
+
+// wireRE matches the interconnect devices that may be left over of network netID: veth peers
+// (their ports and macvtaps go with them) and bridges.
+func wireRE(netID string) *regexp.Regexp {
+	return regexp.MustCompile(`^tr` + regexp.QuoteMeta(netID) + `[qg][0-9]+$`)
+}
+
+// interconnect of a port: the node's, tap by default.
+func interconnect(s *spec.VMSettings) string {
+	if s == nil || s.Interconnect == "" {
+		return spec.InterconnectTap
+	}
+	return s.Interconnect
+}
+
+// wire makes the devices between port p and QEMU, anew, and returns the files QEMU opens for
+// a macvtap (one per queue pair); a tap port needs nothing before QEMU.
+func wire(p vmPort) ([]*os.File, error) {
+	if p.Interconnect == spec.InterconnectTap {
+		return nil, nil
+	}
+	if err := unwire(p.Name); err != nil {
+		return nil, err
+	}
+	peer := wireName(p.Name, peerLetter)
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name, attrs.MTU = p.Name, p.MTU
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: attrs, PeerName: peer}); err != nil {
+		return nil, fmt.Errorf("%w: port %s: %v", ErrWire, p.Name, err)
+	}
+	lower, err := netdev.UpQuiet(peer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrWire, err)
+	}
+	if p.Interconnect == spec.InterconnectBridge {
+		return nil, makeBridge(p, lower)
+	}
+	return makeMacvtap(p, lower)
+}
+
+// makeMacvtap makes the port's macvtap on lower, in passthru mode (every frame that reaches
+// lower goes to the guest), and opens its queues.
+func makeMacvtap(p vmPort, lower netlink.Link) ([]*os.File, error) {
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name, attrs.ParentIndex, attrs.MTU = wireName(p.Name, guestLetter), lower.Attrs().Index, p.MTU
+	mv := &netlink.Macvtap{Macvlan: netlink.Macvlan{LinkAttrs: attrs, Mode: netlink.MACVLAN_MODE_PASSTHRU}}
+	if err := netlink.LinkAdd(mv); err != nil {
+		return nil, fmt.Errorf("%w: macvtap on %s: %v", ErrWire, lower.Attrs().Name, err)
+	}
+	// The macvtap passes on only the multicast groups in its own list, which nothing fills
+	// from the guest's: with all multicast on, IPv6 ND and OSPF's hellos reach the guest.
+	dev, err := netdev.UpQuiet(attrs.Name)
+	if err == nil {
+		err = netlink.LinkSetAllmulticastOn(dev)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrWire, err)
+	}
+	path := "/dev/tap" + strconv.Itoa(dev.Attrs().Index)
+	var files []*os.File
+	for range max(p.Queues, 1) {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			closeAll(files)
+			return nil, fmt.Errorf("%w: opening %s's queue: %v", ErrWire, attrs.Name, err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// makeBridge makes the port's bridge and puts lower in it; the tap joins it once QEMU made it
+// (joinBridge).
+func makeBridge(p vmPort, lower netlink.Link) error {
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name, attrs.MTU = wireName(p.Name, bridgeLetter), p.MTU
+	snoop := false // a bridge that snoops multicast could hold back what the guest did not report
+	br := &netlink.Bridge{LinkAttrs: attrs, MulticastSnooping: &snoop}
+	if err := netlink.LinkAdd(br); err != nil {
+		return fmt.Errorf("%w: bridge for %s: %v", ErrWire, p.Name, err)
+	}
+	dev, err := netdev.UpQuiet(attrs.Name)
+	if err == nil {
+		err = bridge.NoNetfilter(dev.Attrs().Index)
+	}
+	if err == nil {
+		err = netlink.LinkSetMasterByIndex(lower, dev.Attrs().Index)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: bridge for %s: %v", ErrWire, p.Name, err)
+	}
+	return nil
+}
+
+// joinBridge puts the tap QEMU made for a bridge port into the port's bridge.
+func joinBridge(p vmPort) error {
+	if p.Interconnect != spec.InterconnectBridge {
+		return nil
+	}
+	br, err := netlink.LinkByName(wireName(p.Name, bridgeLetter))
+	var tap netlink.Link
+	if err == nil {
+		tap, err = netdev.UpQuiet(wireName(p.Name, guestLetter))
+	}
+	if err == nil {
+		err = netlink.LinkSetMasterByIndex(tap, br.Attrs().Index)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: tap of %s into its bridge: %v", ErrWire, p.Name, err)
+	}
+	return nil
+}
+
+// unwire deletes the port and the devices between it and QEMU: the veth (port and peer, the
+// macvtap with them) and the bridge. (A tap port goes with QEMU's NIC.)
+func unwire(port string) error {
+	for _, name := range []string{port, wireName(port, peerLetter), wireName(port, bridgeLetter)} {
+		if err := netdev.Delete(name); err != nil {
+			return fmt.Errorf("%w: %v", ErrWire, err)
+		}
+	}
+	return nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
