@@ -37,6 +37,7 @@ const (
 	PartApply     = "apply"     // live changes to a running chain: up of an unchanged or edited file
 	PartImpair    = "impair"    // link impairments configured against delivered
 	PartVM        = "vm"        // VM nodes: boot time, the KVM paper's knobs
+	PartLimits    = "limits"    // a node's CPU limit on a busy machine
 )
 
 // part is one part of a run: run measures and adds its figures to r.rep.
@@ -55,6 +56,7 @@ var parts = []part{
 	{PartScaling, (*runner).scaling},
 	{PartIsolation, (*runner).isolation},
 	{PartDeploy, (*runner).deploy},
+	{PartLimits, (*runner).limits},
 	{PartApply, (*runner).apply},
 	{PartImpair, (*runner).impair},
 	{PartVM, (*runner).vm},

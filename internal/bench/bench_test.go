@@ -88,7 +88,7 @@ func TestOptionsCheck(t *testing.T) {
 }
 
 func TestPartsTable(t *testing.T) {
-	want := []string{PartForward, PartCPU, PartProfile, PartSizes, PartScaling, PartIsolation, PartDeploy, PartApply, PartImpair, PartVM, PartEngines}
+	want := []string{PartForward, PartCPU, PartProfile, PartSizes, PartScaling, PartIsolation, PartDeploy, PartLimits, PartApply, PartImpair, PartVM, PartEngines}
 	if !slices.Equal(AllParts, want) {
 		t.Errorf("AllParts = %v, want %v", AllParts, want)
 	}

@@ -59,6 +59,9 @@ and work directory, touching nothing else. It leaves the networks of --state-dir
 
 Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and with
 --markdown a page with the tables and plots (scripts/bench.sh makes docs/benchmarks.md so).
+The deploy part also reports the memory of an idle node. The limits part holds a node to
+cpu 0.5 while it and an unlimited node each run a busy loop per core, and reports the held
+node's cores from its cgroup (0.5 ± 0.05 is the goal).
 The apply part times ` + "`up`" + ` on a running chain of 1000 nodes (100 with --quick): the same file,
 one link's rate changed, one node added at the end, and that node removed. The impair part sets
 loss (1, 10, 30 %, and 10 % with 50 % correlation), duplication and corruption on a running link
