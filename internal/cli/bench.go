@@ -69,7 +69,11 @@ and counts what 20000 numbered frames (2000 with --quick) met; delay needs netem
 The engines part measures a node with 1 to 3 parallel forwarding engines under each dispatch
 against a plain node (peak rate, TCP, reordering, RTT) and how long 1000 routes (and, without
 --quick, a 170 000-prefix table) take to reach every engine (docs/engines.md).
---quick runs every part, shorter and fewer times, in under two minutes. An unknown name in
+The cluster part is opt-in (--parts cluster; it needs the etcd that scripts/setup.sh builds):
+3 simulated machines each with an agent, a 3-member etcd and a placer; it times up --cluster to
+every agent converged for 1 and 100 networks of 10 nodes (5 with --quick), counts etcd's writes
+per network, and times the failover after a machine is lost (agents' lease 3s) (docs/cluster.md).
+--quick runs every part but the opt-in ones, shorter and fewer times, in under two minutes. An unknown name in
 --parts or --setups is an error that lists the known ones.
 --parts embed runs the offline embedding simulator, which needs no root (docs/embedding.md).`,
 		Args: cobra.NoArgs,

@@ -52,6 +52,7 @@ var sections = []func(b *strings.Builder, rep *result.Report, plots string){
 	impairSection,
 	vmSection,
 	enginesSection,
+	clusterSection,
 	methodSection,
 }
 

@@ -33,6 +33,7 @@ type Report struct {
 	Impair      *ImpairResult    `json:"impair,omitempty"`  // configured against delivered impairments
 	VM          *VMResult        `json:"vm,omitempty"`      // VM nodes: boot time, the KVM paper's knobs
 	Engines     []*EnginesRow    `json:"engines,omitempty"` // parallel forwarding engines
+	Cluster     *ClusterResult   `json:"cluster,omitempty"` // agents, placer and etcd over simulated machines
 	// EnginesMirror is how long the FIB took to reach every engine.
 	EnginesMirror []*MirrorResult `json:"engines_mirror,omitempty"`
 	Embed         []*embed.Result `json:"embed,omitempty"` // the offline embedding simulator
