@@ -43,7 +43,7 @@ type ExecResult struct {
 	Stdout    string  `json:"stdout"`
 	Stderr    string  `json:"stderr"`
 	TimedOut  bool    `json:"timed_out,omitempty"`
-	Truncated bool    `json:"truncated,omitempty"` // stdout or stderr was cut at maxOutput
+	Truncated bool    `json:"truncated,omitempty"` // stdout or stderr was cut at node.MaxOutput
 	Seconds   float64 `json:"seconds"`
 	Machine   string  `json:"machine"` // the machine it ran on
 }

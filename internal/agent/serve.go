@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,18 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
-
-// maxOutput bounds what an exec returns of each of stdout and stderr.
-const maxOutput = 16 << 20
 
 // httpError is a refusal with its HTTP status.
 type httpError struct {
@@ -63,7 +56,7 @@ type result struct {
 }
 
 func (a *Agent) decode(r *http.Request, into any, do func() (any, error)) result {
-	if err := json.NewDecoder(io.LimitReader(r.Body, 2*maxOutput)).Decode(into); err != nil {
+	if err := json.NewDecoder(io.LimitReader(r.Body, 2*node.MaxOutput)).Decode(into); err != nil {
 		return result{err: refuse(http.StatusBadRequest, "bad request: %v", err)}
 	}
 	v, err := do()
@@ -151,12 +144,12 @@ func (a *Agent) exec(r *http.Request, req *ExecRequest) (*ExecResult, error) {
 		timeout = time.Duration(req.Timeout * float64(time.Second))
 	}
 	a.log.Info("exec", "tenant", tenant, "network", req.Network, "node", req.Node, "argv", req.Argv)
-	res, err := runIn(r.Context(), pid, req.Argv, req.Stdin, timeout)
+	res, err := node.Run(r.Context(), pid, req.Argv, req.Stdin, timeout)
 	if err != nil {
 		return nil, err
 	}
-	res.Machine = me
-	return res, nil
+	return &ExecResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut,
+		Truncated: res.Truncated, Seconds: res.Seconds, Machine: me}, nil
 }
 
 // link changes a link's state on the machine, for the network's tenant.
@@ -171,57 +164,4 @@ func (a *Agent) link(r *http.Request, req *LinkRequest) error {
 		return refuse(http.StatusBadRequest, "network %s on machine %s: %v", req.Network, a.cfg.Machine.Name, err)
 	}
 	return nil
-}
-
-// runIn runs argv in the node whose init is pid, killing it and its process group at the
-// timeout or when ctx ends (the caller went away).
-func runIn(ctx context.Context, pid int, argv []string, stdin string, timeout time.Duration) (*ExecResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, err := node.Command(pid, argv...)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, c.Path, c.Args[1:]...)
-	cmd.Env = c.Env
-	var stdout, stderr capped
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 500 * time.Millisecond
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	err = cmd.Wait()
-	res := &ExecResult{Stdout: stdout.String(), Stderr: stderr.String(), Truncated: stdout.cut || stderr.cut,
-		Seconds: time.Since(start).Seconds(), TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded)}
-	var ee *exec.ExitError
-	switch {
-	case err == nil, errors.Is(err, exec.ErrWaitDelay):
-		res.ExitCode = cmd.ProcessState.ExitCode()
-	case errors.As(err, &ee):
-		res.ExitCode = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.ExitCode = 128 + int(ws.Signal())
-		}
-	default:
-		return nil, err
-	}
-	return res, nil
-}
-
-// capped keeps the first maxOutput bytes written to it.
-type capped struct {
-	bytes.Buffer
-	cut bool
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := maxOutput - c.Len(); len(p) > room {
-		c.cut = true
-		c.Buffer.Write(p[:max(room, 0)])
-		return len(p), nil
-	}
-	return c.Buffer.Write(p)
 }
