@@ -87,51 +87,52 @@ var (
 
 // Options say what a run measures and how long it takes.
 type Options struct {
-	Quick    bool
-	Parts    []string
-	Setups   []string      // forwarding setups besides direct, first "native"
-	Repeat   int           // every figure is measured this many times
-	Trial    time.Duration // length of one generator run
-	Size     int           // frame size of the forwarding, CPU, scaling and isolation parts
-	Flows    int           // UDP flows per virtual network
-	Sizes    []int         // frame sizes of the sizes part
-	Networks []int         // numbers of parallel virtual networks of the scaling part
-	// ClusterNetworks is the larger number of networks the cluster part puts up at once.
-	ClusterNetworks int
-	Chains          []int     // node counts of the deploy part
-	Mininet         bool      // time Mininet on the same chains, if it is installed
-	ApplyNodes      int       // nodes of the running chain of the apply part
-	ImpairFrames    int       // numbered frames per measurement of the impair part
-	LossTolerance   float64   // the "zero-loss" search accepts this fraction of frames lost
-	ZeroLossSteps   int       // binary search steps
-	Log             io.Writer // progress
-	Trellis         string    // the trellis binary that the tunnel setups run; "": this program
+	Quick         bool
+	Parts         []string
+	Setups        []string      // forwarding setups besides direct, first "native"
+	Repeat        int           // every figure is measured this many times
+	Trial         time.Duration // length of one generator run
+	Size          int           // frame size of the forwarding, CPU, scaling and isolation parts
+	Flows         int           // UDP flows per virtual network
+	Sizes         []int         // frame sizes of the sizes part
+	Networks      []int         // numbers of parallel virtual networks of the scaling part
+	Chains        []int         // node counts of the deploy part
+	Mininet       bool          // time Mininet on the same chains, if it is installed
+	ApplyNodes    int           // nodes of the running chain of the apply part
+	ImpairFrames  int           // numbered frames per measurement of the impair part
+	LossTolerance float64       // the "zero-loss" search accepts this fraction of frames lost
+	ZeroLossSteps int           // binary search steps
+	Log           io.Writer     // progress
+	Trellis       string        // the trellis binary that the tunnel setups run; "": this program
 	// StateDir is where the run records itself (STATE_DIR/bench/), so that what it leaves
 	// behind if it is killed is removed by the next run (setup.Clean).
 	StateDir string
+	// ClusterNetworks is the larger number of networks the cluster part puts up at once.
+	ClusterNetworks int
 }
 
 // DefaultOptions is a full run.
 func DefaultOptions() Options {
-	return Options{
-		Parts:           slices.DeleteFunc(slices.Clone(AllParts), func(p string) bool { return slices.Contains(OptIn, p) }),
-		ClusterNetworks: 100,
-		Setups:          []string{"native", "shortbridge", "bridge", "lan", "userspace", "egre-shortbridge", "egre-bridge", "egre3-shortbridge", "egre3-bridge", "vxlan"},
-		Repeat:          5,
-		Trial:           time.Second,
-		Size:            64,
-		Flows:           1,
-		Sizes:           []int{64, 128, 256, 512, 1024, 1500},
-		Networks:        []int{1, 8, 64, 256, 512, 1024},
-		Chains:          []int{10, 100, 1000},
-		Mininet:         true,
-		ApplyNodes:      1000,
-		ImpairFrames:    20000,
-		LossTolerance:   0.0001,
-		ZeroLossSteps:   6,
-		Log:             io.Discard,
-		StateDir:        state.DefaultDir,
+	o := Options{
+		Parts:         slices.DeleteFunc(slices.Clone(AllParts), func(p string) bool { return slices.Contains(OptIn, p) }),
+		Setups:        []string{"native", "shortbridge", "bridge", "lan", "userspace", "egre-shortbridge", "egre-bridge", "egre3-shortbridge", "egre3-bridge", "vxlan"},
+		Repeat:        5,
+		Trial:         time.Second,
+		Size:          64,
+		Flows:         1,
+		Sizes:         []int{64, 128, 256, 512, 1024, 1500},
+		Networks:      []int{1, 8, 64, 256, 512, 1024},
+		Chains:        []int{10, 100, 1000},
+		Mininet:       true,
+		ApplyNodes:    1000,
+		ImpairFrames:  20000,
+		LossTolerance: 0.0001,
+		ZeroLossSteps: 6,
+		Log:           io.Discard,
+		StateDir:      state.DefaultDir,
 	}
+	o.ClusterNetworks = 100
+	return o
 }
 
 // QuickOptions is a run of every part in under two minutes, with fewer and shorter trials.
