@@ -9,22 +9,20 @@ import (
 	"github.com/trellisnet/trellis/internal/engines"
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/node/nodeinit"
 )
 
 func main() {
-	// trellis re-executes itself as a node's init process and to run commands in nodes, and is
-	// the agent in a VM node's guest.
+	// trellis re-executes itself as a node's forwarding engines helper and to join a node's
+	// control groups, and is the agent in a VM node's guest. (A node's init is a program of
+	// its own, internal/node/nodeinit.)
 	switch {
 	case os.Getpid() == 1 && os.Args[0] == guest.InitPath: // a VM node's guest agent
 		guest.Main()
-	case os.Args[0] == node.InitArg0:
-		node.InitMain()
 	case os.Args[0] == engines.Arg0:
 		engines.Main()
-	case os.Args[0] == node.SetupArg0:
-		node.SetupMain()
 	case len(os.Args) > 2 && os.Args[1] == node.ExecArg && os.Args[2] == "--":
-		node.ExecMain(os.Args[3:])
+		nodeinit.Main() // in nodes that an older trellis started, /proc/1/exe is trellis
 	case len(os.Args) > 1 && os.Args[1] == node.JoinArg:
 		node.JoinMain(os.Args[2:])
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,6 +34,13 @@ type Config struct {
 	State    *state.Store    // the machine's state directory
 	LeaseTTL time.Duration   // 0: DefaultLeaseTTL
 	Log      *slog.Logger
+	// Listener, if set, serves exec and link (ExecPath, LinkPath) to the networks' tenants: a
+	// TLS listener that requires client certificates (pki.Files.ServerConfig). Its URL is
+	// Machine.Endpoint.
+	Listener net.Listener
+	// CountersEvery is how often the agent reads its networks' port counters into their status
+	// reports (written only when they changed); 0: never.
+	CountersEvery time.Duration
 }
 
 // Agent converges one machine to the cluster's placements.
@@ -61,6 +69,14 @@ func Run(ctx context.Context, cfg Config) error {
 	reg, err := a.register(ctx)
 	if err != nil {
 		return err
+	}
+	if cfg.Listener != nil {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.serve(ctx, cfg.Listener) }()
+	}
+	if cfg.CountersEvery > 0 {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.countLoop(ctx) }()
 	}
 	relist := make(chan struct{}, 1)
 	go a.keepRegistered(ctx, reg, relist)
@@ -142,4 +158,28 @@ func (a *Agent) currentLease() clientv3.LeaseID {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.lease
+}
+
+// countLoop refreshes the port counters of every network's report every CountersEvery.
+func (a *Agent) countLoop(ctx context.Context) {
+	tick := time.NewTicker(a.cfg.CountersEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		a.mu.Lock()
+		workers := make([]*worker, 0, len(a.workers))
+		for _, w := range a.workers {
+			workers = append(workers, w)
+		}
+		a.mu.Unlock()
+		for _, w := range workers {
+			if err := w.refreshCounters(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("cannot report counters", "network", w.name, "err", err)
+			}
+		}
+	}
 }

@@ -79,29 +79,26 @@ func memTotal() (uint64, error) {
 // underlay finds the interface and address of the machine's underlay: want's interface, or the
 // default route's source, or the first global IPv4 address of an interface that is up.
 func underlay(want netip.Addr) (netlink.Link, netip.Addr, error) {
-	links, err := netlink.LinkList()
-	if err != nil {
-		return nil, want, err
-	}
 	if !want.IsValid() {
 		if routes, err := netlink.RouteGet(net.IPv4(198, 51, 100, 1)); err == nil && len(routes) > 0 && routes[0].Src != nil {
 			want, _ = netip.AddrFromSlice(routes[0].Src.To4())
 		}
 	}
-	for _, l := range links {
-		if l.Attrs().Flags&net.FlagUp == 0 || l.Attrs().Flags&net.FlagLoopback != 0 {
+	// Every address in one dump: a machine may have thousands of interfaces (nodes' ports).
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, want, err
+	}
+	for _, a := range addrs {
+		ip, _ := netip.AddrFromSlice(a.IP.To4())
+		if !(want.IsValid() && ip == want) && !(!want.IsValid() && ip.IsGlobalUnicast()) {
 			continue
 		}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
-		if err != nil {
+		l, err := netlink.LinkByIndex(a.LinkIndex)
+		if err != nil || l.Attrs().Flags&net.FlagUp == 0 || l.Attrs().Flags&net.FlagLoopback != 0 {
 			continue
 		}
-		for _, a := range addrs {
-			ip, _ := netip.AddrFromSlice(a.IP.To4())
-			if (want.IsValid() && ip == want) || (!want.IsValid() && ip.IsGlobalUnicast()) {
-				return l, ip, nil
-			}
-		}
+		return l, ip, nil
 	}
 	if want.IsValid() {
 		return nil, want, nil // an address of another machine's view (NAT): no MTU or rate known

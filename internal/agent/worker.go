@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,6 +25,7 @@ type worker struct {
 	latest  *cluster.Placement
 	deleted bool
 
+	rmu           sync.Mutex     // guards the two below: reports come from run and from the counters
 	reported      cluster.Status // the last report, to write only what changed
 	reportedLease clientv3.LeaseID
 }
@@ -74,7 +76,7 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 	}
 	n, err := w.a.cfg.Store.Network(ctx, w.tenant, w.network)
 	if errors.Is(err, cluster.ErrNotFound) {
-		return nil // removed; its placement goes in the same transaction, and comes next
+		return nil // removed; the placer drops its placement, which comes next
 	}
 	if err != nil {
 		return err
@@ -127,7 +129,10 @@ func (w *worker) remove(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if rec == nil && w.reportedLease == 0 {
+	w.rmu.Lock()
+	none := w.reportedLease == 0
+	w.rmu.Unlock()
+	if rec == nil && none {
 		return nil
 	}
 	if rec != nil {
@@ -139,21 +144,67 @@ func (w *worker) remove(ctx context.Context) error {
 	if err := w.a.cfg.Store.DeleteStatus(ctx, w.tenant, w.network, w.a.cfg.Machine.Name); err != nil {
 		return err
 	}
+	w.rmu.Lock()
 	w.reported, w.reportedLease = cluster.Status{}, 0
+	w.rmu.Unlock()
 	return nil
 }
 
-// report writes the status if it differs from the last one written under the current lease.
+// report writes the status if it differs from the last one written under the current lease
+// (but for counters), with the ports' counters when the network converged.
 func (w *worker) report(ctx context.Context, s *cluster.Status) error {
+	w.rmu.Lock()
+	defer w.rmu.Unlock()
 	lease := w.a.currentLease()
-	last := w.reported
-	if lease == w.reportedLease && last.Generation == s.Generation && last.State == s.State && last.Error == s.Error &&
-		last.Nodes == s.Nodes && last.Links == s.Links {
+	if lease == w.reportedLease && cluster.SameReport(&w.reported, s) {
 		return nil
+	}
+	if s.State == cluster.Converged && w.a.cfg.CountersEvery > 0 {
+		s.Ports = w.ports()
 	}
 	if err := w.a.cfg.Store.PutStatus(ctx, s, lease); err != nil {
 		return err
 	}
 	w.reported, w.reportedLease = *s, lease
 	return nil
+}
+
+// refreshCounters writes the last report again with the ports' counters read now, if they
+// changed (an idle network writes nothing).
+func (w *worker) refreshCounters(ctx context.Context) error {
+	w.rmu.Lock()
+	defer w.rmu.Unlock()
+	lease := w.a.currentLease()
+	if w.reported.State != cluster.Converged || w.reportedLease != lease {
+		return nil
+	}
+	s := w.reported
+	s.Ports = w.ports()
+	if slices.Equal(s.Ports, w.reported.Ports) {
+		return nil
+	}
+	if err := w.a.cfg.Store.PutStatus(ctx, &s, lease); err != nil {
+		return err
+	}
+	w.reported = s
+	return nil
+}
+
+// ports reads the counters of the network's ports on the machine (none if it cannot).
+func (w *worker) ports() []cluster.Port {
+	info, err := substrate.Inspect(w.a.cfg.State, w.name)
+	if err != nil {
+		return nil
+	}
+	var out []cluster.Port
+	for _, l := range info.Links {
+		for _, e := range l.Endpoints {
+			if e.State == "missing" {
+				continue
+			}
+			out = append(out, cluster.Port{Link: l.Name, Endpoint: e.Node + ":" + e.Interface,
+				TxPackets: e.TxPackets, TxBytes: e.TxBytes, RxPackets: e.RxPackets, RxBytes: e.RxBytes, Drops: e.Drops})
+		}
+	}
+	return out
 }

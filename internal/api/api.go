@@ -53,9 +53,9 @@ func New(ctx context.Context, st *state.Store, opts Options) *Server {
 	cfg.CreateHooks = nil        // no $schema fields: bodies are as `trellis inspect --json` prints
 	s.api = humago.New(s.mux, cfg)
 	s.register()
-	s.handler = s.mux
+	s.handler = http.HandlerFunc(s.route)
 	if opts.Log != nil {
-		s.handler = logRequests(s.mux, opts.Log)
+		s.handler = logRequests(s.handler, opts.Log)
 	}
 	return s
 }

@@ -153,6 +153,9 @@ func TestErrors(t *testing.T) {
 			first: &ProblemDetail{Location: "query.count", Value: "abc"}},
 		{name: "terminal rows not a number", method: "GET", path: "/networks/nope/nodes/a/terminal?rows=abc", status: 422,
 			first: &ProblemDetail{Location: "query.rows", Value: "abc"}},
+		{name: "a method the path does not take", method: "DELETE", path: "/networks", status: 405,
+			detail: "/networks does not take DELETE; it takes GET, HEAD, POST"},
+		{name: "a path the API does not have", method: "GET", path: "/nets", status: 404, detail: "no operation GET /nets"},
 		{name: "up for a host the file lacks", method: "POST", path: "/networks?host=m9", ctype: "application/yaml", body: twoYAML,
 			status: 422, first: &ProblemDetail{Location: "query.host", Value: "m9"}},
 	}

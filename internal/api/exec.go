@@ -1,14 +1,10 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"os/exec"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -18,10 +14,6 @@ import (
 
 // ErrNodeDown is returned for a node of the network that does not run.
 var ErrNodeDown = errors.New("the node does not run")
-
-// maxOutput bounds what an exec returns of each of stdout and stderr; the rest is dropped and
-// the result says so.
-const maxOutput = 16 << 20
 
 // defaultExecTimeout is how long a command may run unless the request says otherwise.
 const defaultExecTimeout = 60.0
@@ -70,11 +62,11 @@ func (s *Server) exec(ctx context.Context, in *execInput) (*execOutput, error) {
 	if timeout == 0 {
 		timeout = defaultExecTimeout
 	}
-	res, err := runIn(ctx, pid, in.Body.Argv, in.Body.Stdin, time.Duration(timeout*float64(time.Second)))
+	res, err := node.Run(ctx, pid, in.Body.Argv, in.Body.Stdin, time.Duration(timeout*float64(time.Second)))
 	if err != nil {
 		return nil, problemOf(fmt.Errorf("node %s: %w", in.Node, err))
 	}
-	return &execOutput{Body: *res}, nil
+	return &execOutput{Body: ExecResult(*res)}, nil
 }
 
 // nodePID finds the init of a running node of a network.
@@ -98,58 +90,4 @@ func (s *Server) nodePID(network, name string) (int, error) {
 		return 0, fmt.Errorf("network %s: node %s: %w (status %s): run `trellis up` with its file", network, name, ErrNodeDown, rec.Status)
 	}
 	return pid, nil
-}
-
-// runIn runs argv in the node whose init is pid. The command and everything it started in its
-// process group are killed at the timeout or when ctx ends; output written after it exited by
-// a process it left running in the background is not waited for.
-func runIn(ctx context.Context, pid int, argv []string, stdin string, timeout time.Duration) (*ExecResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, err := node.Command(pid, argv...)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, c.Path, c.Args[1:]...)
-	cmd.Env = c.Env
-	var stdout, stderr capped
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 500 * time.Millisecond
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	err = cmd.Wait()
-	res := &ExecResult{Stdout: stdout.String(), Stderr: stderr.String(), Truncated: stdout.cut || stderr.cut,
-		Seconds: time.Since(start).Seconds(), TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded)}
-	var ee *exec.ExitError
-	switch {
-	case err == nil, errors.Is(err, exec.ErrWaitDelay):
-		res.ExitCode = cmd.ProcessState.ExitCode()
-	case errors.As(err, &ee):
-		res.ExitCode = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.ExitCode = 128 + int(ws.Signal())
-		}
-	default:
-		return nil, err
-	}
-	return res, nil
-}
-
-// capped keeps the first maxOutput bytes written to it.
-type capped struct {
-	bytes.Buffer
-	cut bool
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := maxOutput - c.Len(); len(p) > room {
-		c.cut = true
-		c.Buffer.Write(p[:max(room, 0)])
-		return len(p), nil
-	}
-	return c.Buffer.Write(p)
 }

@@ -37,6 +37,7 @@ const (
 	PartApply     = "apply"     // live changes to a running chain: up of an unchanged or edited file
 	PartImpair    = "impair"    // link impairments configured against delivered
 	PartVM        = "vm"        // VM nodes: boot time, the KVM paper's knobs
+	PartLimits    = "limits"    // a node's CPU limit on a busy machine
 )
 
 // part is one part of a run: run measures and adds its figures to r.rep.
@@ -55,11 +56,17 @@ var parts = []part{
 	{PartScaling, (*runner).scaling},
 	{PartIsolation, (*runner).isolation},
 	{PartDeploy, (*runner).deploy},
+	{PartLimits, (*runner).limits},
 	{PartApply, (*runner).apply},
 	{PartImpair, (*runner).impair},
 	{PartVM, (*runner).vm},
 	{PartEngines, (*runner).engines},
+	{PartCluster, (*runner).cluster},
 }
+
+// OptIn are the parts that run only when --parts names them: they need more than the kernel
+// (the cluster part needs the etcd binary that scripts/setup.sh builds).
+var OptIn = []string{PartCluster}
 
 // AllParts are the parts a full run makes, in the order they run.
 var AllParts = partNames()
@@ -100,12 +107,14 @@ type Options struct {
 	// StateDir is where the run records itself (STATE_DIR/bench/), so that what it leaves
 	// behind if it is killed is removed by the next run (setup.Clean).
 	StateDir string
+	// ClusterNetworks is the larger number of networks the cluster part puts up at once.
+	ClusterNetworks int
 }
 
 // DefaultOptions is a full run.
 func DefaultOptions() Options {
-	return Options{
-		Parts:         AllParts,
+	o := Options{
+		Parts:         slices.DeleteFunc(slices.Clone(AllParts), func(p string) bool { return slices.Contains(OptIn, p) }),
 		Setups:        []string{"native", "shortbridge", "bridge", "lan", "userspace", "egre-shortbridge", "egre-bridge", "egre3-shortbridge", "egre3-bridge", "vxlan"},
 		Repeat:        5,
 		Trial:         time.Second,
@@ -122,6 +131,8 @@ func DefaultOptions() Options {
 		Log:           io.Discard,
 		StateDir:      state.DefaultDir,
 	}
+	o.ClusterNetworks = 100
+	return o
 }
 
 // QuickOptions is a run of every part in under two minutes, with fewer and shorter trials.
@@ -134,6 +145,7 @@ func QuickOptions() Options {
 	o.Networks = []int{1, 8}
 	o.Chains = []int{10}
 	o.ApplyNodes = 100
+	o.ClusterNetworks = 5
 	o.ImpairFrames = 2000
 	o.ZeroLossSteps = 3
 	// One router setup of the two: it has the builder of both.
@@ -170,6 +182,9 @@ func (o *Options) Check() error {
 	}
 	if o.ImpairFrames < minImpairFrames {
 		return fmt.Errorf("%w: the impair part sends at least %d frames per measurement, not %d", ErrOptions, minImpairFrames, o.ImpairFrames)
+	}
+	if o.ClusterNetworks < 1 {
+		return fmt.Errorf("%w: the cluster part puts up at least 1 network, not %d", ErrOptions, o.ClusterNetworks)
 	}
 	for _, n := range o.Networks {
 		if n < 1 {

@@ -63,6 +63,8 @@ func TestOptionsCheck(t *testing.T) {
 		{"no networks", func(o *Options) { o.Networks = []int{0} }, ErrOptions, []string{"--networks"}},
 		{"quick", func(o *Options) { *o = QuickOptions() }, nil, nil},
 		{"apply chain of one", func(o *Options) { o.ApplyNodes = 1 }, ErrOptions, []string{"apply", "not 1"}},
+		{"cluster part", func(o *Options) { o.Parts = []string{PartCluster} }, nil, nil},
+		{"no cluster networks", func(o *Options) { o.ClusterNetworks = 0 }, ErrOptions, []string{"cluster", "not 0"}},
 		{"too few impair frames", func(o *Options) { o.ImpairFrames = 999 }, ErrOptions, []string{"impair", "1000", "not 999"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -88,11 +90,14 @@ func TestOptionsCheck(t *testing.T) {
 }
 
 func TestPartsTable(t *testing.T) {
-	want := []string{PartForward, PartCPU, PartProfile, PartSizes, PartScaling, PartIsolation, PartDeploy, PartApply, PartImpair, PartVM, PartEngines}
-	if !slices.Equal(AllParts, want) {
-		t.Errorf("AllParts = %v, want %v", AllParts, want)
+	want := []string{PartForward, PartCPU, PartProfile, PartSizes, PartScaling, PartIsolation, PartDeploy, PartLimits, PartApply, PartImpair, PartVM, PartEngines}
+	if all := append(slices.Clone(want), PartCluster); !slices.Equal(AllParts, all) {
+		t.Errorf("AllParts = %v, want %v", AllParts, all)
 	}
-	if !slices.Equal(DefaultOptions().Parts, AllParts) {
-		t.Errorf("a default run makes parts %v, not every part", DefaultOptions().Parts)
+	if !slices.Equal(DefaultOptions().Parts, want) {
+		t.Errorf("a default run makes parts %v, want every part but the opt-in %v", DefaultOptions().Parts, OptIn)
+	}
+	if q := QuickOptions(); !slices.Equal(q.Parts, want) || q.ClusterNetworks != 5 || DefaultOptions().ClusterNetworks != 100 {
+		t.Errorf("quick run: parts %v, %d cluster networks; full run %d", q.Parts, q.ClusterNetworks, DefaultOptions().ClusterNetworks)
 	}
 }

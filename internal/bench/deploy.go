@@ -96,13 +96,21 @@ func (r *runner) deploy() error {
 		}
 		reps := r.opt.Repeat
 		var ups, downs, mups, mdowns []float64
+		var mem *result.NodeMemory
 		for rep := 0; rep < reps; rep++ {
+			before, err := machineUsed()
+			if err != nil {
+				return err
+			}
 			t0 := time.Now()
-			_, err := substrate.Up(context.Background(), st, net, "", "(trellis bench)", io.Discard)
+			_, err = substrate.Up(context.Background(), st, net, "", "(trellis bench)", io.Discard)
 			up := time.Since(t0).Seconds()
 			if err != nil {
 				setup.DownQuiet(st, name)
 				return fmt.Errorf("chain of %d: %w", n, err)
+			}
+			if mem, err = idleMemory(st, name, before); err != nil {
+				r.note("chain of %d: idle node memory not measured: %v", n, err)
 			}
 			t0 = time.Now()
 			if err := substrate.Down(st, name); err != nil {
@@ -119,9 +127,12 @@ func (r *runner) deploy() error {
 				}
 			}
 		}
-		res := &result.DeployResult{Tool: "trellis", Nodes: n, Up: result.StatOf(ups), Down: result.StatOf(downs)}
+		res := &result.DeployResult{Tool: "trellis", Nodes: n, Up: result.StatOf(ups), Down: result.StatOf(downs), Memory: mem}
 		r.rep.Deploy = append(r.rep.Deploy, res)
 		r.logf("   trellis %5d nodes: up %.2fs, down %.2fs\n", n, res.Up.Median, res.Down.Median)
+		if mem != nil {
+			r.logf("   trellis %5d nodes: an idle node uses %d KiB of the machine: init %d KiB, kernel %d KiB\n", n, mem.Machine>>10, mem.Init>>10, mem.Kernel>>10)
+		}
 		if len(mups) > 0 {
 			m := &result.DeployResult{Tool: "mininet", Nodes: n, Up: result.StatOf(mups), Down: result.StatOf(mdowns)}
 			r.rep.Deploy = append(r.rep.Deploy, m)

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -13,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/agent"
 	"github.com/trellisnet/trellis/internal/cluster"
+	"github.com/trellisnet/trellis/internal/cluster/pki"
 	"github.com/trellisnet/trellis/internal/placer"
 	"github.com/trellisnet/trellis/internal/spec"
 )
@@ -25,6 +28,8 @@ func agentCmd(store storeFunc) *cobra.Command {
 		memory, rate string
 		ttl          time.Duration
 		withPlacer   bool
+		listen       string
+		counters     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --etcd URLS --machine NAME --cacert CA --cert CERT --key KEY",
@@ -36,7 +41,9 @@ machine, and converges the machine to each with the same reconciler as ` + "`tre
 reports each network's status in etcd. Started again, it adopts what runs without restarting it;
 while etcd cannot be reached it changes nothing, so the networks keep forwarding, and it catches
 up when etcd is back. If the agent is not back within the lease (--lease), the machine counts as
-lost and its nodes are placed on other machines.
+lost and its nodes are placed on other machines. Its reports carry the networks' port counters
+(--counters). It serves exec and link to the networks' tenants over mutual TLS (--listen): the
+caller's tenant is its certificate's common name, and it acts only on that tenant's networks.
 
 Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service runs it under systemd.`,
 		Args: cobra.NoArgs,
@@ -64,6 +71,10 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 			host, _ := os.Hostname()
 			m.Agent = fmt.Sprintf("pid %d on %s", os.Getpid(), host)
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			l, err := listenEndpoint(&m, listen, cf)
+			if err != nil {
+				return err
+			}
 			if withPlacer {
 				done := make(chan struct{})
 				go func() {
@@ -72,7 +83,7 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 				}()
 				defer func() { <-done }()
 			}
-			return agent.Run(ctx, agent.Config{Store: s, Machine: m, State: st, LeaseTTL: ttl, Log: log})
+			return agent.Run(ctx, agent.Config{Store: s, Machine: m, State: st, LeaseTTL: ttl, Log: log, Listener: l, CountersEvery: counters})
 		},
 	}
 	cf.add(cmd)
@@ -83,8 +94,30 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 	cmd.Flags().StringVar(&memory, "memory", "", "memory offered to nodes, e.g. 16G (default: all)")
 	cmd.Flags().StringVar(&rate, "rate", "", "NIC rate, e.g. 10gbit (default: the interface's speed, else not limited)")
 	cmd.Flags().DurationVar(&ttl, "lease", agent.DefaultLeaseTTL, "how long the machine stays registered without its agent")
+	cmd.Flags().StringVar(&listen, "listen", ":7445", "address of the agent's endpoint for exec and link (HTTPS, mutual TLS: --cert must be a server certificate too, naming the underlay address); \"\" for none")
+	cmd.Flags().DurationVar(&counters, "counters", 10*time.Second, "how often to report the networks' port counters in etcd (written only when they changed; 0: never)")
 	cmd.Flags().BoolVar(&withPlacer, "placer", false, "also run a placer in this process (one leader among all placers; see trellis placer)")
 	return cmd
+}
+
+// listenEndpoint opens the agent's endpoint for exec and link on addr ("" for none), with TLS
+// that requires a client certificate of the cluster's CA, and sets m.Endpoint to its URL on the
+// underlay address.
+func listenEndpoint(m *cluster.Machine, addr string, cf clusterFlags) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	tc, err := pki.Files{CA: cf.ca, Cert: cf.cert, Key: cf.key}.ServerConfig()
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w; give a free address, or \"\" for no endpoint", addr, err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	m.Endpoint = "https://" + net.JoinHostPort(m.Address.String(), port)
+	return tls.NewListener(l, tc), nil
 }
 
 // parseCapacity reads the flags that need parsing into m.

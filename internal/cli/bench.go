@@ -59,6 +59,9 @@ and work directory, touching nothing else. It leaves the networks of --state-dir
 
 Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and with
 --markdown a page with the tables and plots (scripts/bench.sh makes docs/benchmarks.md so).
+The deploy part also reports the memory of an idle node. The limits part holds a node to
+cpu 0.5 while it and an unlimited node each run a busy loop per core, and reports the held
+node's cores from its cgroup (0.5 ± 0.05 is the goal).
 The apply part times ` + "`up`" + ` on a running chain of 1000 nodes (100 with --quick): the same file,
 one link's rate changed, one node added at the end, and that node removed. The impair part sets
 loss (1, 10, 30 %, and 10 % with 50 % correlation), duplication and corruption on a running link
@@ -66,7 +69,11 @@ and counts what 20000 numbered frames (2000 with --quick) met; delay needs netem
 The engines part measures a node with 1 to 3 parallel forwarding engines under each dispatch
 against a plain node (peak rate, TCP, reordering, RTT) and how long 1000 routes (and, without
 --quick, a 170 000-prefix table) take to reach every engine (docs/engines.md).
---quick runs every part, shorter and fewer times, in under two minutes. An unknown name in
+The cluster part is opt-in (--parts cluster; it needs the etcd that scripts/setup.sh builds):
+3 simulated machines each with an agent, a 3-member etcd and a placer; it times up --cluster to
+every agent converged for 1 and 100 networks of 10 nodes (5 with --quick), counts etcd's writes
+per network, and times the failover after a machine is lost (agents' lease 3s) (docs/cluster.md).
+--quick runs every part but the opt-in ones, shorter and fewer times, in under two minutes. An unknown name in
 --parts or --setups is an error that lists the known ones.
 --parts embed runs the offline embedding simulator, which needs no root (docs/embedding.md).`,
 		Args: cobra.NoArgs,

@@ -18,12 +18,12 @@ import (
 const clusterFlag = "cluster"
 
 func addClusterFlag(root *cobra.Command) {
-	root.PersistentFlags().String(clusterFlag, os.Getenv("TRELLIS_CLUSTER"), "send up, diff, down, ls and inspect to the cluster of this context file "+
+	root.PersistentFlags().String(clusterFlag, os.Getenv("TRELLIS_CLUSTER"), "send up, diff, down, ls, inspect, exec and link to the cluster of this context file "+
 		"(e.g. "+cluster.DefaultContextFile()+"; default $TRELLIS_CLUSTER; see docs/cluster.md) instead of this machine")
 }
 
 // clusterVerbs are the commands that --cluster sends to a cluster.
-var clusterVerbs = map[string]bool{"up": true, "diff": true, "down": true, "ls": true, "inspect": true}
+var clusterVerbs = map[string]bool{"up": true, "diff": true, "down": true, "ls": true, "inspect": true, "exec": true, "link": true}
 
 // ownConnection are the commands that take no context file: they have flags of their own, or
 // talk to no cluster.
@@ -32,8 +32,11 @@ var ownConnection = map[string]bool{"agent": true, "placer": true, "image": true
 // checkClusterVerb refuses --cluster on a command that does not work on a cluster (yet), rather
 // than run it on this machine.
 func checkClusterVerb(cmd *cobra.Command, args []string) error {
+	if cmd.HasParent() && cmd.Parent().Name() == "tenant" {
+		return nil // the tenant commands take the administrator's context file
+	}
 	if path, _ := cmd.Flags().GetString(clusterFlag); path != "" && !clusterVerbs[cmd.Name()] && !ownConnection[cmd.Name()] {
-		return fmt.Errorf("trellis %s does not work on a cluster yet (--cluster works with up, diff, down, ls and inspect)", cmd.Name())
+		return fmt.Errorf("trellis %s does not work on a cluster yet (--cluster works with up, diff, down, ls, inspect, exec and link)", cmd.Name())
 	}
 	return nil
 }
@@ -42,6 +45,7 @@ func checkClusterVerb(cmd *cobra.Command, args []string) error {
 type clusterSession struct {
 	store  *cluster.Store
 	tenant string
+	cc     *cluster.Context
 }
 
 // clusterOf returns the cluster the command is sent to, or nil without --cluster.
@@ -58,7 +62,7 @@ func clusterOf(cmd *cobra.Command) (*clusterSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clusterSession{store: s, tenant: cc.Tenant}, nil
+	return &clusterSession{store: s, tenant: cc.Tenant, cc: cc}, nil
 }
 
 // readClusterFile reads and checks a topology file for a cluster, with the files its

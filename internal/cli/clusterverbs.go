@@ -119,7 +119,7 @@ func clusterLs(cmd *cobra.Command, cs *clusterSession) error {
 		return err
 	}
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NETWORK\tSTATUS\tGENERATION\tMACHINES\tFILE")
+	fmt.Fprintln(w, "NETWORK\tSTATUS\tGENERATION\tMACHINES\tSENT\tFILE")
 	for _, n := range nets {
 		pr, err := cs.store.ProgressOf(ctx, cs.tenant, n.Name, n.Revision)
 		if err != nil {
@@ -129,9 +129,25 @@ func clusterLs(cmd *cobra.Command, cs *clusterSession) error {
 		if pr.Placement != nil && len(pr.Placement.Nodes) > 0 {
 			machines = perMachine(pr.Placement)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", n.Name, networkState(n, pr), n.Revision, machines, n.File)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", n.Name, networkState(n, pr), n.Revision, machines, sent(pr.Statuses), n.File)
 	}
 	return w.Flush()
+}
+
+// sent sums what the network's ports sent, as the machines last reported: "1234 pkts, 96 KiB"
+// ("-" before any report of counters).
+func sent(sts []*cluster.Status) string {
+	var pkts, bytes uint64
+	counted := false
+	for _, st := range sts {
+		for _, p := range st.Ports {
+			pkts, bytes, counted = pkts+p.TxPackets, bytes+p.TxBytes, true
+		}
+	}
+	if !counted {
+		return "-"
+	}
+	return fmt.Sprintf("%d pkts, %d KiB", pkts, bytes>>10)
 }
 
 // clusterInfo is what `inspect --cluster` shows of a network.
@@ -184,6 +200,13 @@ func clusterInspect(cmd *cobra.Command, cs *clusterSession, name string, asJSON 
 	fmt.Fprintf(w, "\nMACHINE\tSTATE\tGENERATION\tNODES\tLINKS\tTOOK\tERROR\n")
 	for _, st := range info.Machines {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.3fs\t%s\n", st.Machine, st.State, st.Generation, st.Nodes, st.Links, st.Took, st.Error)
+	}
+	fmt.Fprintf(w, "\nMACHINE\tLINK\tENDPOINT\tTX PKTS\tTX BYTES\tRX PKTS\tRX BYTES\tDROPS\tAS OF\n")
+	for _, st := range info.Machines {
+		for _, p := range st.Ports {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", st.Machine, p.Link, p.Endpoint, p.TxPackets, p.TxBytes, p.RxPackets, p.RxBytes, p.Drops,
+				st.Time.Local().Format(time.TimeOnly))
+		}
 	}
 	return w.Flush()
 }

@@ -28,9 +28,21 @@ command's.
 In a VM node (kind: vm) the command runs through the guest's agent. With a terminal it runs on
 a terminal in the guest (a shell if no command is given), as in a container. Without one it
 runs to its end, then its output shows, and it gets standard input only with -i (read to its
-end first).`,
+end first).
+
+With --cluster (docs/cluster.md): the command runs through the agent of the machine that
+holds the node, over mutual TLS with the context file's certificate; the agent runs it only
+for the tenant that owns the network. It runs without a terminal, to its end (60 s at most),
+then its output shows; -i passes standard input.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cs, err := clusterOf(cmd); cs != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				defer cs.store.Close()
+				return clusterExec(cmd, cs, args[0], args[1], args[2:], stdin)
+			}
 			st, err := store()
 			if err != nil {
 				return err

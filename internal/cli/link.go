@@ -36,7 +36,10 @@ loss=5% (or loss="5% 25%" with a correlation), duplicate=1%, corrupt=0.1%. They 
 link's impairments in both directions; keys not given are 0 (set with no keys removes them).
 With --endpoint NODE:IF, only the frames that endpoint sends (one direction) are impaired so, and
 the other directions are unchanged. They too stay until the next up of the file. Example:
-  trellis link ospf-ring r1:eth1--r2:eth1 set loss=5% --endpoint r1:eth1`,
+  trellis link ospf-ring r1:eth1--r2:eth1 set loss=5% --endpoint r1:eth1
+
+With --cluster (docs/cluster.md), LINK up|down goes to the agents of the machines that hold the
+link's endpoints, over mutual TLS; they act only for the tenant that owns the network.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case len(args) >= 3 && args[2] == "set":
@@ -50,6 +53,13 @@ the other directions are unchanged. They too stay until the next up of the file.
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cs, err := clusterOf(cmd); cs != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				defer cs.store.Close()
+				return clusterLink(cmd, cs, args, endpoint)
+			}
 			st, err := store()
 			if err != nil {
 				return err

@@ -13,6 +13,8 @@ const (
 	StatusPrefix     = Prefix + "status/"     // status/TENANT/NETWORK/MACHINE: an agent's report
 	MachinesPrefix   = Prefix + "machines/"   // machines/MACHINE: a registration, with a lease
 	ElectionPrefix   = Prefix + "election/"   // election/placer: the placer's leader election
+	TenantsPrefix    = Prefix + "tenants/"    // tenants/TENANT: the tenant's quota (admin only)
+	PingKey          = Prefix + "ping"        // read by Ping: every user may
 )
 
 // NetworkKey is the key of a tenant's desired network.
@@ -27,6 +29,9 @@ func PlacementKey(tenant, network string) string {
 func StatusKey(tenant, network, machine string) string {
 	return StatusPrefix + tenant + "/" + network + "/" + machine
 }
+
+// TenantKey is the key of a tenant's record (its quota).
+func TenantKey(tenant string) string { return TenantsPrefix + tenant }
 
 // MachineKey is the key of a machine's registration.
 func MachineKey(machine string) string { return MachinesPrefix + machine }

@@ -19,7 +19,9 @@ type Machine struct {
 	Memory  uint64     `json:"memory"` // bytes
 	Rate    uint64     `json:"rate"`   // NIC rate, bits per second (0: not known, not limited)
 	Agent   string     `json:"agent"`  // the agent's version and process, for people
-	Since   time.Time  `json:"since"`
+	// Endpoint is the agent's HTTPS URL (mutual TLS) for exec and link, "" if it serves none.
+	Endpoint string    `json:"endpoint,omitempty"`
+	Since    time.Time `json:"since"`
 	// Lease is the etcd lease the registration is bound to: when the agent stops renewing it,
 	// the registration goes, and the placer moves the machine's nodes.
 	Lease clientv3.LeaseID `json:"-"`

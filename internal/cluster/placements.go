@@ -33,6 +33,9 @@ type Placement struct {
 type Underlay struct {
 	Address netip.Addr `json:"address"`
 	MTU     int        `json:"mtu"`
+	// Endpoint is the machine's agent's HTTPS URL, where the network's tenant sends exec and
+	// link (a tenant may read its placements, not the machines).
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // PutPlacement writes a placement if the desired network is still at generation p.Generation
@@ -70,6 +73,24 @@ func (s *Store) PutPlacement(ctx context.Context, p *Placement, expect int64) (i
 	}
 	p.Revision = resp.Header.Revision
 	return p.Revision, nil
+}
+
+// DropPlacement removes placement p of a network that is gone (or that Networks leaves out), if
+// the network key has not changed since revision seen (when the caller listed the networks) and
+// the placement is still p; otherwise it returns ErrConflict.
+func (s *Store) DropPlacement(ctx context.Context, p *Placement, seen int64) error {
+	nkey, pkey := NetworkKey(p.Tenant, p.Network), PlacementKey(p.Tenant, p.Network)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(nkey), "<", seen+1), clientv3.Compare(clientv3.ModRevision(pkey), "=", p.Revision)).
+		Then(clientv3.OpDelete(pkey)).
+		Commit()
+	if err != nil {
+		return unreachable(err, s.cli.Endpoints())
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: placement of network %s of tenant %s: the network or its placement changed meanwhile", ErrConflict, p.Network, p.Tenant)
+	}
+	return nil
 }
 
 // Placement returns a network's placement, or an error wrapping ErrNotFound.

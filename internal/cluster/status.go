@@ -27,6 +27,25 @@ type Status struct {
 	Links      int       `json:"links"`
 	Took       float64   `json:"took"` // seconds the last apply took
 	Time       time.Time `json:"time"`
+	// Ports counts the traffic of the network's ports on the machine (one per link endpoint
+	// of its nodes), as of Time; the agent refreshes it every --counters.
+	Ports []Port `json:"ports,omitempty"`
+}
+
+// Port is what one node's interface sent into and received from its link.
+type Port struct {
+	Link      string `json:"link"`
+	Endpoint  string `json:"endpoint"` // NODE:IF
+	TxPackets uint64 `json:"tx_packets"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	RxPackets uint64 `json:"rx_packets"`
+	RxBytes   uint64 `json:"rx_bytes"`
+	Drops     uint64 `json:"drops"` // dropped by the port's shaper
+}
+
+// SameReport tells whether two reports say the same but for their time and counters.
+func SameReport(a, b *Status) bool {
+	return a.Generation == b.Generation && a.State == b.State && a.Error == b.Error && a.Nodes == b.Nodes && a.Links == b.Links
 }
 
 // PutStatus writes an agent's report. Reports are bound to the agent's lease (0: none), so a

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/cluster/pki"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -34,8 +35,9 @@ var (
 	ErrBadName = errors.New("bad name")
 )
 
-// DialTimeout is how long Dial waits for etcd before it gives up with ErrUnreachable.
-const DialTimeout = 5 * time.Second
+// DialTimeout is how long Dial waits for etcd before it gives up with ErrUnreachable: below
+// the 5 s within which bad input must get its error.
+const DialTimeout = 4 * time.Second
 
 // Config says how to reach the cluster's etcd.
 type Config struct {
@@ -97,14 +99,19 @@ func (s *Store) Close() error { return s.cli.Close() }
 func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, DialTimeout)
 	defer cancel()
-	if _, err := s.cli.Get(ctx, Prefix+"ping"); err != nil {
+	if _, err := s.cli.Get(ctx, PingKey); err != nil {
 		return unreachable(err, s.cli.Endpoints())
 	}
 	return nil
 }
 
-// unreachable wraps an error of etcd: a timeout becomes ErrUnreachable, naming the endpoints.
+// unreachable wraps an error of etcd: a timeout becomes ErrUnreachable, naming the endpoints;
+// permission denied becomes ErrDenied, saying what to check.
 func unreachable(err error, endpoints []string) error {
+	if errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrUserEmpty) {
+		return fmt.Errorf("cluster: %w: etcd refused the request to this certificate's user: a tenant reaches only its own networks "+
+			"(is the context file's tenant the one its certificate was issued for? tenant commands need the administrator's certificate)", ErrDenied)
+	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return fmt.Errorf("cluster: %w at %v within %v (is etcd running, and does it trust this certificate?)", ErrUnreachable, endpoints, DialTimeout)
 	}

@@ -33,12 +33,6 @@ func TestMain(m *testing.M) {
 	switch {
 	case os.Getpid() == 1 && os.Args[0] == guest.InitPath: // the agent of the vm kind's guests
 		guest.Main()
-	case os.Args[0] == node.InitArg0:
-		node.InitMain()
-	case os.Args[0] == node.SetupArg0:
-		node.SetupMain()
-	case len(os.Args) > 2 && os.Args[1] == node.ExecArg && os.Args[2] == "--":
-		node.ExecMain(os.Args[3:])
 	case len(os.Args) > 1 && os.Args[1] == node.JoinArg:
 		node.JoinMain(os.Args[2:])
 	}

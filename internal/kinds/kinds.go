@@ -73,6 +73,13 @@ type Measurer interface {
 	Usage(env *Env, in Instance) (Usage, error)
 }
 
+// Ender is a node kind that can begin ending a node without waiting for it to be gone (a
+// container: a signal to its init). The substrate ends every node that goes this way first,
+// then Stops each, so that the nodes' ends overlap instead of following one another.
+type Ender interface {
+	End(env *Env, in Instance) error
+}
+
 // Sweeper is a node kind that keeps something outside its nodes' processes (container: their
 // cgroups) and can find and remove what belongs to nodes of the network that no longer run
 // (their trellis was killed before it could). The substrate calls Sweep under the network's

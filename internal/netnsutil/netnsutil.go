@@ -72,14 +72,64 @@ func Sysctl(ns netns.NsHandle, values map[string]string) error {
 	return Do(ns, func() error { return WriteSysctls(values) })
 }
 
-// WriteSysctls writes sysctls in the calling thread's namespaces, keys as for Sysctl.
-func WriteSysctls(values map[string]string) error {
-	for k, v := range values {
-		key := k
-		if !strings.Contains(key, "/") {
-			key = strings.ReplaceAll(key, ".", "/")
+// SysctlAt is Sysctl through the /proc/sys of the file tree rooted at root (a node's,
+// /proc/PID/root, whose /proc is its own): what it shows is still namespace ns's, but its
+// lookups do not walk the host /proc's cache, where every namespace's /proc/sys/net entries of
+// one name share a hash chain (so that writes through it slow down with every namespace).
+// The tree may belong to someone else: paths are resolved inside root without following any
+// symbolic link, and only a proc file is written.
+func SysctlAt(ns netns.NsHandle, root string, values map[string]string) error {
+	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("sysctl: %s: %w", root, err)
+	}
+	defer unix.Close(dir)
+	return Do(ns, func() error {
+		for k, v := range values {
+			if err := writeProcAt(dir, "proc/sys/"+sysctlPath(k), v); err != nil {
+				return fmt.Errorf("sysctl %s=%s: %w", k, v, err)
+			}
 		}
-		if err := os.WriteFile(filepath.Join("/proc/sys", key), []byte(v), 0o644); err != nil {
+		return nil
+	})
+}
+
+// writeProcAt writes value into the proc file path below directory dir, resolved as if dir
+// were the root, with no symbolic link followed.
+func writeProcAt(dir int, path, value string) error {
+	fd, err := unix.Openat2(dir, path, &unix.OpenHow{
+		Flags:   unix.O_WRONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return err
+	}
+	if fs.Type != unix.PROC_SUPER_MAGIC {
+		return fmt.Errorf("/%s is not a proc file", path)
+	}
+	_, err = unix.Write(fd, []byte(value))
+	return err
+}
+
+// sysctlPath is a sysctl key as a path below /proc/sys.
+func sysctlPath(key string) string {
+	if strings.Contains(key, "/") {
+		return key
+	}
+	return strings.ReplaceAll(key, ".", "/")
+}
+
+// WriteSysctls writes sysctls in the calling thread's namespaces, keys as for Sysctl.
+func WriteSysctls(values map[string]string) error { return writeSysctls("/proc/sys", values) }
+
+func writeSysctls(dir string, values map[string]string) error {
+	for k, v := range values {
+		if err := os.WriteFile(filepath.Join(dir, sysctlPath(k)), []byte(v), 0o644); err != nil {
 			return fmt.Errorf("sysctl %s=%s: %w", k, v, err)
 		}
 	}

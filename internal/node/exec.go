@@ -21,7 +21,7 @@ var Env = []string{
 // node's root, in the node's control group. trellis re-executes itself (JoinArg) to join the
 // group, then nsenter (util-linux) enters all the node's namespaces, its user namespace first:
 // a Go process cannot enter a mount or user namespace itself once it has threads. Inside,
-// /proc/1/exe is the trellis binary that started the node, reachable whatever the node's
+// /proc/1/exe is the node's init program (package nodeinit), reachable whatever the node's
 // mounts hide.
 func Command(pid int, argv ...string) (*exec.Cmd, error) {
 	nsenter, err := exec.LookPath("nsenter")
@@ -69,20 +69,4 @@ func joinCgroups(pid int) error {
 		return err
 	}
 	return h.JoinOf(pid)
-}
-
-// ExecMain is the ExecArg sub-command, run inside the node (in its user namespace, as its
-// root, with every capability over the node's namespaces and none over the host's): it finds
-// argv[0] on the node's PATH and replaces itself with argv.
-func ExecMain(argv []string) {
-	if len(argv) == 0 {
-		fmt.Fprintln(os.Stderr, "trellis: nothing to run")
-		os.Exit(2)
-	}
-	path, err := exec.LookPath(argv[0])
-	if err == nil {
-		err = unix.Exec(path, argv, os.Environ())
-	}
-	fmt.Fprintf(os.Stderr, "trellis: %s: %v\n", argv[0], err)
-	os.Exit(127)
 }

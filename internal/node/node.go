@@ -1,9 +1,9 @@
 // Package node builds the containers that virtual nodes run in, from Linux namespaces alone
 // (network, mount, UTS, IPC, PID; docs/design.md, decision 1), and runs commands inside them.
 //
-// A node is held by one init process: trellis re-executes itself as "trellis-node" in fresh
-// namespaces. The init process makes the node's private file system, reports that it is
-// ready, then stays as PID 1 of the node, reaping orphans. Killing it ends the node: the kernel
+// A node is held by one init process (package nodeinit, embedded here built) in fresh
+// namespaces: trellis makes the node's private file system, starts the init, which sets up its
+// /proc, /sys and files, reports that it is ready, then stays as PID 1 of the node, reaping orphans. Killing it ends the node: the kernel
 // kills every process of the PID namespace and frees the network namespace with its interfaces.
 package node
 
@@ -12,36 +12,27 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/trellisnet/trellis/internal/node/nodeinit"
 )
 
 // InitArg0 is the name the init process runs under; with the arguments after it, it marks the
 // process as a node of one network of one state directory, so that it can be found again.
-const InitArg0 = "trellis-node"
+const InitArg0 = nodeinit.InitArg0
 
-// ExecArg is the hidden sub-command that runs a command in a node, from inside it.
-const ExecArg = "__node-exec"
+// ExecArg is the sub-command of the node's init program that runs a command in a node, from
+// inside it.
+const ExecArg = nodeinit.ExecArg
 
 // JoinArg is the hidden sub-command that joins a node's control groups on the host, then
 // enters the node (Command).
 const JoinArg = "__node-join"
 
-// Config is what the init process needs to set a node up; it travels as JSON on its stdin.
-type Config struct {
-	Hostname string
-	Etc      string // the etc template: the lower layer of the node's /etc
-	// TmpfsSize is the size in bytes of each private directory (PrivateDirs); 0: the default.
-	TmpfsSize uint64 `json:",omitempty"`
-	UIDBase   uint32 // the host uid of the node's root (Options.UIDBase)
-	Files     []File
-}
+// Config is what the init process needs to set a node up.
+type Config = nodeinit.Config
 
 // File is one file written into the node's private file system.
-type File struct {
-	Path    string
-	Content string
-	Mode    uint32 `json:",omitempty"` // permission bits; 0 means 0644
-	Owner   string `json:",omitempty"` // USER or USER:GROUP inside the node; "" means root
-}
+type File = nodeinit.File
 
 // Marker returns the command-line arguments that identify a node's init process. digest
 // identifies the settings the node was started with, so that a node whose settings changed is

@@ -6,83 +6,100 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// SetupArg0 is the name of the short-lived process that makes a node's file system, as host
-// root in a new mount namespace, then starts the node's init in the node's user namespace and
-// exits. Mounts copied into a mount namespace of a less privileged user namespace are locked:
-// the node's root cannot unmount its private directories to reach the host's beneath, nor make
-// the host's file system writable again.
-const SetupArg0 = "trellis-node-setup"
+// A node's file system is made by trellis itself (host root) on a thread of its own in a new
+// mount namespace: the thread makes its mounts private, the host's tree read-only, mounts the
+// node's private directories (mountPrivate), then starts the node's init from that thread in new
+// user, mount, network, UTS, IPC and PID namespaces. The init's mount namespace is a copy made
+// for a less privileged user namespace, so the kernel locks every mount in it: the node's root
+// cannot unmount its private directories to reach the host's beneath, nor make the host's file
+// system writable again. The thread ends with its goroutine (it stays locked to it), and its
+// mount namespace with the thread: the only process start per node is the init's.
 
-// setupConfig is what SetupMain reads on its stdin: the node's configuration, and the marker
-// its init runs under.
-type setupConfig struct {
-	Config
-	Marker []string
-}
-
-// SetupMain is the setup process (SetupArg0). It reports the init's pid on fd 3 ("pid N"), then
-// exits; the init reports there that the node is ready.
-func SetupMain() {
-	ready := os.NewFile(3, "ready")
-	var cfg setupConfig
-	err := json.NewDecoder(os.Stdin).Decode(&cfg)
-	if err == nil {
-		// The init inherits it: when the node runs out of memory, the kernel kills its other
-		// processes, never the init that holds the node. It takes CAP_SYS_RESOURCE, which some
-		// machines withhold even from root (then the init, small, is merely unlikely to go).
-		if werr := os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0); werr != nil && !errors.Is(werr, os.ErrPermission) {
-			err = werr
+// onSetupThread runs f on a new OS thread in a new mount namespace, which no other goroutine
+// ever runs on: the Go runtime ends a thread whose goroutine exits while locked to it, and
+// makes new threads from a clean one, never from a locked thread.
+func onSetupThread(f func() (int, error)) (int, error) {
+	type result struct {
+		pid int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread goes with this goroutine
+		// CLONE_NEWNS unshares the thread's root and working directory too (CLONE_FS).
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			done <- result{0, fmt.Errorf("new mount namespace: %w", err)}
+			return
 		}
-	}
-	if err == nil {
-		err = mountPrivate(cfg.Config)
-	}
-	if err == nil {
-		err = startInit(cfg, ready)
-	}
-	if err != nil {
-		fmt.Fprintf(ready, "error: %v\n", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+		pid, err := f()
+		done <- result{pid, err}
+	}()
+	r := <-done
+	return r.pid, r.err
 }
 
-// startInit starts the node's init in new user, mount, network, UTS, IPC and PID namespaces,
-// the user namespace first so that it owns the others, and hands it its configuration.
-func startInit(cfg setupConfig, ready *os.File) error {
+// startInit starts the node's init (marked with marker) in new user, mount, network, UTS, IPC
+// and PID namespaces, the user namespace first so that it owns the others, on the calling
+// thread (onSetupThread), and returns it running, blocked on reading its configuration
+// (sendConfig). exe is the init program (initFile).
+func startInit(marker []string, base uint32, exe, ready *os.File, cgroupFD *os.File) (*exec.Cmd, *os.File, error) {
 	conf, confW, err := os.Pipe()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer confW.Close()
-	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(cfg.UIDBase), Size: UIDRange}}
+	defer conf.Close()
+	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: UIDRange}}
+	attr := &syscall.SysProcAttr{
+		Cloneflags: namespaces,
+		Setsid:     true, // no terminal signals from the shell that ran `trellis up`
+		// setgroups stays allowed, for daemons that call initgroups when they drop to their
+		// own user (FRR, BIRD).
+		UidMappings: ids, GidMappings: ids, GidMappingsEnableSetgroups: true,
+		Credential: &syscall.Credential{Uid: 0, Gid: 0}, // the node's root, not an unmapped uid
+	}
+	if cgroupFD != nil { // cgroup v2: started straight into the node's group
+		attr.UseCgroupFD, attr.CgroupFD = true, int(cgroupFD.Fd())
+	}
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/fd/4", // the trellis binary, which the node's root may not reach by its path
-		Args:       cfg.Marker,
-		Stdin:      conf,
-		ExtraFiles: []*os.File{ready, os.NewFile(4, "exe")},
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: namespaces,
-			// setgroups stays allowed, for daemons that call initgroups when they drop to
-			// their own user (FRR, BIRD).
-			UidMappings: ids, GidMappings: ids, GidMappingsEnableSetgroups: true,
-			Credential: &syscall.Credential{Uid: 0, Gid: 0}, // the node's root, not an unmapped uid
-		},
-		Env: os.Environ(),
+		Path:        "/proc/self/fd/4", // exe, in the child
+		Args:        marker,
+		Stdin:       conf,
+		ExtraFiles:  []*os.File{ready, exe}, // fds 3 and 4
+		SysProcAttr: attr,
+		Env:         []string{"GOMAXPROCS=1", "GOGC=400"}, // the init mostly sleeps: keep it small
 	}
-	err = cmd.Start()
-	conf.Close()
-	if err != nil {
-		return fmt.Errorf("starting the node's init: %w", err)
+	if err := cmd.Start(); err != nil {
+		confW.Close()
+		return nil, nil, fmt.Errorf("starting the node's init: %w", err)
 	}
-	// If trellis is gone (killed while it started the node), the write fails and the init,
-	// never configured, goes with the setup process: nothing is left that no one will find.
-	if _, err := fmt.Fprintf(ready, "pid %d\n", cmd.Process.Pid); err != nil {
-		cmd.Process.Kill()
-		return err
+	return cmd, confW, nil
+}
+
+// protectInit sets the init's oom_score_adj to -1000 before anything of the node runs: when
+// the node runs out of memory, the kernel kills its other processes (none of which the init
+// starts), never the init that holds the node. It takes
+// CAP_SYS_RESOURCE, which some machines withhold even from root (then the init, small, is
+// merely unlikely to go).
+func protectInit(pid int) error {
+	err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("-1000"), 0)
+	if errors.Is(err, os.ErrPermission) {
+		return nil
 	}
-	return json.NewEncoder(confW).Encode(cfg.Config)
+	return err
+}
+
+// sendConfig hands the init its configuration and closes the pipe.
+func sendConfig(w *os.File, cfg Config) error {
+	err := json.NewEncoder(w).Encode(cfg)
+	if err2 := w.Close(); err == nil {
+		err = err2
+	}
+	return err
 }

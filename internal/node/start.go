@@ -2,17 +2,16 @@ package node
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/cgroup"
+	"golang.org/x/sys/unix"
 )
 
 // namespaces a node's init gets of its own (its mount namespace is a copy of the setup
@@ -41,78 +40,100 @@ const UIDRange = 65536
 // Start creates a node: an init process in new namespaces, marked with marker, set up with cfg.
 // It returns the init's pid once the node is ready. The node outlives trellis.
 //
-// trellis starts a setup process (SetupMain) in a new mount namespace, places it in the node's
-// control group, and sends it the configuration; the setup process makes the node's file
-// system, starts the init (InitMain) in the node's user namespace and exits.
+// trellis makes the node's file system on a thread of its own in a new mount namespace
+// (onSetupThread, mountPrivate), starts the init (package nodeinit) from that thread in the node's user
+// namespace, places it in the node's control group before it runs anything of the node, and
+// sends it its configuration.
 func Start(marker []string, cfg Config, opt Options) (int, error) {
 	if opt.UIDBase == 0 || opt.Etc == "" {
 		return 0, fmt.Errorf("starting node: %w", ErrNoUIDBase)
 	}
 	cfg.UIDBase, cfg.Etc = opt.UIDBase, opt.Etc
-	cmd, pipes, err := setupCommand(opt)
+	p, err := openPipes(opt)
 	if err != nil {
 		return 0, fmt.Errorf("starting node: %w", err)
 	}
-	defer pipes.close()
-	err = cmd.Start()
-	pipes.closeChild()
+	defer p.close()
+	var cmd *exec.Cmd
+	var confW *os.File
+	_, err = onSetupThread(func() (int, error) {
+		if err := mountPrivate(cfg); err != nil {
+			return 0, err
+		}
+		cmd, confW, err = startInit(marker, cfg.UIDBase, p.exe, p.readyW, p.cgroup)
+		return 0, err
+	})
+	p.closeChild()
 	if err != nil {
 		return 0, fmt.Errorf("starting node: %w", err)
 	}
-	defer cmd.Wait() // the setup process exits once the init runs
-	if opt.Cgroup != nil {
-		err = opt.Cgroup.Place(cmd.Process.Pid) // before anything of the node runs
+	pid := cmd.Process.Pid
+	cmd.Process.Release()
+	reapWhenGone(pid) // trellis is the init's parent while it runs (serve, agent)
+	err = protectInit(pid)
+	if err == nil && opt.Cgroup != nil && p.cgroup == nil {
+		err = opt.Cgroup.Place(pid) // cgroup v1: before the init reads its configuration
 	}
 	if err == nil {
-		err = json.NewEncoder(pipes.conf).Encode(setupConfig{Config: cfg, Marker: marker})
+		err = sendConfig(confW, cfg)
+	} else {
+		confW.Close()
 	}
-	pipes.conf.Close()
-	pid, err := readReady(bufio.NewReader(pipes.ready), err)
+	if err == nil {
+		err = readReady(bufio.NewReader(p.ready))
+	}
 	if err != nil {
-		cmd.Process.Kill()
-		if pid != 0 {
-			Kill(pid)
-		}
+		Kill(pid)
 		return 0, fmt.Errorf("starting node: %w", err)
 	}
 	return pid, nil
 }
 
-// readReady reads the init's pid from the setup process, then "ok" from the init.
-func readReady(r *bufio.Reader, err error) (int, error) {
+// reapWhenGone reaps child pid once it has exited, without holding a thread meanwhile: the
+// runtime's poller waits on a pidfd of the child.
+func reapWhenGone(pid int) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
-		return 0, err
+		return // gone already, or an old kernel: the process is left to its next parent
 	}
-	pid := 0
-	for _, want := range []string{"pid", "ok"} {
-		line, _ := r.ReadString('\n')
-		line = strings.TrimSpace(line)
-		switch {
-		case strings.HasPrefix(line, "error:"):
-			return pid, errors.New(strings.TrimSpace(strings.TrimPrefix(line, "error:")))
-		case want == "pid" && strings.HasPrefix(line, "pid "):
-			pid, err = strconv.Atoi(strings.TrimPrefix(line, "pid "))
-		case want == "ok" && line == "ok":
-		default:
-			err = errors.New("node init exited before it was ready")
-		}
-		if err != nil {
-			return pid, err
-		}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return
 	}
-	return pid, nil
+	go func() {
+		defer f.Close()
+		rc.Read(func(fd uintptr) bool {
+			var info unix.Siginfo
+			err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG, nil)
+			return err != unix.EAGAIN && (err != nil || info.Signo != 0) // Signo stays 0 while it runs
+		})
+	}()
 }
 
-// initPipes are the files between trellis and a node's setup and init while it starts.
+// readReady reads "ok" from the init, or its error.
+func readReady(r *bufio.Reader) error {
+	line, _ := r.ReadString('\n')
+	line = strings.TrimSpace(line)
+	switch {
+	case strings.HasPrefix(line, "error:"):
+		return errors.New(strings.TrimSpace(strings.TrimPrefix(line, "error:")))
+	case line == "ok":
+		return nil
+	}
+	return errors.New("node init exited before it was ready")
+}
+
+// initPipes are the files between trellis and a node's init while it starts.
 type initPipes struct {
-	conf, confR   *os.File // the configuration, on the setup process's stdin
-	ready, readyW *os.File // the init's pid and "ok", or an error, on fd 3
-	exe           *os.File // the trellis binary, fd 4
+	ready, readyW *os.File // the init's "ok", or an error, on its fd 3
+	exe           *os.File // the init program (initFile, shared: never closed), its fd 4
 	cgroup        *os.File // cgroup v2: the node's group's directory
 }
 
 func (p *initPipes) closeChild() {
-	for _, f := range []*os.File{p.confR, p.readyW, p.exe, p.cgroup} {
+	for _, f := range []*os.File{p.readyW, p.cgroup} {
 		if f != nil {
 			f.Close()
 		}
@@ -121,50 +142,27 @@ func (p *initPipes) closeChild() {
 
 func (p *initPipes) close() {
 	p.closeChild()
-	for _, f := range []*os.File{p.conf, p.ready} {
-		if f != nil {
-			f.Close()
-		}
+	if p.ready != nil {
+		p.ready.Close()
 	}
 }
 
-// setupCommand prepares the setup process: host root in a new mount namespace, and on cgroup
-// v2 started straight into the node's group.
-func setupCommand(opt Options) (*exec.Cmd, *initPipes, error) {
+// openPipes opens what the init inherits.
+func openPipes(opt Options) (*initPipes, error) {
 	p := &initPipes{}
-	self, err := os.Executable()
-	if err == nil {
-		p.exe, err = os.Open(self)
-	}
+	var err error
+	p.exe, err = initFile()
 	if err == nil {
 		p.ready, p.readyW, err = os.Pipe()
-	}
-	if err == nil {
-		p.confR, p.conf, err = os.Pipe()
 	}
 	if err == nil && opt.Cgroup != nil {
 		p.cgroup, err = opt.Cgroup.FD()
 	}
 	if err != nil {
 		p.close()
-		return nil, nil, err
+		return nil, err
 	}
-	attr := &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWNS,
-		Setsid:     true, // no terminal signals from the shell that ran `trellis up`
-	}
-	if p.cgroup != nil {
-		attr.UseCgroupFD, attr.CgroupFD = true, int(p.cgroup.Fd())
-	}
-	cmd := &exec.Cmd{
-		Path:        self,
-		Args:        []string{SetupArg0},
-		Stdin:       p.confR,
-		ExtraFiles:  []*os.File{p.readyW, p.exe}, // fds 3 and 4
-		SysProcAttr: attr,
-		Env:         []string{"GOMAXPROCS=1", "GOGC=400"}, // the init mostly sleeps: keep it small
-	}
-	return cmd, p, nil
+	return p, nil
 }
 
 // ErrNoUIDBase is returned by Start without a uid range: nodes never run as host root.

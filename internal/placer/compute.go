@@ -60,7 +60,7 @@ func Compute(n *spec.Network, machines []*cluster.Machine, prev *cluster.Placeme
 		}
 		switch m := byName[want]; {
 		case m != nil:
-			under[want] = cluster.Underlay{Address: m.Address, MTU: m.MTU}
+			under[want] = cluster.Underlay{Address: m.Address, MTU: m.MTU, Endpoint: m.Endpoint}
 		case prev != nil && prev.Nodes[nd.Name] == want:
 			under[want] = prev.Machines[want] // pinned to a lost machine: it stays
 		default:
@@ -83,7 +83,7 @@ func Compute(n *spec.Network, machines []*cluster.Machine, prev *cluster.Placeme
 		}
 		for _, m := range out {
 			if mm := byName[m]; mm != nil {
-				under[m] = cluster.Underlay{Address: mm.Address, MTU: mm.MTU}
+				under[m] = cluster.Underlay{Address: mm.Address, MTU: mm.MTU, Endpoint: mm.Endpoint}
 			}
 		}
 	}

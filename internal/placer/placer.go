@@ -90,6 +90,10 @@ type placer struct {
 	store  *cluster.Store
 	log    *slog.Logger
 	parsed map[string]parsed // network key -> its file parsed, at a revision
+	// quota holds each tenant's quota and used what its placed networks take, in this pass:
+	// a network written past the CLI's quota check (straight into etcd) is refused here.
+	quota map[string]cluster.Quota
+	used  map[string]cluster.Quota
 }
 
 type parsed struct {
@@ -134,21 +138,29 @@ func (p *placer) pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nets, _, err := p.store.Networks(ctx, "")
-	if err != nil {
-		return err
-	}
 	places, _, err := p.store.Placements(ctx)
 	if err != nil {
 		return err
+	}
+	nets, seen, err := p.store.Networks(ctx, "")
+	if err != nil {
+		return err
+	}
+	tenants, err := p.store.Tenants(ctx)
+	if err != nil {
+		return err
+	}
+	p.quota, p.used = map[string]cluster.Quota{}, map[string]cluster.Quota{}
+	for _, t := range tenants {
+		p.quota[t.Name] = t.Quota
 	}
 	current := map[string]*cluster.Placement{}
 	for _, pl := range places {
 		current[pl.Tenant+"/"+pl.Network] = pl
 	}
-	live := map[string]bool{}
+	live := map[string]*cluster.Machine{}
 	for _, m := range machines {
-		live[m.Name] = true
+		live[m.Name] = m
 	}
 	load := Load{}
 	var todo []*cluster.Network
@@ -157,11 +169,13 @@ func (p *placer) pass(ctx context.Context) error {
 		sn := p.parse(n)
 		if pl != nil && pl.Generation == n.Revision && pl.Refused == "" && sn.err == nil && settled(pl, sn.n, live) {
 			LoadOf(sn.n, pl, load)
+			p.used[n.Tenant] = p.used[n.Tenant].Add(cluster.UsageOf(sn.n))
 			continue
 		}
 		todo = append(todo, n)
 	}
 	var errs []error
+	errs = append(errs, p.dropGone(ctx, nets, places, seen))
 	for _, n := range todo {
 		if err := p.place(ctx, n, current[n.Tenant+"/"+n.Name], machines, load); err != nil {
 			errs = append(errs, err)
@@ -170,12 +184,41 @@ func (p *placer) pass(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// dropGone removes the placements of networks that went (a tenant's down removes only its
+// network), so that their agents take them down.
+func (p *placer) dropGone(ctx context.Context, nets []*cluster.Network, places []*cluster.Placement, seen int64) error {
+	exists := map[string]bool{}
+	for _, n := range nets {
+		exists[n.Tenant+"/"+n.Name] = true
+	}
+	var errs []error
+	for _, pl := range places {
+		if exists[pl.Tenant+"/"+pl.Network] {
+			continue
+		}
+		if err := p.store.DropPlacement(ctx, pl, seen); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(p.parsed, cluster.NetworkKey(pl.Tenant, pl.Network))
+		p.log.Info("network removed", "tenant", pl.Tenant, "network", pl.Network)
+	}
+	return errors.Join(errs...)
+}
+
 // settled tells whether placement pl still holds: every node placed on a live machine, or
-// pinned by `host:` to the machine it is on.
-func settled(pl *cluster.Placement, n *spec.Network, live map[string]bool) bool {
+// pinned by `host:` to the machine it is on, and the live machines' underlay addresses and
+// endpoints as they registered (an agent started again with another address or endpoint gets
+// its placements written again, with the nodes where they are).
+func settled(pl *cluster.Placement, n *spec.Network, live map[string]*cluster.Machine) bool {
 	for _, nd := range n.Nodes {
 		m, ok := pl.Nodes[nd.Name]
-		if !ok || (!live[m] && nd.Host != m) {
+		if !ok || (live[m] == nil && nd.Host != m) {
+			return false
+		}
+	}
+	for name, u := range pl.Machines {
+		if m := live[name]; m != nil && (m.Address != u.Address || m.Endpoint != u.Endpoint) {
 			return false
 		}
 	}
@@ -206,6 +249,8 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 	var err error
 	if sn.err != nil {
 		err = sn.err
+	} else if over := p.quota[n.Tenant].Over(p.used[n.Tenant].Add(cluster.UsageOf(sn.n))); over != "" {
+		err = fmt.Errorf("%w: tenant %s: %s", cluster.ErrOverQuota, n.Tenant, over)
 	} else {
 		pl.Nodes, pl.Machines, err = Compute(sn.n, machines, prev, load)
 	}
@@ -227,6 +272,7 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 		return nil
 	}
 	LoadOf(sn.n, pl, load)
+	p.used[n.Tenant] = p.used[n.Tenant].Add(cluster.UsageOf(sn.n))
 	p.log.Info("network placed", "tenant", n.Tenant, "network", n.Name, "generation", n.Revision, "nodes", pl.Nodes)
 	return nil
 }

@@ -2,9 +2,12 @@ package placer
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"strings"
 	"testing"
@@ -50,11 +53,11 @@ func TestPlacer(t *testing.T) {
 		}
 		return rev
 	}
-	placed := func(name string, gen int64, cond func(*cluster.Placement) bool) *cluster.Placement {
+	placedAs := func(tenant, name string, gen int64, cond func(*cluster.Placement) bool) *cluster.Placement {
 		t.Helper()
 		var last *cluster.Placement
 		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			p, err := s.Placement(ctx, "t", name)
+			p, err := s.Placement(ctx, tenant, name)
 			if err == nil && p.Generation == gen && cond(p) {
 				return p
 			}
@@ -62,6 +65,10 @@ func TestPlacer(t *testing.T) {
 		}
 		t.Fatalf("placement of %s at generation %d: last %+v", name, gen, last)
 		return nil
+	}
+	placed := func(name string, gen int64, cond func(*cluster.Placement) bool) *cluster.Placement {
+		t.Helper()
+		return placedAs("t", name, gen, cond)
 	}
 
 	gen := up("ring", "name: ring\nnodes:\n  a: {host: m2}\n  b: {}\n  c: {}\n  d: {}\nlinks:\n  - endpoints: [a:eth1, b:eth1]\n  - endpoints: [b:eth2, c:eth1]\n  - endpoints: [c:eth2, d:eth1]\n")
@@ -102,6 +109,54 @@ func TestPlacer(t *testing.T) {
 		q := placed("big", gen, func(q *cluster.Placement) bool { return q.Refused != "" })
 		if len(q.Nodes) != 0 || !strings.Contains(q.Refused, "memory") {
 			t.Errorf("big: nodes %v, refused %q; want no nodes and memory named", q.Nodes, q.Refused)
+		}
+	})
+
+	t.Run("over quota written past the CLI", func(t *testing.T) {
+		if err := s.AddTenant(ctx, &cluster.Tenant{Name: "q", Quota: cluster.Quota{Nodes: 2}}); err != nil {
+			t.Fatal(err)
+		}
+		rev, err := s.Up(ctx, &cluster.Network{Tenant: "q", Name: "fits", File: "/t/fits.yaml", Source: "name: fits\nnodes:\n  a: {}\n  b: {}\n"}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		placedAs("q", "fits", rev, func(q *cluster.Placement) bool { return len(q.Nodes) == 2 })
+		// Straight into etcd, as a tenant's own client could: the store's check is passed by.
+		resp, err := s.Client().Put(ctx, cluster.NetworkKey("q", "more"), `{"name":"more","file":"/t/more.yaml","source":"name: more\nnodes:\n  a: {}\n"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := placedAs("q", "more", resp.Header.Revision, func(q *cluster.Placement) bool { return q.Refused != "" })
+		if len(q.Nodes) != 0 || !strings.Contains(q.Refused, "nodes: 3, quota 2") {
+			t.Errorf("more: nodes %v, refused %q; want no nodes and the quota named", q.Nodes, q.Refused)
+		}
+	})
+
+	t.Run("agent back with another endpoint", func(t *testing.T) {
+		m := &cluster.Machine{Address: netip.AddrFrom4([4]byte{198, 18, 0, 2}), MTU: 1500, Cores: 4, Memory: 4 << 30, Endpoint: "https://198.18.0.2:7446"}
+		data, _ := json.Marshal(m)
+		if _, err := s.Client().Put(ctx, cluster.MachineKey("m2"), string(data), clientv3.WithLease(regs["m2"].Lease)); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := s.Placement(ctx, "t", "ring")
+		q := placed("ring", gen, func(q *cluster.Placement) bool { return q.Machines["m2"].Endpoint == m.Endpoint })
+		if !maps.Equal(q.Nodes, before.Nodes) {
+			t.Errorf("nodes moved: %v -> %v", before.Nodes, q.Nodes)
+		}
+	})
+
+	t.Run("down drops the placement", func(t *testing.T) {
+		if err := s.Down(ctx, "t", "ring", 0); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			_, err := s.Placement(ctx, "t", "ring")
+			if errors.Is(err, cluster.ErrNotFound) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("placement of ring after its down: %v, want it dropped", err)
+			}
 		}
 	})
 

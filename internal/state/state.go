@@ -156,6 +156,9 @@ func (s *Store) Delete(name string) error {
 			break
 		}
 	}
+	if err := s.freeUIDs(name); err != nil {
+		return err
+	}
 	for _, f := range []string{s.path(name), s.uidPath(name), s.markPath(name), s.lockPath(name)} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err

@@ -72,15 +72,15 @@ func (s *Store) UIDBase(name string) (uint32, error) {
 }
 
 // AllocUIDs returns network name's range of UIDRangeSize host uids and gids (its first uid),
-// allocating one if it has none: the lowest range that no network of this state directory
-// holds and that busy does not report (busy lists the first host uids of ranges seen in use on
-// the machine, e.g. by nodes of other state directories or whose record was lost). The range
-// is recorded in the state directory until Delete.
+// allocating one if it has none: the lowest range that no network of any state directory holds
+// (the machine's registry, UIDRegistryDir, under its lock) and that busy does not report (busy
+// lists the first host uids of ranges seen in use on the machine, e.g. by nodes whose record
+// was lost). The range is recorded in the state directory and the registry until Delete.
 func (s *Store) AllocUIDs(name string, busy func() (map[uint32]bool, error)) (uint32, error) {
 	if base, err := s.UIDBase(name); base != 0 || err != nil {
 		return base, err
 	}
-	unlock, err := s.LockMachine()
+	unlock, err := lockRegistry() // the machine's, whatever the state directory
 	if err != nil {
 		return 0, err
 	}
@@ -99,6 +99,9 @@ func (s *Store) AllocUIDs(name string, busy func() (map[uint32]bool, error)) (ui
 	if err := s.recordedUIDs(used); err != nil {
 		return 0, err
 	}
+	if err := registered(used); err != nil {
+		return 0, err
+	}
 	for i := uint32(0); i < count; i++ {
 		base := first + i*UIDRangeSize
 		if used[base] {
@@ -107,7 +110,10 @@ func (s *Store) AllocUIDs(name string, busy func() (map[uint32]bool, error)) (ui
 		if err := os.MkdirAll(filepath.Dir(s.uidPath(name)), 0o755); err != nil {
 			return 0, err
 		}
-		return base, writeAtomic(s.uidPath(name), []byte(strconv.FormatUint(uint64(base), 10)+"\n"))
+		if err := writeAtomic(s.uidPath(name), []byte(strconv.FormatUint(uint64(base), 10)+"\n")); err != nil {
+			return 0, err
+		}
+		return base, s.register(base, name)
 	}
 	return 0, fmt.Errorf("%w: all %d ranges of %d uids from %d are in use; run `trellis down` on a network, or set TRELLIS_UID_RANGES (and TRELLIS_UID_BASE) for more", ErrNoUIDs, count, UIDRangeSize, first)
 }

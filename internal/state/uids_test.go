@@ -8,6 +8,7 @@ import (
 func TestAllocUIDs(t *testing.T) {
 	t.Setenv("TRELLIS_UID_BASE", "131072")
 	t.Setenv("TRELLIS_UID_RANGES", "3")
+	t.Setenv("TRELLIS_UID_REGISTRY", t.TempDir()) // not the machine's
 	st, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -136,14 +136,7 @@ func (a *applier) stopNodes(ctx context.Context) error {
 			stop = append(stop, in)
 		}
 	}
-	err := parallel(len(stop), func(i int) error {
-		k, err := kinds.NodeKind(stop[i].Kind)
-		if err != nil {
-			return err
-		}
-		return k.Stop(ctx, a.env, stop[i])
-	})
-	if err != nil {
+	if err := stopAll(ctx, a.env, stop); err != nil {
 		return err
 	}
 	a.stopped.Add(int64(len(stop)))

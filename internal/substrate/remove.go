@@ -45,14 +45,12 @@ func remove(st *state.Store, rec *state.Record) error {
 	if err != nil {
 		return err
 	}
+	all := make([]kinds.Instance, 0, len(running))
 	for _, in := range running {
-		k, err := kinds.NodeKind(in.Kind)
-		if err != nil {
-			return err
-		}
-		if err := k.Stop(ctx, env, in); err != nil {
-			return err
-		}
+		all = append(all, in)
+	}
+	if err := stopAll(ctx, env, all); err != nil {
+		return err
 	}
 	if err := sweep(env, nil); err != nil {
 		return err
@@ -68,6 +66,29 @@ func remove(st *state.Store, rec *state.Record) error {
 		return err
 	}
 	return st.Delete(rec.Name)
+}
+
+// stopAll stops nodes: those of kinds that can be ended without waiting all at once first
+// (kinds.Ender), then each, on the worker pool.
+func stopAll(ctx context.Context, env *kinds.Env, nodes []kinds.Instance) error {
+	for _, in := range nodes {
+		k, err := kinds.NodeKind(in.Kind)
+		if err != nil {
+			return err
+		}
+		if e, ok := k.(kinds.Ender); ok {
+			if err := e.End(env, in); err != nil {
+				return err
+			}
+		}
+	}
+	return parallel(len(nodes), func(i int) error {
+		k, err := kinds.NodeKind(nodes[i].Kind)
+		if err != nil {
+			return err
+		}
+		return k.Stop(ctx, env, nodes[i])
+	})
 }
 
 // removeTunnels has the tunnel kind undo what it made for plan p's links (nil: nothing).

@@ -23,6 +23,7 @@ import (
 	"github.com/trellisnet/trellis/internal/agent"
 	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
+	"github.com/trellisnet/trellis/internal/cluster/pki"
 )
 
 // agentProc is a `trellis agent` process of a test.
@@ -53,9 +54,15 @@ func (l *lockedBuffer) String() string {
 // it still runs (give the test, not a subtest, for an agent that outlives the subtest).
 func startAgent(t *testing.T, c *etcdtest.Cluster, dir, machine, address string) *agentProc {
 	t.Helper()
-	cmd := exec.Command(trellisBin, "--state-dir", dir, "agent", "--etcd", strings.Join(c.Endpoints, ","),
+	return startAgentAs(t, c, c.Root, dir, machine, address, "--listen", "127.0.0.1:0") // a free port: not the default
+}
+
+// startAgentAs is startAgent with the agent's certificate files, and more flags.
+func startAgentAs(t *testing.T, c *etcdtest.Cluster, f pki.Files, dir, machine, address string, flags ...string) *agentProc {
+	t.Helper()
+	cmd := exec.Command(trellisBin, append([]string{"--state-dir", dir, "agent", "--etcd", strings.Join(c.Endpoints, ","),
 		"--machine", machine, "--address", address, "--lease", "3s",
-		"--cacert", c.Root.CA, "--cert", c.Root.Cert, "--key", c.Root.Key)
+		"--cacert", f.CA, "--cert", f.Cert, "--key", f.Key}, flags...)...)
 	a := &agentProc{cmd: cmd, log: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = a.log, a.log
 	if err := cmd.Start(); err != nil {
@@ -220,6 +227,18 @@ func TestAgent(t *testing.T) {
 
 	t.Run("down", func(t *testing.T) {
 		if err := s.Down(ctx, "t1", "two", 0); err != nil {
+			t.Fatal(err)
+		}
+		// As the placer does when a network goes (this test runs none).
+		p, err := s.Placement(ctx, "t1", "two")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, seen, err := s.Networks(ctx, "t1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DropPlacement(ctx, p, seen); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 30*time.Second, "network removed from the machine and its status gone", func() (bool, string) {

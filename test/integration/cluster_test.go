@@ -159,7 +159,7 @@ func TestClusterThreeMachines(t *testing.T) {
 	gen := k.generation(t, "chain")
 	p := k.converged(t, "chain", gen)
 	t.Logf("trellis up --cluster to every agent converged: %v; placement %v", took.Round(time.Millisecond), p.Nodes)
-	if out := cli(t, "ls"); !regexp.MustCompile(`(?m)^chain\s+up\s+` + fmt.Sprint(gen) + `\s+m1 \(1 node\), m2 \(1 node\), m3 \(1 node\)\s+` + regexp.QuoteMeta(topo) + `$`).MatchString(out) {
+	if out := cli(t, "ls"); !regexp.MustCompile(`(?m)^chain\s+up\s+` + fmt.Sprint(gen) + `\s+m1 \(1 node\), m2 \(1 node\), m3 \(1 node\)\s+(-|\d+ pkts, \d+ KiB)\s+` + regexp.QuoteMeta(topo) + `$`).MatchString(out) {
 		t.Errorf("ls --cluster:\n%s", out)
 	}
 	var info struct {

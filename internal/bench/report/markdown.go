@@ -52,6 +52,7 @@ var sections = []func(b *strings.Builder, rep *result.Report, plots string){
 	impairSection,
 	vmSection,
 	enginesSection,
+	clusterSection,
 	methodSection,
 }
 
@@ -227,6 +228,41 @@ func deploySection(b *strings.Builder, rep *result.Report, plots string) {
 		fmt.Fprintf(b, "| %s | %d | %s | %s |\n", d.Tool, d.Nodes, ms(d.Up, 1, 2), ms(d.Down, 1, 2))
 	}
 	fmt.Fprintf(b, "\n![deploy time](%s/%s)\n\n", plots, PlotDeploy)
+	memorySection(b, rep)
+	limitsSection(b, rep)
+}
+
+// limitsSection tells whether a node's CPU limit held on a busy machine.
+func limitsSection(b *strings.Builder, rep *result.Report) {
+	l := rep.Limits
+	if l == nil {
+		return
+	}
+	fmt.Fprintf(b, "## CPU limits under load\n\nA node held to `cpu: %g` and a node without a limit each run one busy loop per core;\n"+
+		"the held node's CPU time, from its cgroup, over each trial: %.3f cores (%.3f–%.3f, %d trials).\n\n",
+		l.Limit, l.Cores.Median, l.Cores.Min, l.Cores.Max, len(l.Cores.Values))
+}
+
+// memorySection tells what an idle node of each chain cost the machine.
+func memorySection(b *strings.Builder, rep *result.Report) {
+	var rows []string
+	for _, d := range rep.Deploy {
+		if m := d.Memory; m != nil {
+			rows = append(rows, fmt.Sprintf("| %d | %d | %d | %d |\n", d.Nodes, m.Machine>>10, m.Init>>10, m.Kernel>>10))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("Memory of one idle node (KiB), from the chain's last up: the machine's memory in use\n" +
+		"(MemTotal - MemAvailable) against before the up, per node; the node's init process (its PSS:\n" +
+		"trellis's own); the rest, the kernel's (namespaces, devices, cgroups, page tables, private\n" +
+		"directories). Other work on the machine makes the first column noisy.\n\n")
+	b.WriteString("| nodes | machine | init | kernel |\n|---|---|---|---|\n")
+	for _, r := range rows {
+		b.WriteString(r)
+	}
+	b.WriteString("\n")
 }
 
 func pct(s *result.Stat) string {

@@ -29,9 +29,11 @@ type Report struct {
 	Isolation   []*IsoResult     `json:"isolation,omitempty"`
 	Deploy      []*DeployResult  `json:"deploy,omitempty"`
 	Apply       *ApplyResult     `json:"apply,omitempty"`   // live changes to a running chain
+	Limits      *LimitsResult    `json:"limits,omitempty"`  // a CPU limit on a busy machine
 	Impair      *ImpairResult    `json:"impair,omitempty"`  // configured against delivered impairments
 	VM          *VMResult        `json:"vm,omitempty"`      // VM nodes: boot time, the KVM paper's knobs
 	Engines     []*EnginesRow    `json:"engines,omitempty"` // parallel forwarding engines
+	Cluster     *ClusterResult   `json:"cluster,omitempty"` // agents, placer and etcd over simulated machines
 	// EnginesMirror is how long the FIB took to reach every engine.
 	EnginesMirror []*MirrorResult `json:"engines_mirror,omitempty"`
 	Embed         []*embed.Result `json:"embed,omitempty"` // the offline embedding simulator
@@ -132,6 +134,25 @@ type DeployResult struct {
 	Nodes int    `json:"nodes"`
 	Up    Stat   `json:"up_seconds"`
 	Down  Stat   `json:"down_seconds"`
+	// Memory is what one idle node costs the machine (trellis only), after the last up.
+	Memory *NodeMemory `json:"idle_node_memory,omitempty"`
+}
+
+// NodeMemory is the memory of one idle node, in bytes: the machine's memory in use
+// (MemTotal - MemAvailable) after up against before, per node, split into the node's init
+// process (its PSS: trellis's own) and the rest (the kernel's: namespaces, devices, cgroups,
+// page tables, the private directories). Other work on the machine makes Machine noisy.
+type NodeMemory struct {
+	Machine uint64 `json:"machine_bytes"`
+	Init    uint64 `json:"init_bytes"`
+	Kernel  uint64 `json:"kernel_bytes"`
+}
+
+// LimitsResult is the CPU a node held to Limit cores used while it and an unlimited node each
+// ran a busy loop per core of the machine, from the node's cgroup.
+type LimitsResult struct {
+	Limit float64 `json:"limit_cores"`
+	Cores Stat    `json:"cores"`
 }
 
 // ApplyResult is the time of `up` on a running chain of nodes, for a file unchanged and for

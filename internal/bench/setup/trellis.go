@@ -138,22 +138,31 @@ func DownQuiet(st *state.Store, name string) error {
 }
 
 // startRelay starts the user-space relay in node pid, pinned to the forwarding CPU: the
-// trellis binary (the node's /proc/1/exe) as `trellis bench __relay`, entered into all the
-// node's namespaces with nsenter as `trellis exec` does. It keeps the bench's capabilities (it is
-// the bench's own code; a node's capability set forbids it to execute /proc/1/exe). It dies
-// with the node.
+// trellis binary (handed to nsenter open, as its fd 3: the node's mounts may hide its path) as
+// `trellis bench __relay`, entered into the node's namespaces but its user namespace with
+// nsenter. It keeps the bench's capabilities (it is the bench's own code). It dies with the node.
 func (h *Harness) startRelay(g *Rig, pid int) error {
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
 		return fmt.Errorf("nsenter (util-linux) runs the relay in its node: %w", err)
 	}
 	argv := []string{"--target", strconv.Itoa(pid), "--mount", "--uts", "--ipc", "--net", "--pid", "--wd=/", "--",
-		"/proc/1/exe", "bench", measure.RelayCmd,
+		"/proc/self/fd/3", "bench", measure.RelayCmd,
 		"--listen", net.JoinHostPort(NutIn.String(), strconv.Itoa(relayPort)),
 		"--to", net.JoinHostPort(SinkIP.String(), strconv.Itoa(SinkPort)),
 		"--cpu", strconv.Itoa(h.FwdCPU)}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	exe, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer exe.Close() // nsenter has its copy once started
 	cmd := exec.Command(nsenter, argv...)
 	cmd.Env = node.Env
+	cmd.ExtraFiles = []*os.File{exe}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err

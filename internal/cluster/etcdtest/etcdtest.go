@@ -103,13 +103,40 @@ func StartWith(t testing.TB, n int, opts Options) *Cluster {
 		}
 		t.Skip(err)
 	}
-	c := &Cluster{t: t, bin: bin, Dir: t.TempDir(), opts: opts}
-	if err := c.certs(n); err != nil {
+	c, err := launch(bin, t.TempDir(), n, opts)
+	if err != nil {
 		t.Fatal(err)
+	}
+	c.t = t
+	t.Cleanup(c.stop)
+	return c
+}
+
+// Launch starts an n-member cluster where opts say, with its files in dir, outside a test (the
+// bench's cluster part): the caller ends it with Stop. Restart and Client need a test; use
+// NewClient.
+func Launch(dir string, n int, opts Options) (*Cluster, error) {
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	return launch(bin, dir, n, opts)
+}
+
+// Stop kills every member of a cluster that Launch started.
+func (c *Cluster) Stop() { c.stop() }
+
+func launch(bin, dir string, n int, opts Options) (*Cluster, error) {
+	c := &Cluster{bin: bin, Dir: dir, opts: opts}
+	if err := c.certs(n); err != nil {
+		return nil, err
 	}
 	ports, err := freePorts(2 * n) // free here, and most likely in a fresh namespace too
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var initial []string
 	for i := range n {
@@ -121,16 +148,17 @@ func StartWith(t testing.TB, n int, opts Options) *Cluster {
 		c.members = append(c.members, m)
 		c.Endpoints = append(c.Endpoints, fmt.Sprintf("https://%s:%d", opts.Host, m.clientPort))
 	}
-	t.Cleanup(c.stop)
 	for _, m := range c.members {
 		if err := c.startMember(m); err != nil {
-			t.Fatal(err)
+			c.stop()
+			return nil, err
 		}
 	}
 	if err := c.WaitHealthy(20 * time.Second); err != nil {
-		t.Fatalf("%v\n%s", err, c.Logs())
+		c.stop()
+		return nil, fmt.Errorf("%w\n%s", err, c.Logs())
 	}
-	return c
+	return c, nil
 }
 
 // certs makes the CA, one server-and-peer certificate per member and the root client's.

@@ -163,3 +163,59 @@ func (f Files) ClientConfig() (*tls.Config, error) {
 	}
 	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }
+
+// LoadCA reads a certificate authority from its certificate and key files (PEM), to issue
+// certificates with (trellis tenant add). Errors name the file that is wrong.
+func LoadCA(certFile, keyFile string) (*CA, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("pki: CA certificate: %w", err)
+	}
+	block, _ := pem.Decode(certPEM)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%w: %s holds no certificate", ErrBadPEM, certFile)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadPEM, certFile, err)
+	}
+	if !cert.IsCA {
+		return nil, fmt.Errorf("pki: %s is not a CA certificate; give the CA that signed etcd's certificates", certFile)
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("pki: CA key: %w", err)
+	}
+	kb, _ := pem.Decode(keyPEM)
+	if kb == nil {
+		return nil, fmt.Errorf("%w: %s holds no key", ErrBadPEM, keyFile)
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s is not an EC private key: %v", ErrBadPEM, keyFile, err)
+	}
+	if !key.PublicKey.Equal(cert.PublicKey) {
+		return nil, fmt.Errorf("pki: key %s does not belong to CA certificate %s", keyFile, certFile)
+	}
+	return &CA{Cert: cert, Key: key, PEM: certPEM}, nil
+}
+
+// WriteKey writes the CA's key as PEM to path, mode 0600 (a new cluster's CA, for LoadCA).
+func (ca *CA) WriteKey(path string) error {
+	der, err := x509.MarshalECPrivateKey(ca.Key)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
+}
+
+// ServerConfig reads the files into a TLS configuration for a server (an agent's endpoint) that
+// presents its certificate and requires every client to present one the CA signed (mutual
+// TLS); the handler finds the client's name in its certificate's common name.
+func (f Files) ServerConfig() (*tls.Config, error) {
+	tc, err := f.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: tc.Certificates, ClientCAs: tc.RootCAs, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}, nil
+}

@@ -43,3 +43,43 @@ func TestClientConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadCA reads back a CA written with its key, and refuses files that are not one.
+func TestLoadCA(t *testing.T) {
+	dir := t.TempDir()
+	ca, _ := NewCA("ca", time.Hour)
+	other, _ := NewCA("other", time.Hour)
+	caCrt, caKey, otherKey := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"), filepath.Join(dir, "other.key")
+	os.WriteFile(caCrt, ca.PEM, 0o644)
+	if err := ca.WriteKey(caKey); err != nil {
+		t.Fatal(err)
+	}
+	other.WriteKey(otherKey)
+	leaf, _ := ca.Issue("alice", Client, nil, time.Hour)
+	leafCrt, leafKey, _ := leaf.Write(dir, "alice")
+	for _, tc := range []struct {
+		name, cert, key, want string
+	}{
+		{"good", caCrt, caKey, ""},
+		{"key of another CA", caCrt, otherKey, "does not belong"},
+		{"not a CA", leafCrt, leafKey, "not a CA certificate"},
+		{"key not PEM", caCrt, caCrt, "not an EC private key"},
+		{"no such file", filepath.Join(dir, "nope"), caKey, "nope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := LoadCA(tc.cert, tc.key)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := got.Issue("bob", Client, nil, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("LoadCA: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -94,6 +94,14 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	return in, node.MarkReady(pid)
 }
 
+// End kills the node's init without waiting for it to be gone (Stop waits).
+func (Kind) End(env *kinds.Env, in kinds.Instance) error {
+	if err := node.Kill(in.PID); err != nil {
+		return fmt.Errorf("ending node %s (pid %d): %w", in.Name, in.PID, err)
+	}
+	return nil
+}
+
 // Stop kills the node's init; the kernel ends every process of the node and frees its
 // namespaces, and with them its ports. Stop returns once the init is gone.
 func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {

@@ -85,7 +85,7 @@ func (Kind) Sweep(env *kinds.Env, running map[string]kinds.Instance) error {
 	for _, name := range names {
 		if _, ok := running[strings.TrimPrefix(name, groupPrefix(env))]; !ok {
 			g := h.Open(name)
-			if err := g.Kill(); err != nil { // a setup process or init whose trellis was killed
+			if err := g.Kill(); err != nil { // an init whose trellis was killed
 				return err
 			}
 			if err := g.Remove(); err != nil {

@@ -6,12 +6,14 @@ import (
 	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // nodeNS is an open handle on a node's network namespace.
 type nodeNS struct {
-	ns netns.NsHandle
-	nl *netlink.Handle
+	ns  netns.NsHandle
+	nl  *netlink.Handle
+	pid int // the node's init
 }
 
 func openNS(pid int) (*nodeNS, error) {
@@ -19,12 +21,12 @@ func openNS(pid int) (*nodeNS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node network namespace: %w", err)
 	}
-	nl, err := netlink.NewHandleAt(ns)
+	nl, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE) // one socket, not one per family
 	if err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("netlink in node: %w", err)
 	}
-	return &nodeNS{ns: ns, nl: nl}, nil
+	return &nodeNS{ns: ns, nl: nl, pid: pid}, nil
 }
 
 func (n *nodeNS) Close() {
@@ -32,10 +34,11 @@ func (n *nodeNS) Close() {
 	n.ns.Close()
 }
 
-// sysctl writes net.* sysctls in the node's network namespace.
+// sysctl writes net.* sysctls in the node's network namespace, through the node's own /proc
+// (netnsutil.SysctlAt: the host's slows down with every node).
 func (n *nodeNS) sysctl(values map[string]string) error {
 	if len(values) == 0 {
 		return nil
 	}
-	return netnsutil.Sysctl(n.ns, values)
+	return netnsutil.SysctlAt(n.ns, fmt.Sprintf("/proc/%d/root", n.pid), values)
 }

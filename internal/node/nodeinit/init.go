@@ -1,0 +1,156 @@
+// Package nodeinit is the program that runs as PID 1 of every container node (and that
+// commands run in a node start through), kept apart from the rest of trellis so that starting
+// it is cheap: it imports the standard library and x/sys/unix only, and trellis embeds it built
+// (package node, `go generate ./internal/node`) and starts it from memory for each node. The
+// trellis binary, with its many packages to initialise, would take ten times longer to start.
+//
+// The init sets the node up inside its namespaces, reports that it is ready, then stays as PID 1
+// of the node, reaping orphans. Killing it ends the node: the kernel kills every process of the
+// PID namespace and frees the network namespace with its interfaces.
+package nodeinit
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// InitArg0 is the name the init process runs under; with the arguments after it, it marks the
+// process as a node of one network of one state directory, so that it can be found again.
+const InitArg0 = "trellis-node"
+
+// ExecArg is the sub-command that runs a command in a node, from inside it (`/proc/1/exe
+// ExecArg -- COMMAND...`).
+const ExecArg = "__node-exec"
+
+// Config is what the init process needs to set a node up; it travels as JSON on its stdin.
+type Config struct {
+	Hostname string
+	Etc      string // the etc template: the lower layer of the node's /etc
+	// TmpfsSize is the size in bytes of each private directory; 0: the default.
+	TmpfsSize uint64 `json:",omitempty"`
+	UIDBase   uint32 // the host uid of the node's root
+	Files     []File
+}
+
+// File is one file written into the node's private file system.
+type File struct {
+	Path    string
+	Content string
+	Mode    uint32 `json:",omitempty"` // permission bits; 0 means 0644
+	Owner   string `json:",omitempty"` // USER or USER:GROUP inside the node; "" means root
+}
+
+// Main runs the init (InitArg0) or ExecArg, as os.Args say, and never returns.
+func Main() {
+	switch {
+	case os.Args[0] == InitArg0:
+		initMain()
+	case len(os.Args) > 2 && os.Args[1] == ExecArg && os.Args[2] == "--":
+		execMain(os.Args[3:])
+	}
+	fmt.Fprintf(os.Stderr, "usage: %s STATE NET NODE DIGEST, or %s %s -- COMMAND...\n", InitArg0, os.Args[0], ExecArg)
+	os.Exit(2)
+}
+
+// initMain is the node init process (PID 1 of the node), started by trellis in the node's user
+// namespace with its mounts made and locked. It never returns.
+func initMain() {
+	// On the main thread: /proc/PID/ns/cgroup, which `trellis exec` enters, is the main
+	// thread's, and the init makes its cgroup namespace below.
+	runtime.LockOSThread()
+	ready := os.NewFile(3, "ready")
+	unix.Close(4) // the program it was executed from
+	var cfg Config
+	err := json.NewDecoder(os.Stdin).Decode(&cfg)
+	if err == nil {
+		// The init is in its group already (trellis placed it before sending cfg).
+		err = unix.Unshare(unix.CLONE_NEWCGROUP)
+	}
+	if err == nil {
+		err = setup(cfg)
+	}
+	if err != nil {
+		fmt.Fprintf(ready, "error: %v\n", err)
+		os.Exit(1)
+	}
+	if _, err := fmt.Fprint(ready, "ok\n"); err != nil {
+		os.Exit(1) // trellis is gone: it would never mark this node ready
+	}
+	ready.Close()
+	reap()
+}
+
+func setup(cfg Config) error {
+	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+		return fmt.Errorf("hostname: %w", err)
+	}
+	if err := mountProcSys(); err != nil {
+		return err
+	}
+	files := append([]File{{Path: "/etc/hostname", Content: cfg.Hostname + "\n"}}, cfg.Files...)
+	if err := writeFiles(files); err != nil {
+		return err
+	}
+	if err := loopbackUp(); err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	return nil
+}
+
+// loopbackUp brings the node's lo up.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err == nil {
+		err = unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr)
+	}
+	if err == nil {
+		ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+		err = unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+	}
+	return err
+}
+
+// reap waits for children forever, as PID 1 must: daemons started in the node are reparented
+// here when their parent exits.
+func reap() {
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT)
+	children := make(chan os.Signal, 1)
+	signal.Notify(children, syscall.SIGCHLD)
+	for {
+		for {
+			var ws syscall.WaitStatus
+			if pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); pid <= 0 || err != nil {
+				break
+			}
+		}
+		<-children
+	}
+}
+
+// execMain runs inside the node (in its user namespace, as its root, with every capability
+// over the node's namespaces and none over the host's): it finds argv[0] on the node's PATH
+// and replaces itself with argv.
+func execMain(argv []string) {
+	if len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "trellis: nothing to run")
+		os.Exit(2)
+	}
+	path, err := exec.LookPath(argv[0])
+	if err == nil {
+		err = unix.Exec(path, argv, os.Environ())
+	}
+	fmt.Fprintf(os.Stderr, "trellis: %s: %v\n", argv[0], err)
+	os.Exit(127)
+}
