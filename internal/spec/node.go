@@ -64,6 +64,9 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	}
 	if v := f["vm"]; v != nil {
 		nd.VM = p.vmSettings(nd, v, field+".vm")
+		if !nd.VM.Agent() {
+			p.refuseAgentKeys(f, field)
+		}
 	}
 	return nd
 }

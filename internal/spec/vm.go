@@ -23,6 +23,11 @@ type VMSettings struct {
 	// Interconnect is how each virtio-net device meets its port: "" or InterconnectTap (a tap
 	// that is the port), InterconnectMacvtap, InterconnectBridge (docs/vm.md).
 	Interconnect string `json:",omitempty"`
+	// Kernel, Initrd and Append are the user's own kernel and initramfs (absolute paths) and
+	// extra kernel command line (vmboot.go). No Initrd: trellis's initramfs with its agent.
+	Kernel string `json:",omitempty"`
+	Initrd string `json:",omitempty"`
+	Append string `json:",omitempty"`
 }
 
 // The interconnects of a VM node's ports (`vm: {interconnect: ...}`), the KVM paper's Figure 13.
@@ -36,7 +41,7 @@ const (
 const DefaultReservePeriod = 10 * time.Millisecond
 
 func (p *parser) vmSettings(nd *Node, v *yaml.Node, field string) *VMSettings {
-	f, ok := p.fields(v, field, "pin", "priority", "reserve", "queues", "queue_size", "interconnect")
+	f, ok := p.fields(v, field, "pin", "priority", "reserve", "queues", "queue_size", "interconnect", "kernel", "initrd", "append")
 	if !ok {
 		return nil
 	}
@@ -69,6 +74,7 @@ func (p *parser) vmSettings(nd *Node, v *yaml.Node, field string) *VMSettings {
 	if v := f["interconnect"]; v != nil {
 		s.Interconnect = p.interconnect(v, field+".interconnect")
 	}
+	p.vmBoot(s, f, field)
 	return s
 }
 

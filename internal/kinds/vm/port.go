@@ -47,6 +47,9 @@ func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n 
 }
 
 func configure(ctx context.Context, env *kinds.Env, n *plan.Node, p plan.Port, mtu int) error {
+	if !n.VM.Agent() { // the user's guest configures its own interfaces
+		return nil
+	}
 	c, err := dial(ctx, env, n.Name)
 	if err != nil {
 		return err

@@ -98,16 +98,17 @@ func args(img image.Image, mark, agent, tty, qmp, consoleLog string, n *plan.Nod
 		"-m", strconv.FormatUint(guestMemory(n.Node)>>20, 10), "-smp", strconv.Itoa(vcpus(n.Node)),
 		// Paused until QEMU is in its control group (launch), so that the group counts the guest.
 		"-S", "-display", "none", "-nodefaults", "-no-user-config", "-no-reboot", "-daemonize",
-		"-kernel", img.Kernel, "-initrd", img.Initrd,
-		"-append", "console=ttyS0 panic=-1 quiet trellis.node=" + n.Name,
-		"-serial", "file:" + consoleLog,
-		"-chardev", "socket,id=agent,path=" + agent + ",abstract=on,server=on,wait=off",
-		"-device", "virtio-serial-pci", "-device", "virtserialport,chardev=agent,name=" + guest.PortName,
-		"-chardev", "socket,id=tty,path=" + tty + ",abstract=on,server=on,wait=off",
-		"-device", "virtserialport,chardev=tty,name=" + guest.TTYPortName,
-		"-chardev", "socket,id=qmp,path=" + qmp + ",abstract=on,server=on,wait=off",
-		"-mon", "chardev=qmp,mode=control",
 	}
+	a = append(a, boot(img, n.Name, n.VM)...)
+	a = append(a,
+		"-serial", "file:"+consoleLog,
+		"-chardev", "socket,id=agent,path="+agent+",abstract=on,server=on,wait=off",
+		"-device", "virtio-serial-pci", "-device", "virtserialport,chardev=agent,name="+guest.PortName,
+		"-chardev", "socket,id=tty,path="+tty+",abstract=on,server=on,wait=off",
+		"-device", "virtserialport,chardev=tty,name="+guest.TTYPortName,
+		"-chardev", "socket,id=qmp,path="+qmp+",abstract=on,server=on,wait=off",
+		"-mon", "chardev=qmp,mode=control",
+	)
 	fd := 3 // the first of the files QEMU gets (launch)
 	for _, p := range ports {
 		var fds []string
@@ -119,6 +120,26 @@ func args(img image.Image, mark, agent, tty, qmp, consoleLog string, n *plan.Nod
 		a = append(a, "-netdev", netdev, "-device", dev)
 	}
 	return a
+}
+
+// boot returns the -kernel, -initrd and -append options: trellis's image, or the user's own
+// kernel (with trellis's initramfs unless they give theirs) and extra command line.
+func boot(img image.Image, node string, s *spec.VMSettings) []string {
+	kernel, initrd, extra := img.Kernel, img.Initrd, ""
+	if s != nil {
+		if s.Kernel != "" {
+			kernel = s.Kernel
+		}
+		if s.Initrd != "" {
+			initrd = s.Initrd
+		}
+		extra = s.Append
+	}
+	cmdline := "console=ttyS0 panic=-1 quiet trellis.node=" + node
+	if extra != "" {
+		cmdline += " " + extra
+	}
+	return []string{"-kernel", kernel, "-initrd", initrd, "-append", cmdline}
 }
 
 // tapName is the name of the tap QEMU makes for a port: the port itself, or with the bridge

@@ -1,9 +1,11 @@
 package vm
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/trellisnet/trellis/internal/image"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 )
@@ -68,5 +70,29 @@ func TestWireNames(t *testing.T) {
 	}
 	if wireRE("0a0b0c").MatchString("tr0a0b0dq7") {
 		t.Error("another network's peer is swept")
+	}
+}
+
+func TestBoot(t *testing.T) {
+	img := image.Image{Kernel: "/cache/vmlinuz", Initrd: "/cache/initrd"}
+	const cmd = "console=ttyS0 panic=-1 quiet trellis.node=r1"
+	cases := []struct {
+		name string
+		vm   *spec.VMSettings
+		want []string
+	}{
+		{"trellis's image", nil, []string{"-kernel", "/cache/vmlinuz", "-initrd", "/cache/initrd", "-append", cmd}},
+		{"user's kernel, trellis's initramfs", &spec.VMSettings{Kernel: "/k", Append: "nokaslr"},
+			[]string{"-kernel", "/k", "-initrd", "/cache/initrd", "-append", cmd + " nokaslr"}},
+		{"user's kernel and initrd", &spec.VMSettings{Kernel: "/k", Initrd: "/i"},
+			[]string{"-kernel", "/k", "-initrd", "/i", "-append", cmd}},
+		{"knobs only", &spec.VMSettings{Queues: 2}, []string{"-kernel", "/cache/vmlinuz", "-initrd", "/cache/initrd", "-append", cmd}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := boot(img, "r1", c.vm); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("boot = %q, want %q", got, c.want)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ package vm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -65,13 +66,22 @@ func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 	return out, nil
 }
 
+// ErrNoAgent is returned for a request that needs the guest agent of a VM that has none (it
+// boots the user's own initrd).
+var ErrNoAgent = errors.New("no trellis agent in the guest")
+
 // Start builds (or finds) the guest image, starts QEMU with the node's ports, waits for the
 // agent and sets the node up: hostname, files, sysctls, loopback addresses.
 func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Instance, error) {
 	in := kinds.Instance{Kind: Name, Name: n.Name, Digest: n.Digest}
-	img, err := guestImage(ctx, env)
-	if err != nil {
-		return in, err
+	var img image.Image
+	var err error
+	if n.VM.Agent() { // the user's own kernel and initrd need none of trellis's image
+		if img, err = guestImage(ctx, env); err != nil {
+			return in, err
+		}
+	} else if _, err = exec.LookPath(QEMU); err != nil {
+		return in, fmt.Errorf("VM nodes need QEMU (%v): install qemu-system-x86", err)
 	}
 	logDir := env.Store.LogDir(env.Plan.Network)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
@@ -101,6 +111,12 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 		if err := joinBridge(p); err != nil {
 			return in, err
 		}
+	}
+	if !n.VM.Agent() { // no agent to wait for: the node runs when QEMU does
+		if err := tune(in.PID, n.VM); err != nil {
+			return in, err
+		}
+		return in, markReady(env, n.Name, in.PID)
 	}
 	if err := setup(ctx, env, n); err != nil {
 		return in, fmt.Errorf("%w (the guest's console: %s)", err, filepath.Join(logDir, n.Name+".console"))
@@ -170,7 +186,7 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 // Exec runs the node's start commands in the guest, each through /bin/sh, with their output
 // in /var/log/trellis-exec.log there. A command that fails is named in the error.
 func (Kind) Exec(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node) error {
-	if len(n.Exec) == 0 {
+	if len(n.Exec) == 0 || !n.VM.Agent() {
 		return nil
 	}
 	c, err := dial(ctx, env, n.Name)
@@ -201,6 +217,9 @@ func (Kind) Run(ctx context.Context, env *kinds.Env, in kinds.Instance, argv []s
 		if input, err = io.ReadAll(stdin); err != nil {
 			return 0, err
 		}
+	}
+	if n := env.Plan.Node(in.Name); n != nil && !n.VM.Agent() {
+		return 0, fmt.Errorf("%w: %s boots the user's own initrd; its serial console is logged to NODE.console in the network's log directory", ErrNoAgent, in.Name)
 	}
 	c, err := dial(ctx, env, in.Name)
 	if err != nil {

@@ -1,0 +1,74 @@
+package spec
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Agent says whether the node's guest runs the trellis agent: not when the user gives their own
+// initrd, whose /init is not trellis's (`vm: {initrd: ...}`).
+func (s *VMSettings) Agent() bool { return s == nil || s.Initrd == "" }
+
+// agentKeys are the node keys that only the guest agent applies.
+var agentKeys = []string{"addresses", "sysctl", "files", "exec"}
+
+// vmBoot reads `kernel`, `initrd` and `append`: the user's own kernel, initramfs and extra
+// kernel command line. Paths are resolved against the topology file's directory.
+func (p *parser) vmBoot(s *VMSettings, f map[string]*yaml.Node, field string) {
+	if v := f["kernel"]; v != nil {
+		s.Kernel = p.bootFile(v, field+".kernel")
+	}
+	if v := f["initrd"]; v != nil {
+		s.Initrd = p.bootFile(v, field+".initrd")
+		if f["kernel"] == nil {
+			p.fail(v, field+".initrd", "an initrd without a kernel", "give the kernel it boots with `kernel:`, or remove `initrd:`")
+		}
+	}
+	if v := f["append"]; v != nil {
+		s.Append, _ = p.str(v, field+".append")
+	}
+}
+
+// bootFile reads a path that must name a readable regular file; "" if it does not.
+func (p *parser) bootFile(n *yaml.Node, field string) string {
+	path, ok := p.str(n, field)
+	if !ok {
+		return ""
+	}
+	if path == "" {
+		p.fail(n, field, "the path is empty", "give the file's path, absolute or relative to the topology file")
+		return ""
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(filepath.Dir(p.file), path)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		p.fail(n, field, fmt.Sprintf("cannot use %s: %v", path, err), "give the path of an existing file, absolute or relative to the topology file")
+		return ""
+	case !fi.Mode().IsRegular():
+		p.fail(n, field, path+" is not a regular file", "give the path of a file, not of a directory or device")
+		return ""
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		p.fail(n, field, fmt.Sprintf("cannot read %s: %v", path, err), "make the file readable by the user running trellis")
+		return ""
+	}
+	fh.Close()
+	return path
+}
+
+// refuseAgentKeys reports the keys the agent would apply on a node whose guest has none.
+func (p *parser) refuseAgentKeys(f map[string]*yaml.Node, field string) {
+	for _, k := range agentKeys {
+		if v := f[k]; v != nil {
+			p.fail(v, field+"."+k, "a VM booted from the user's own initrd has no trellis agent to apply `"+k+"`",
+				"configure the guest in its own image and remove `"+k+"`, or drop `vm.initrd` to use trellis's initramfs")
+		}
+	}
+}
