@@ -133,6 +133,28 @@ func (h *Hierarchy) List(prefix string) ([]string, error) {
 	return out, nil
 }
 
+// Sweep kills what is left in, and removes, each group whose name begins with prefix and whose
+// rest of the name keep refuses (e.g. a node that no longer runs).
+func (h *Hierarchy) Sweep(prefix string, keep func(rest string) bool) error {
+	names, err := h.List(prefix)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if keep(strings.TrimPrefix(name, prefix)) {
+			continue
+		}
+		g := h.Open(name)
+		if err := g.Kill(); err != nil {
+			return err
+		}
+		if err := g.Remove(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func write(dir, file, value string) error {
 	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {
 		return fmt.Errorf("cgroup %s: %w", filepath.Join(dir, file), err)

@@ -78,22 +78,10 @@ func (Kind) Sweep(env *kinds.Env, running map[string]kinds.Instance) error {
 	if err != nil {
 		return err
 	}
-	names, err := h.List(groupPrefix(env))
-	if err != nil {
-		return err
-	}
-	for _, name := range names {
-		if _, ok := running[strings.TrimPrefix(name, groupPrefix(env))]; !ok {
-			g := h.Open(name)
-			if err := g.Kill(); err != nil { // an init whose trellis was killed
-				return err
-			}
-			if err := g.Remove(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return h.Sweep(groupPrefix(env), func(node string) bool {
+		_, ok := running[node]
+		return ok
+	})
 }
 
 // Usage reads what a node uses from its control group.

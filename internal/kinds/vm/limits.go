@@ -3,7 +3,6 @@ package vm
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -120,22 +119,10 @@ func sweepGroups(env *kinds.Env, running map[string]kinds.Instance) error {
 	if err != nil {
 		return err
 	}
-	names, err := h.List(groupPrefix(env))
-	if err != nil {
-		return err
-	}
-	for _, name := range names {
-		if in, ok := running[strings.TrimPrefix(name, groupPrefix(env))]; !ok || in.Kind != Name {
-			g := h.Open(name)
-			if err := g.Kill(); err != nil {
-				return err
-			}
-			if err := g.Remove(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return h.Sweep(groupPrefix(env), func(node string) bool {
+		in, ok := running[node]
+		return ok && in.Kind == Name
+	})
 }
 
 // Usage reads what a VM uses from its QEMU's control group.
