@@ -106,36 +106,52 @@ func (h *Hierarchy) Create(name string, l Limits) (*Group, error) {
 		l.Pids = DefaultPids
 	}
 	g := h.Open(name)
+	fresh := true
 	for c, dir := range g.dirs {
-		if err := makeDir(dir, c); err != nil {
+		made, err := makeDir(dir, c)
+		if err != nil {
 			return nil, err
 		}
+		fresh = fresh && made
 	}
-	if err := g.set(l); err != nil {
+	if err := g.set(l, fresh); err != nil {
 		return nil, err
 	}
 	return g, nil
 }
 
+// parents holds the parent directories (Parent, one per hierarchy) that ensureParent has set
+// up in this process, so that each node's group costs its own directory only.
+var parents sync.Map
+
 // makeDir makes a group's directory and its parent (Parent), which another trellis may be
-// removing at the same moment as its last group goes: then it tries again.
-func makeDir(dir, controller string) error {
-	var err error
+// removing at the same moment as its last group goes: then it tries again. made tells whether
+// the directory is new (not there before).
+func makeDir(dir, controller string) (made bool, err error) {
+	parent := filepath.Dir(dir)
 	for range 5 {
-		if err = ensureParent(filepath.Dir(dir), controller); err == nil {
-			if err = os.Mkdir(dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
-				return nil
+		if _, ok := parents.Load(parent); ok {
+			err = nil
+		} else if err = ensureParent(parent, controller); err == nil {
+			parents.Store(parent, true)
+		}
+		if err == nil {
+			err = os.Mkdir(dir, 0o755)
+			if err == nil || errors.Is(err, os.ErrExist) {
+				return err == nil, nil
 			}
 		}
 		if !errors.Is(err, os.ErrNotExist) {
 			break
 		}
+		parents.Delete(parent) // removed meanwhile: make it again
 	}
-	return fmt.Errorf("cgroup %s: %w", dir, err)
+	return false, fmt.Errorf("cgroup %s: %w", dir, err)
 }
 
 // ensureParent makes Parent in one hierarchy, with what its children need from it: a v1
-// cpuset needs its cores and memory nodes, v2 its controllers enabled for the children.
+// cpuset needs its cores and memory nodes, and passes them on to each new child
+// (cgroup.clone_children), v2 its controllers enabled for the children.
 func ensureParent(dir, controller string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
@@ -153,6 +169,7 @@ func ensureParent(dir, controller string) error {
 				}
 			}
 		}
+		return write(dir, "cgroup.clone_children", "1")
 	case "":
 		for _, d := range []string{filepath.Dir(dir), dir} {
 			if err := write(d, "cgroup.subtree_control", "+cpu +cpuset +memory +pids"); err != nil {
@@ -163,8 +180,39 @@ func ensureParent(dir, controller string) error {
 	return nil
 }
 
-// set writes the limits into the group's files.
-func (g *Group) set(l Limits) error {
+// set writes the limits into the group's files. In a fresh group (just made) it leaves out
+// the files whose kernel default is the value wanted: most nodes have no CPU or memory limit,
+// and a v1 cpuset child has its parent's cores and memory nodes already (clone_children).
+func (g *Group) set(l Limits, fresh bool) error {
+	for _, f := range g.files(l) {
+		if fresh && f.value == f.fresh {
+			continue
+		}
+		if f.value == inheritCpuset {
+			if fresh && g.inherited() {
+				continue
+			}
+			v, err := read(filepath.Dir(g.dirs[f.controller]), f.name)
+			if err != nil {
+				return err
+			}
+			f.value = v
+		}
+		if err := write(g.dirs[f.controller], f.name, f.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inheritCpuset stands for the value of the parent's own file (v1 cpuset.cpus, cpuset.mems).
+const inheritCpuset = "\x00parent"
+
+// limitFile is one file of a group's limits: its value, and a fresh group's (kernel default).
+type limitFile struct{ controller, name, value, fresh string }
+
+// files lists the files that hold limits l, with their values.
+func (g *Group) files(l Limits) []limitFile {
 	per := period
 	if l.Period > 0 {
 		per = int(l.Period / time.Microsecond)
@@ -177,9 +225,7 @@ func (g *Group) set(l Limits) error {
 	if l.Memory > 0 {
 		mem = strconv.FormatUint(l.Memory, 10)
 	}
-	cpus := l.Cpuset
-	type file struct{ controller, name, value string }
-	var files []file
+	pids := strconv.FormatInt(l.Pids, 10)
 	if g.h.V2 != "" {
 		if quota == "-1" {
 			quota = "max"
@@ -187,23 +233,23 @@ func (g *Group) set(l Limits) error {
 		if mem == "-1" {
 			mem = "max"
 		}
-		files = []file{{"", "cpu.max", fmt.Sprintf("%s %d", quota, per)}, {"", "memory.max", mem},
-			{"", "pids.max", strconv.FormatInt(l.Pids, 10)}, {"", "cpuset.cpus", cpus}}
-	} else {
-		if cpus == "" {
-			cpus, _ = read(filepath.Dir(g.dirs["cpuset"]), "cpuset.cpus")
-		}
-		mems, _ := read(filepath.Dir(g.dirs["cpuset"]), "cpuset.mems")
-		files = []file{{"cpu", "cpu.cfs_period_us", strconv.Itoa(per)}, {"cpu", "cpu.cfs_quota_us", quota},
-			{"memory", "memory.limit_in_bytes", mem}, {"pids", "pids.max", strconv.FormatInt(l.Pids, 10)},
-			{"cpuset", "cpuset.cpus", cpus}, {"cpuset", "cpuset.mems", mems}}
+		return []limitFile{{"", "cpu.max", fmt.Sprintf("%s %d", quota, per), fmt.Sprintf("max %d", period)},
+			{"", "memory.max", mem, "max"}, {"", "pids.max", pids, "max"}, {"", "cpuset.cpus", l.Cpuset, ""}}
 	}
-	for _, f := range files {
-		if err := write(g.dirs[f.controller], f.name, f.value); err != nil {
-			return err
-		}
+	cpus := l.Cpuset
+	if cpus == "" {
+		cpus = inheritCpuset
 	}
-	return nil
+	return []limitFile{{"cpu", "cpu.cfs_period_us", strconv.Itoa(per), strconv.Itoa(period)},
+		{"cpu", "cpu.cfs_quota_us", quota, "-1"}, {"memory", "memory.limit_in_bytes", mem, "-1"},
+		{"pids", "pids.max", pids, "max"}, {"cpuset", "cpuset.cpus", cpus, ""}, {"cpuset", "cpuset.mems", inheritCpuset, ""}}
+}
+
+// inherited tells whether a fresh v1 cpuset group got its parent's cores and memory nodes
+// (clone_children; a parent made by an older trellis lacks it).
+func (g *Group) inherited() bool {
+	v, err := read(g.dirs["cpuset"], "cpuset.mems")
+	return err == nil && v != ""
 }
 
 // Place moves process pid (all its threads) into the group.

@@ -44,7 +44,13 @@ func Marker(stateID, netID, node, digest string) []string {
 // ReadyFile is the file, in a node's private /run, that marks the node as started: trellis
 // writes into it (MarkReady) once it has set the node up. A node found without it was being started
 // by a trellis that was killed, and is started again.
-const ReadyFile = "/run/.trellis/ready"
+const ReadyFile = nodeinit.ReadyFile
+
+// PrivateDirs get an empty tmpfs of their own in every node (nodeinit.PrivateDirs).
+var PrivateDirs = nodeinit.PrivateDirs
+
+// DefaultTmpfsSize is the size of each of a node's private directories when Config gives none.
+const DefaultTmpfsSize = nodeinit.DefaultTmpfsSize
 
 // ReadyFile is made by the init, empty; MarkReady writes readyText into it. (Host root
 // cannot make a file in the node's /run: its uid is not mapped in the node's user namespace.)

@@ -5,22 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/cgroup"
-	"golang.org/x/sys/unix"
+	"github.com/trellisnet/trellis/internal/node/nodeinit"
 )
-
-// namespaces a node's init gets of its own (its mount namespace is a copy of the setup
-// process's). The user namespace is made first, so
-// that it owns the others: the node's root has every capability over its own network, mounts,
-// hostname, IPC and processes, and none over the host's. The init makes its cgroup namespace
-// itself, once it is in its group, so that the group is the root of the node's cgroup tree.
-const namespaces = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET | syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS |
-	syscall.CLONE_NEWIPC | syscall.CLONE_NEWPID
 
 // Options are how the host sets a node up, beyond what its init does inside.
 type Options struct {
@@ -35,15 +26,15 @@ type Options struct {
 }
 
 // UIDRange is the number of uids and gids a node's user namespace maps.
-const UIDRange = 65536
+const UIDRange = nodeinit.UIDRange
 
 // Start creates a node: an init process in new namespaces, marked with marker, set up with cfg.
 // It returns the init's pid once the node is ready. The node outlives trellis.
 //
-// trellis makes the node's file system on a thread of its own in a new mount namespace
-// (onSetupThread, mountPrivate), starts the init (package nodeinit) from that thread in the node's user
-// namespace, places it in the node's control group before it runs anything of the node, and
-// sends it its configuration.
+// The spawner (spawner.go) makes the node's file system on a thread of its own in a new mount
+// namespace and starts the init (package nodeinit) from that thread in the node's user
+// namespace; trellis places it in the node's control group before it runs anything of the
+// node, and sends it its configuration.
 func Start(marker []string, cfg Config, opt Options) (int, error) {
 	if opt.UIDBase == 0 || opt.Etc == "" {
 		return 0, fmt.Errorf("starting node: %w", ErrNoUIDBase)
@@ -54,30 +45,25 @@ func Start(marker []string, cfg Config, opt Options) (int, error) {
 		return 0, fmt.Errorf("starting node: %w", err)
 	}
 	defer p.close()
-	var cmd *exec.Cmd
-	var confW *os.File
-	_, err = onSetupThread(func() (int, error) {
-		if err := mountPrivate(cfg); err != nil {
-			return 0, err
-		}
-		cmd, confW, err = startInit(marker, cfg.UIDBase, p.exe, p.readyW, p.cgroup)
-		return 0, err
-	})
+	req := nodeinit.SpawnRequest{Marker: marker, UIDBase: cfg.UIDBase, Etc: cfg.Etc, TmpfsSize: cfg.TmpfsSize, Cgroup: p.cgroup != nil}
+	files := []*os.File{p.conf, p.readyW}
+	if p.cgroup != nil {
+		files = append(files, p.cgroup)
+	}
+	pid, err := spawn(req, files)
 	p.closeChild()
 	if err != nil {
+		p.confW.Close()
 		return 0, fmt.Errorf("starting node: %w", err)
 	}
-	pid := cmd.Process.Pid
-	cmd.Process.Release()
-	reapWhenGone(pid) // trellis is the init's parent while it runs (serve, agent)
 	err = protectInit(pid)
 	if err == nil && opt.Cgroup != nil && p.cgroup == nil {
 		err = opt.Cgroup.Place(pid) // cgroup v1: before the init reads its configuration
 	}
 	if err == nil {
-		err = sendConfig(confW, cfg)
+		err = sendConfig(p.confW, cfg)
 	} else {
-		confW.Close()
+		p.confW.Close()
 	}
 	if err == nil {
 		err = readReady(bufio.NewReader(p.ready))
@@ -87,29 +73,6 @@ func Start(marker []string, cfg Config, opt Options) (int, error) {
 		return 0, fmt.Errorf("starting node: %w", err)
 	}
 	return pid, nil
-}
-
-// reapWhenGone reaps child pid once it has exited, without holding a thread meanwhile: the
-// runtime's poller waits on a pidfd of the child.
-func reapWhenGone(pid int) {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
-	if err != nil {
-		return // gone already, or an old kernel: the process is left to its next parent
-	}
-	f := os.NewFile(uintptr(fd), "pidfd")
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return
-	}
-	go func() {
-		defer f.Close()
-		rc.Read(func(fd uintptr) bool {
-			var info unix.Siginfo
-			err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG, nil)
-			return err != unix.EAGAIN && (err != nil || info.Signo != 0) // Signo stays 0 while it runs
-		})
-	}()
 }
 
 // readReady reads "ok" from the init, or its error.
@@ -127,13 +90,14 @@ func readReady(r *bufio.Reader) error {
 
 // initPipes are the files between trellis and a node's init while it starts.
 type initPipes struct {
+	conf, confW   *os.File // the init's configuration (sendConfig), its stdin
 	ready, readyW *os.File // the init's "ok", or an error, on its fd 3
-	exe           *os.File // the init program (initFile, shared: never closed), its fd 4
 	cgroup        *os.File // cgroup v2: the node's group's directory
 }
 
+// closeChild closes trellis's copies of the init's ends.
 func (p *initPipes) closeChild() {
-	for _, f := range []*os.File{p.readyW, p.cgroup} {
+	for _, f := range []*os.File{p.conf, p.readyW, p.cgroup} {
 		if f != nil {
 			f.Close()
 		}
@@ -151,7 +115,7 @@ func (p *initPipes) close() {
 func openPipes(opt Options) (*initPipes, error) {
 	p := &initPipes{}
 	var err error
-	p.exe, err = initFile()
+	p.conf, p.confW, err = os.Pipe()
 	if err == nil {
 		p.ready, p.readyW, err = os.Pipe()
 	}
@@ -160,6 +124,9 @@ func openPipes(opt Options) (*initPipes, error) {
 	}
 	if err != nil {
 		p.close()
+		if p.confW != nil {
+			p.confW.Close()
+		}
 		return nil, err
 	}
 	return p, nil

@@ -22,8 +22,14 @@ type applier struct {
 	running map[string]kinds.Instance // nodes running now, by name
 	fresh   map[string]bool           // nodes started by this apply
 	known   map[string]bool           // this network's substrate devices that exist, by name
+	// listed: known was read from the kernel (listDevices), so a port it lacks is made by
+	// this apply, and configured by the node kind as it makes it (kinds.Node.Port).
+	listed bool
+	made   map[string]bool // ports made by this apply, configured already (listed only)
+	// carriers are the joined ports to bring up or down once every link is joined.
+	carriers []carrier
 	// What this apply did, for the progress lines.
-	stopped, removed, started, joined atomic.Int64
+	stopped, removed, started, joined, carried atomic.Int64
 }
 
 // apply converges the machine to env.Plan and records it in rec: stop the nodes that go or
@@ -31,7 +37,7 @@ type applier struct {
 // that is new or changed, then run the start commands of the nodes just started.
 // running holds the nodes that run now (nil: find them).
 func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Record, running map[string]kinds.Instance) error {
-	a := &applier{env: env, old: old, fresh: map[string]bool{}, running: running}
+	a := &applier{env: env, old: old, fresh: map[string]bool{}, running: running, made: map[string]bool{}}
 	if a.running == nil {
 		var err error
 		if a.running, err = runningNodes(env); err != nil {
@@ -54,6 +60,7 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 		{"devices removed", 1, func(int) error { return a.removeGone(ctx) }, &a.removed},
 		{"nodes started", len(p.Nodes), func(i int) error { return a.startNode(ctx, p.Nodes[i]) }, &a.started},
 		{"links made or changed", len(p.Links), func(i int) error { return a.link(ctx, p.Links[i]) }, &a.joined},
+		{"ports brought up or down", 1, func(int) error { return a.setCarriers(ctx) }, &a.carried},
 	}
 	for _, s := range steps {
 		t0 := time.Now()
@@ -272,7 +279,7 @@ func (a *applier) listDevices() error {
 	if err != nil {
 		return err
 	}
-	a.known = map[string]bool{}
+	a.known, a.listed = map[string]bool{}, true
 	for _, d := range all {
 		if plan.DeviceNetID(d.Attrs().Name) == a.env.Plan.NetID {
 			a.known[d.Attrs().Name] = true

@@ -58,6 +58,7 @@ func (a *applier) ports(ctx context.Context, l *plan.Link, changed bool) (bool, 
 		made = true
 		a.mu.Lock()
 		a.known[port.Name] = true
+		a.made[port.Name] = a.listed
 		a.mu.Unlock()
 	}
 	if !made && !changed {
@@ -100,18 +101,48 @@ func (a *applier) join(ctx context.Context, l *plan.Link, ports []netlink.Link) 
 		return err
 	}
 	for i, port := range l.Ports {
-		if err := a.addresses(ctx, port); err != nil {
-			return err
+		a.mu.Lock()
+		made := a.made[port.Name]
+		a.mu.Unlock()
+		if !made { // a port made by this apply was configured as it was made
+			if err := a.addresses(ctx, port); err != nil {
+				return err
+			}
 		}
 		im := dataplane.Impairment{Loss: port.Impair.Loss, LossCorrelation: port.Impair.LossCorrelation,
 			Duplicate: port.Impair.Duplicate, Corrupt: port.Impair.Corrupt}
 		if err := dataplane.SetImpairment(ports[i].Attrs().Index, im); err != nil {
 			return fmt.Errorf("port %s: %w", port, err)
 		}
-		if err := setCarrier(port.Name, !l.Down && !port.Down); err != nil {
-			return fmt.Errorf("port %s: %w", port, err)
-		}
+		a.mu.Lock()
+		a.carriers = append(a.carriers, carrier{port: port, up: !l.Down && !port.Down})
+		a.mu.Unlock()
 	}
+	return nil
+}
+
+// carrier is the state a joined port is brought to once every link is joined (setCarriers).
+type carrier struct {
+	port plan.Port
+	up   bool
+}
+
+// setCarriers brings the ports that join queued up or down, one after the other. A port is
+// brought up with IPv6 disabled (netdev.UpQuiet), and the kernel's disable_ipv6 handler does
+// not wait for the RTNL lock: it retries the write, on the CPU, for as long as another holds
+// the lock. While links are made in parallel the lock is always held, so the writes are left
+// for this moment, when trellis alone takes it.
+func (a *applier) setCarriers(ctx context.Context) error {
+	for _, c := range a.carriers {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := setCarrier(c.port.Name, c.up); err != nil {
+			return fmt.Errorf("port %s: %w", c.port, err)
+		}
+		a.carried.Add(1)
+	}
+	a.carriers = nil
 	return nil
 }
 

@@ -52,6 +52,8 @@ func Main() {
 	switch {
 	case os.Args[0] == InitArg0:
 		initMain()
+	case os.Args[0] == SpawnerArg0:
+		spawnerMain()
 	case len(os.Args) > 2 && os.Args[1] == ExecArg && os.Args[2] == "--":
 		execMain(os.Args[3:])
 	}

@@ -1,4 +1,4 @@
-package node
+package nodeinit
 
 import (
 	"fmt"
@@ -21,8 +21,13 @@ var PrivateDirs = []struct {
 	{"/run", "0755"}, {"/tmp", "1777"}, {"/var/tmp", "1777"}, {"/var/log", "0755"}, {"/var/lib", "0755"}, {"/dev/shm", "1777"},
 }
 
+// ReadyFile is the file, in a node's private /run, that marks the node as started: trellis
+// writes into it once it has set the node up (package node, MarkReady). A node found without
+// it was being started by a trellis that was killed, and is started again.
+const ReadyFile = "/run/.trellis/ready"
+
 // mountPrivate makes the node's file system, as host root on the setup thread, in its own
-// mount namespace (onSetupThread): the host's, read-only, with private writable directories
+// mount namespace (spawnOne): the host's, read-only, with private writable directories
 // owned by the node's root and a private /etc. The node's init gets a locked copy of it.
 func mountPrivate(cfg Config) error {
 	var etc *os.File
