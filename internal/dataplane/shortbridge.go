@@ -121,7 +121,8 @@ func AttachShortbridge(portIfindex, peerIfindex int, deliverPeer bool) error {
 }
 
 func attachShortbridge(portIfindex, peerIfindex int, deliverPeer bool) error {
-	if err := ensureClsact(portIfindex); err != nil {
+	made, err := addClsact(portIfindex)
+	if err != nil {
 		return err
 	}
 
@@ -146,11 +147,25 @@ func attachShortbridge(portIfindex, peerIfindex int, deliverPeer bool) error {
 		Name:         shortbridgeFilterName,
 		DirectAction: true,
 	}
-	return replaceForwardFilter(&netlink.Handle{}, filter)
+	h := &netlink.Handle{}
+	if made { // a clsact just made has no filters, none at the old priority
+		if err := h.FilterReplace(filter); err != nil {
+			return fmt.Errorf("replacing tc ingress filter: %w", err)
+		}
+		return nil
+	}
+	return replaceForwardFilter(h, filter)
 }
 
 // ensureClsact adds a clsact qdisc to the port unless it already has one.
 func ensureClsact(portIfindex int) error {
+	_, err := addClsact(portIfindex)
+	return err
+}
+
+// addClsact adds a clsact qdisc to the port unless it already has one, and tells whether it
+// added it.
+func addClsact(portIfindex int) (bool, error) {
 	qdisc := &netlink.Clsact{
 		QdiscAttrs: netlink.QdiscAttrs{
 			LinkIndex: portIfindex,
@@ -161,10 +176,14 @@ func ensureClsact(portIfindex int) error {
 	// QdiscAdd sends NLM_F_EXCL: EEXIST means a clsact (the only qdisc that
 	// can sit at HANDLE_CLSACT with this handle besides "ingress") is
 	// already there, possibly added by a concurrent call; that is fine.
-	if err := netlink.QdiscAdd(qdisc); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("adding clsact qdisc: %w", err)
+	err := netlink.QdiscAdd(qdisc)
+	if errors.Is(err, unix.EEXIST) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("adding clsact qdisc: %w", err)
+	}
+	return true, nil
 }
 
 // ShortbridgeAttached reports whether a shortbridge filter (recognised by its

@@ -111,8 +111,11 @@ func (a *applier) join(ctx context.Context, l *plan.Link, ports []netlink.Link) 
 		}
 		im := dataplane.Impairment{Loss: port.Impair.Loss, LossCorrelation: port.Impair.LossCorrelation,
 			Duplicate: port.Impair.Duplicate, Corrupt: port.Impair.Corrupt}
-		if err := dataplane.SetImpairment(ports[i].Attrs().Index, im); err != nil {
-			return fmt.Errorf("port %s: %w", port, err)
+		// A port just made has no impairment to remove.
+		if !made || !im.IsZero() {
+			if err := dataplane.SetImpairment(ports[i].Attrs().Index, im); err != nil {
+				return fmt.Errorf("port %s: %w", port, err)
+			}
 		}
 		a.mu.Lock()
 		a.carriers = append(a.carriers, carrier{port: port, up: !l.Down && !port.Down})

@@ -60,9 +60,11 @@ func remove(st *state.Store, rec *state.Record) error {
 			return err
 		}
 	}
-	// Ports vanish with their nodes' network namespaces, which the kernel frees in batches;
-	// what remains (bridges, tunnel devices) is deleted here.
-	if err := deleteDevices(rec.NetID); err != nil {
+	// Ports vanish with their nodes' network namespaces, which the kernel frees in batches
+	// after the nodes' processes have ended (above), on a worker of its own: down does not
+	// wait for that (an up of the network does, leftovers). What else remains (bridges,
+	// tunnel devices) is deleted here.
+	if err := deleteDevices(rec.NetID, false); err != nil {
 		return err
 	}
 	return st.Delete(rec.Name)
@@ -111,22 +113,32 @@ func removeTunnels(ctx context.Context, st *state.Store, p *plan.Plan) error {
 	return nil
 }
 
-// deleteDevices deletes the substrate devices of network netID, waiting a while first for the
-// ports, which the kernel is about to delete itself.
-func deleteDevices(netID string) error {
-	deadline := time.Now().Add(10 * time.Second)
+// portsGone is how long deleteDevices waits for the kernel to delete ports itself.
+const portsGone = 10 * time.Second
+
+// deleteDevices deletes the substrate devices of network netID but its container ports, which
+// the kernel deletes itself with the network namespaces of their nodes once these have ended.
+// With waitPorts it waits for those ports to go too, at most portsGone, then deletes the
+// ports left (their namespace is held by some process).
+func deleteDevices(netID string, waitPorts bool) error {
+	deadline := time.Now().Add(portsGone)
 	for {
 		devs, err := devicesOf(netID)
-		if err != nil || len(devs) == 0 {
+		if err != nil {
 			return err
 		}
-		late := time.Now().After(deadline)
+		late, ports := time.Now().After(deadline), 0
 		for _, d := range devs {
-			if plan.DeviceKind(d.Attrs().Name) != 'p' || late {
-				if err := netlink.LinkDel(d); err != nil && !netdev.IsGone(err) {
-					return fmt.Errorf("deleting %s: %w", d.Attrs().Name, err)
-				}
+			if plan.DeviceKind(d.Attrs().Name) == 'p' && !late {
+				ports++
+				continue
 			}
+			if err := netlink.LinkDel(d); err != nil && !netdev.IsGone(err) {
+				return fmt.Errorf("deleting %s: %w", d.Attrs().Name, err)
+			}
+		}
+		if ports == 0 || !waitPorts {
+			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -72,7 +72,11 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 		return nil, err
 	}
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
-	if err := apply(ctx, env, nil, rec, nil); err != nil {
+	running, err := leftovers(env)
+	if err != nil {
+		return nil, err
+	}
+	if err := apply(ctx, env, nil, rec, running); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("interrupted (%w); run `trellis up` again to finish, or `trellis down %s`", err, p.Network)
 		}
@@ -210,4 +214,15 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 		return nil, err
 	}
 	return append(Diff(old, p, running), ec...), nil
+}
+
+// leftovers returns the nodes of a network being created that run already (an earlier up was
+// killed after its record went). If none runs, the ports of a network of the same name that
+// went down a moment ago may still be there, going with their namespaces: it waits for them.
+func leftovers(env *kinds.Env) (map[string]kinds.Instance, error) {
+	running, err := runningNodes(env)
+	if err != nil || len(running) > 0 {
+		return running, err
+	}
+	return running, deleteDevices(env.Plan.NetID, true)
 }

@@ -88,8 +88,14 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	if err := ns.sysctl(n.NodeSysctls(env.Plan.Endpoints(n.Name))); err != nil {
 		return in, err
 	}
-	if err := ns.addAddresses("lo", n.Addresses["lo"]); err != nil {
-		return in, err
+	if lo := n.Addresses["lo"]; len(lo) > 0 {
+		link, err := ns.nl.LinkByName("lo")
+		if err != nil {
+			return in, fmt.Errorf("interface lo: %w", err)
+		}
+		if err := ns.addAddresses(link, lo); err != nil {
+			return in, err
+		}
 	}
 	return in, node.MarkReady(pid)
 }

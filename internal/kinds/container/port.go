@@ -37,7 +37,7 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 	if err := netlink.LinkAdd(veth); err != nil {
 		return nil, fmt.Errorf("port %s for %s: %w", p.Name, p, err)
 	}
-	if err := configure(ns, n, p); err != nil {
+	if err := configure(ns, n, p, true); err != nil {
 		return nil, err
 	}
 	return netdev.ByName(p.Name)
@@ -51,25 +51,30 @@ func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n 
 		return err
 	}
 	defer ns.Close()
-	return configure(ns, n, p)
+	return configure(ns, n, p, false)
 }
 
 // configure sets an interface's sysctls (duplicate address detection off, since addresses
 // come from the topology and detection would hold a router's IPv6 forwarding back for seconds,
 // unless the file says otherwise; then the file's sysctls for this interface), its addresses,
-// and brings it up.
-func configure(ns *nodeNS, n *plan.Node, p plan.Port) error {
+// and brings it up. A fresh interface (just made, down) has no addresses to remove.
+func configure(ns *nodeNS, n *plan.Node, p plan.Port, fresh bool) error {
 	if err := ns.sysctl(n.IfaceSysctls(p.Ifname)); err != nil {
 		return err
 	}
-	if err := ns.setAddresses(p.Ifname, p.Addresses); err != nil {
-		return err
-	}
 	link, err := ns.nl.LinkByName(p.Ifname)
-	if err == nil {
-		err = ns.nl.LinkSetUp(link)
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", p.Ifname, err)
+	}
+	if fresh {
+		err = ns.addAddresses(link, p.Addresses)
+	} else {
+		err = ns.setAddresses(link, p.Addresses)
 	}
 	if err != nil {
+		return err
+	}
+	if err := ns.nl.LinkSetUp(link); err != nil {
 		return fmt.Errorf("interface %s: %w", p.Ifname, err)
 	}
 	return nil
@@ -78,14 +83,8 @@ func configure(ns *nodeNS, n *plan.Node, p plan.Port) error {
 // addAddresses adds addresses to a node interface. IPv6 addresses skip duplicate address
 // detection: they come from the topology file, which is where a duplicate would be fixed.
 // An address the interface has already is left as it is.
-func (n *nodeNS) addAddresses(ifname string, addrs []string) error {
-	if len(addrs) == 0 {
-		return nil
-	}
-	link, err := n.nl.LinkByName(ifname)
-	if err != nil {
-		return fmt.Errorf("interface %s: %w", ifname, err)
-	}
+func (n *nodeNS) addAddresses(link netlink.Link, addrs []string) error {
+	ifname := link.Attrs().Name
 	for _, a := range addrs {
 		ip, ipnet, err := net.ParseCIDR(a)
 		if err != nil {
@@ -104,11 +103,8 @@ func (n *nodeNS) addAddresses(ifname string, addrs []string) error {
 }
 
 // setAddresses gives an interface exactly the addresses addrs, leaving link-local IPv6 ones.
-func (n *nodeNS) setAddresses(ifname string, addrs []string) error {
-	link, err := n.nl.LinkByName(ifname)
-	if err != nil {
-		return fmt.Errorf("interface %s: %w", ifname, err)
-	}
+func (n *nodeNS) setAddresses(link netlink.Link, addrs []string) error {
+	ifname := link.Attrs().Name
 	have, err := n.nl.AddrList(link, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("interface %s: %w", ifname, err)
@@ -129,5 +125,5 @@ func (n *nodeNS) setAddresses(ifname string, addrs []string) error {
 			}
 		}
 	}
-	return n.addAddresses(ifname, addrs)
+	return n.addAddresses(link, addrs)
 }
