@@ -2,7 +2,8 @@
 // (network, mount, UTS, IPC, PID; docs/design.md, decision 1), and runs commands inside them.
 //
 // A node is held by one init process (package nodeinit, embedded here built) in fresh
-// namespaces: trellis makes the node's private file system, starts the init, which sets up its
+// namespaces: trellis's node spawner (spawner.go) makes the node's private file system and
+// starts the init, which sets up its
 // /proc, /sys and files, reports that it is ready, then stays as PID 1 of the node, reaping orphans. Killing it ends the node: the kernel
 // kills every process of the PID namespace and frees the network namespace with its interfaces.
 package node
