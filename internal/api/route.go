@@ -12,6 +12,14 @@ import (
 // method the path does not offer) gets a problem, as every other error does, instead of
 // http.ServeMux's plain text. A 405 keeps the Allow header ServeMux sets.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if s.cl != nil {
+		var err error
+		if r, err = s.authorize(r); err != nil {
+			p := err.(*Problem)
+			_ = huma.WriteErr(s.api, humago.NewContext(&huma.Operation{}, r, w), p.Status, p.Detail)
+			return
+		}
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r)
