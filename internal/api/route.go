@@ -13,12 +13,16 @@ import (
 // http.ServeMux's plain text. A 405 keeps the Allow header ServeMux sets.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	if s.cl != nil {
-		var err error
-		if r, err = s.authorize(r); err != nil {
-			p := err.(*Problem)
-			_ = huma.WriteErr(s.api, humago.NewContext(&huma.Operation{}, r, w), p.Status, p.Detail)
+		ar, err := s.authorize(r)
+		if err != nil {
+			status, detail := http.StatusInternalServerError, err.Error()
+			if p, ok := err.(*Problem); ok {
+				status = p.Status
+			}
+			_ = huma.WriteErr(s.api, humago.NewContext(&huma.Operation{}, r, w), status, detail)
 			return
 		}
+		r = ar
 	}
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
