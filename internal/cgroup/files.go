@@ -74,7 +74,7 @@ func (c *fileCache) read(path string) (string, error) {
 			return strings.TrimSpace(string(data)), nil
 		}
 		if gone(err) {
-			c.evict(path)
+			c.evictDir(filepath.Dir(path)) // the group's other files are gone too
 			if try == 0 {
 				continue // a group made again under the same name has a file of its own
 			}

@@ -229,8 +229,8 @@ func (g *Group) FD() (*os.File, error) {
 // and Parent with its last group; the descriptors Stats kept of its files are closed.
 func (g *Group) Remove() error {
 	deadline := time.Now().Add(5 * time.Second)
+	g.forgetFiles()
 	for _, dir := range g.dirs {
-		files.evictDir(dir)
 		for {
 			err := syscall.Rmdir(dir)
 			if err == nil || errors.Is(err, syscall.ENOENT) {

@@ -33,6 +33,7 @@ func (g *Group) Stats() (Stats, error) {
 	}
 	usage, err := readKept(g.dirs["cpuacct"], "cpuacct.usage")
 	if err != nil {
+		g.forgetFiles() // a group gone from one hierarchy is gone from all
 		return s, err
 	}
 	n, _ := strconv.ParseInt(usage, 10, 64)
@@ -65,3 +66,10 @@ func field(text, key string) int64 {
 
 // readKept reads a group's file through the process's kept descriptors.
 func readKept(dir, file string) (string, error) { return files.read(filepath.Join(dir, file)) }
+
+// forgetFiles closes the descriptors kept of the group's files, in every hierarchy.
+func (g *Group) forgetFiles() {
+	for _, dir := range g.dirs {
+		files.evictDir(dir)
+	}
+}
