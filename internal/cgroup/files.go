@@ -132,15 +132,6 @@ func (c *fileCache) put(f *openFile) {
 	}
 }
 
-// evict closes the descriptor of path, if one is kept.
-func (c *fileCache) evict(path string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if f := c.files[path]; f != nil {
-		c.drop(f)
-	}
-}
-
 // evictDir closes the descriptors of the files in directory dir (a group removed).
 func (c *fileCache) evictDir(dir string) {
 	c.mu.Lock()
