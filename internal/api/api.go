@@ -57,6 +57,9 @@ func New(ctx context.Context, st *state.Store, opts Options) *Server {
 	cfg.CreateHooks = nil        // no $schema fields: bodies are as `trellis inspect --json` prints
 	s.api = humago.New(s.mux, cfg)
 	s.register()
+	if s.cl != nil {
+		s.documentTenancy()
+	}
 	s.handler = http.HandlerFunc(s.route)
 	if opts.Log != nil {
 		s.handler = logRequests(s.handler, opts.Log)

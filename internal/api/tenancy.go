@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/trellisnet/trellis/internal/agent"
 	"github.com/trellisnet/trellis/internal/cluster"
 )
@@ -128,4 +129,17 @@ func clusterProblem(tenant, name string, err error) error {
 // notInCluster refuses an operation the API does not offer for a cluster.
 func (s *Server) notInCluster(what string) error {
 	return newProblem(http.StatusNotImplemented, fmt.Sprintf("%s: %v; the CLI on the node's machine offers it", what, ErrNotInCluster))
+}
+
+// documentTenancy adds the Trellis-Tenant header to every path of the OpenAPI document, and
+// says how a cluster's API keeps tenants apart.
+func (s *Server) documentTenancy() {
+	doc := s.api.OpenAPI()
+	doc.Info.Description += " Serving a cluster: each client's tenant is its certificate's common name; a tenant reaches only its own networks " +
+		"(another's is 404, as one that does not exist), the administrator's certificate (root) every tenant's, naming one in the " + TenantHeader + " header."
+	for _, item := range doc.Paths {
+		item.Parameters = append(item.Parameters, &huma.Param{Name: TenantHeader, In: "header", Schema: &huma.Schema{Type: "string"},
+			Description: "for the administrator's certificate: the tenant the request is about (default: default; for list: every tenant). " +
+				"A tenant's certificate may name only itself (another: 403)."})
+	}
 }

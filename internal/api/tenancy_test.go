@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -64,5 +65,19 @@ func TestChangesOf(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("changesOf:\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestClusterOpenAPI: a cluster's API documents the tenant header on every path; a state
+// directory's has none.
+func TestClusterOpenAPI(t *testing.T) {
+	for _, cl := range []*Cluster{nil, {}} {
+		doc := New(context.Background(), nil, Options{Cluster: cl}).OpenAPI()
+		for path, item := range doc.Paths {
+			has := len(item.Parameters) > 0 && item.Parameters[len(item.Parameters)-1].Name == TenantHeader
+			if has != (cl != nil) {
+				t.Errorf("cluster %v: %s has the tenant header: %v", cl != nil, path, has)
+			}
+		}
 	}
 }
