@@ -44,6 +44,7 @@ type fileCache struct {
 	files map[string]*openFile
 	lru   *list.List // of *openFile, most recently used first
 	swept time.Time
+	timer *time.Timer // sweeps while descriptors are kept, reads or not
 	now   func() time.Time
 	pread func(fd int) ([]byte, error) // preadAll; tests make reads fail
 }
@@ -119,7 +120,24 @@ func (c *fileCache) get(path string) (*openFile, error) {
 	f := &openFile{path: path, fd: fd, refs: 1, used: now}
 	f.elem = c.lru.PushFront(f)
 	c.files[path] = f
+	if c.timer == nil {
+		c.timer = time.AfterFunc(idleTTL, c.tick)
+	}
 	return f, nil
+}
+
+// tick sweeps the idle descriptors, every idleTTL while any is kept: a process that stops
+// reading (no inspect comes) closes them all the same.
+func (c *fileCache) tick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.swept = time.Time{}
+	c.sweep(c.now())
+	if len(c.files) > 0 {
+		c.timer.Reset(idleTTL)
+	} else {
+		c.timer = nil
+	}
 }
 
 // put gives back the reference get took.

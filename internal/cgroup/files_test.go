@@ -158,9 +158,18 @@ func TestFileCacheEvictsIdleAndRemovedGroups(t *testing.T) {
 	if c.files[paths[0]] != nil || c.files[paths[1]] == nil || c.open() != 2 {
 		t.Errorf("after idleTTL: kept %v, want f1 and f2", c.files)
 	}
+	now = now.Add(idleTTL / 2) // f1 idle past idleTTL, f2 not
+	c.tick() // no read comes: the timer sweeps
+	if c.files[paths[1]] != nil || c.files[paths[2]] == nil {
+		t.Errorf("after the timer's sweep: kept %v, want f2", c.files)
+	}
 	c.evictDir(filepath.Dir(paths[0]))
 	if c.open() != 0 {
 		t.Errorf("after evictDir: %d kept", c.open())
+	}
+	c.tick()
+	if c.timer != nil {
+		t.Errorf("the timer goes on with nothing kept")
 	}
 }
 
