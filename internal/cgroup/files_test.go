@@ -159,7 +159,7 @@ func TestFileCacheEvictsIdleAndRemovedGroups(t *testing.T) {
 		t.Errorf("after idleTTL: kept %v, want f1 and f2", c.files)
 	}
 	now = now.Add(idleTTL / 2) // f1 idle past idleTTL, f2 not
-	c.tick() // no read comes: the timer sweeps
+	c.tick()                   // no read comes: the timer sweeps
 	if c.files[paths[1]] != nil || c.files[paths[2]] == nil {
 		t.Errorf("after the timer's sweep: kept %v, want f2", c.files)
 	}
