@@ -129,29 +129,42 @@ func buildDirect(h *Harness, nets int) (*Rig, error) {
 	return g, g.finish(src, "eth1", sink, "eth1", sink, "eth1", SinkIP)
 }
 
-// buildNative makes the node under test a plain namespace forwarding in the kernel.
+// buildNative makes the node under test a plain namespace forwarding in the kernel, nets times
+// side by side.
 func buildNative(h *Harness, nets int) (*Rig, error) {
-	g := &Rig{Name: "native", Nets: 1, genCPU: h.GenCPU}
+	g := h.NewRig("native")
+	for i := 0; i < max(nets, 1); i++ {
+		if err := h.AddNativeNet(g); err != nil {
+			return g, err
+		}
+	}
+	return g, nil
+}
+
+// AddNativeNet adds one native network to rig g: a source, a plain namespace forwarding in the
+// kernel and a sink, joined by veths, without trellis (and without a device in the root
+// namespace).
+func (h *Harness) AddNativeNet(g *Rig) error {
 	var ns [3]netns.NsHandle
 	for i := range ns {
 		var err error
 		if ns[i], err = h.namespace(g); err != nil {
-			return g, err
+			return err
 		}
 	}
 	src, nut, sink := ns[0], ns[1], ns[2]
 	if err := vethBetween(src, "eth1", nut, "eth1"); err != nil {
-		return g, err
+		return err
 	}
 	if err := vethBetween(nut, "eth2", sink, "eth1"); err != nil {
-		return g, err
+		return err
 	}
 	if err := netnsutil.Sysctl(nut, map[string]string{"net/ipv4/ip_forward": "1"}); err != nil {
-		return g, err
+		return err
 	}
 	for _, s := range []netns.NsHandle{src, nut, sink} {
 		if err := netnsutil.Sysctl(s, map[string]string{"net/ipv6/conf/all/disable_ipv6": "1", "net/ipv6/conf/default/disable_ipv6": "1"}); err != nil {
-			return g, err
+			return err
 		}
 	}
 	for _, a := range []struct {
@@ -159,13 +172,17 @@ func buildNative(h *Harness, nets int) (*Rig, error) {
 		name, cidr string
 	}{{src, "eth1", "10.1.0.1/24"}, {nut, "eth1", "10.1.0.2/24"}, {nut, "eth2", "10.2.0.1/24"}, {sink, "eth1", "10.2.0.2/24"}} {
 		if err := upWithAddr(a.ns, a.name, a.cidr); err != nil {
-			return g, err
+			return err
 		}
 	}
 	if err := h.steer(nut, "eth1"); err != nil {
-		return g, err
+		return err
 	}
-	return g, g.finish(src, "eth1", nut, "eth1", sink, "eth1", SinkIP)
+	if err := g.finish(src, "eth1", nut, "eth1", sink, "eth1", SinkIP); err != nil {
+		return err
+	}
+	g.Nets++
+	return nil
 }
 
 // ErrUnknownSetup is returned for a setup name that is not one of Names.
