@@ -65,7 +65,6 @@ func TestRootPortsCost(t *testing.T) {
 	phase("alone")
 	peers, err := addIdlePorts(nIdle)
 	if err != nil {
-		peers.Close()
 		t.Fatal(err)
 	}
 	phase(fmt.Sprintf("with %d idle root ports", nIdle))
@@ -89,10 +88,10 @@ func TestRootPortsCost(t *testing.T) {
 	phase(fmt.Sprintf("x%d", nets))
 	if more := nIdle - 4*nets; more > 0 {
 		peers, err := addIdlePorts(more)
-		defer peers.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer peers.Close()
 		phase(fmt.Sprintf("x%d with %d idle root ports", nets, more))
 	}
 }
@@ -222,10 +221,10 @@ func TestNativeScalingCost(t *testing.T) {
 	t.Logf("%d native networks built in %.1fs", n, time.Since(t0).Seconds())
 	x.phase(fmt.Sprintf("native x%d", n))
 	peers, err := addIdlePorts(4 * n)
-	defer peers.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer peers.Close()
 	x.phase(fmt.Sprintf("native x%d with %d idle root ports", n, 4*n))
 }
 
@@ -247,11 +246,11 @@ func peakOf(ctx context.Context, g *setup.Rig, dur time.Duration) (float64, erro
 }
 
 // addIdlePorts adds n veth pairs whose one end is in the root namespace and the other in a new
-// namespace, returned: closing it removes them all at once.
+// namespace, returned: closing it removes them all at once. On error nothing is left.
 func addIdlePorts(n int) (netns.NsHandle, error) {
 	ns, err := netnsutil.New()
 	if err != nil {
-		return ns, err
+		return netns.None(), err
 	}
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
@@ -259,7 +258,8 @@ func addIdlePorts(n int) (netns.NsHandle, error) {
 		la.Name = fmt.Sprintf("trrp%d", i)
 		v := &netlink.Veth{LinkAttrs: la, PeerName: fmt.Sprintf("trrq%d", i), PeerNamespace: netlink.NsFd(int(ns))}
 		if err := netlink.LinkAdd(v); err != nil {
-			return ns, fmt.Errorf("idle port %d: %w", i, err)
+			ns.Close() // and with it the pairs made so far
+			return netns.None(), fmt.Errorf("idle port %d: %w", i, err)
 		}
 	}
 	fmt.Fprintf(os.Stderr, "   %d idle root ports added in %.1fs\n", n, time.Since(t0).Seconds())
