@@ -65,7 +65,11 @@ func makeRemoteFE(c Config, i int) (*fe, error) {
 }
 
 // vxlanTo is a VXLAN device named name, from underlay address local to remote.
+// mtu 0 is Ethernet's 1500, as the node's interface has (VXLAN's own default is 1450).
 func vxlanTo(name string, vni uint32, local, remote string, mtu int) *netlink.Vxlan {
+	if mtu == 0 {
+		mtu = 1500
+	}
 	return &netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}, VxlanId: int(vni),
 		SrcAddr: net.ParseIP(local), Group: net.ParseIP(remote), Port: plan.EngineVXLANPort, Learning: false}
 }

@@ -29,7 +29,9 @@ func (f *fakeOps) AddrDel(l netlink.Link, a *netlink.Addr) error {
 func (f *fakeOps) NeighSet(n *netlink.Neigh) error {
 	return f.rec(fmt.Sprintf("neigh %d %s %s", n.LinkIndex, n.IP, n.HardwareAddr))
 }
-func (f *fakeOps) NeighDel(n *netlink.Neigh) error { return f.rec(fmt.Sprintf("neighdel %d %s", n.LinkIndex, n.IP)) }
+func (f *fakeOps) NeighDel(n *netlink.Neigh) error {
+	return f.rec(fmt.Sprintf("neighdel %d %s", n.LinkIndex, n.IP))
+}
 func (f *fakeOps) send(c []rtChange) (map[int]syscall.Errno, error) {
 	f.log = append(f.log, fmt.Sprintf("routes %d", len(c)))
 	return f.fails, nil
@@ -68,7 +70,9 @@ func TestRemoteWire(t *testing.T) {
 		want string
 	}{
 		{"address", func() error { return r.AddrReplace(link, a) }, "addr 7 10.1.0.1/24"},
-		{"neighbour", func() error { return r.NeighSet(&netlink.Neigh{LinkIndex: 7, IP: net.ParseIP("10.1.0.2"), HardwareAddr: mac}) },
+		{"neighbour", func() error {
+			return r.NeighSet(&netlink.Neigh{LinkIndex: 7, IP: net.ParseIP("10.1.0.2"), HardwareAddr: mac})
+		},
 			"neigh 7 10.1.0.2 02:00:00:00:00:01"},
 		{"routes", func() error {
 			fails, err := r.send([]rtChange{{typ: unix.RTM_NEWROUTE, body: make([]byte, rtmsgLen)}, {typ: unix.RTM_DELROUTE, body: make([]byte, rtmsgLen)}})
