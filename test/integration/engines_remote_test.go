@@ -181,6 +181,30 @@ func (m *machines) checkRemoteRoute(t *testing.T) {
 			t.Errorf("route %s in r on m1: m2's FE shows %q after 1 s", op, show())
 		}
 	}
+
+	// 1000 routes: in m2's FE within the 1 s for mirroring 1000 changes.
+	var batch strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&batch, "route add 10.100.%d.%d/32 via 10.92.2.1\n", i/250, i%250+1)
+	}
+	count := func() int {
+		out, err := exec.Command("nsenter", "--net="+fes[0], "ip", "route", "show", "root", "10.100.0.0/16").Output()
+		if err != nil {
+			t.Fatalf("ip route in m2's FE: %v", err)
+		}
+		return strings.Count(string(out), "\n")
+	}
+	t0 := time.Now()
+	m.mustExec(t, 1, "pdp-cr", "r", "sh", "-c", "ip -batch - <<'EOF'\n"+batch.String()+"EOF\n")
+	made := time.Since(t0)
+	if !eventually(5*time.Second, func() bool { return count() == 1000 }) {
+		t.Fatalf("5 s after 1000 routes were added in r, m2's FE has %d of them", count())
+	}
+	took := time.Since(t0)
+	t.Logf("1000 routes: in r after %v (trellis exec + ip -batch), in m2's FE after %v", made.Round(time.Millisecond), took.Round(time.Millisecond))
+	if took-made > time.Second {
+		t.Errorf("1000 routes reached m2's FE %v after r had them; want under 1 s", (took - made).Round(time.Millisecond))
+	}
 }
 
 // enginesHelpers finds the engines helpers (and holders) of machine i's state directory.
