@@ -133,7 +133,10 @@ func (m *mirror) consume(done <-chan struct{}, sub *subscription) {
 		case <-done:
 			return
 		case <-m.resync:
-			return // a remote FE is back: copy everything anew
+			// A remote FE is back: copy everything anew, the routes the others have already
+			// too (replacing them there is harmless; the FE that was away has none).
+			clear(m.applied)
+			return
 		case u, ok := <-sub.addrs:
 			if !ok {
 				return

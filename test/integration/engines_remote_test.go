@@ -72,6 +72,9 @@ func TestEnginesRemote(t *testing.T) {
 	if !eventually(10*time.Second, func() bool { return m.remoteFlows(t, 42000, 8)[1] }) {
 		t.Errorf("after up on m2, no flow reaches the remote engine again")
 	}
+	if n := m.remoteRoutes(t); n != 1000 {
+		t.Errorf("the FE made anew on m2 has %d of r's 1000 routes in 10.100.0.0/16; want all (copied when it came back)", n)
+	}
 
 	for i := 1; i <= 2; i++ {
 		m.trellis(t, i, "down", "pdp-cr")
@@ -187,13 +190,7 @@ func (m *machines) checkRemoteRoute(t *testing.T) {
 	for i := range 1000 {
 		fmt.Fprintf(&batch, "route add 10.100.%d.%d/32 via 10.92.2.1\n", i/250, i%250+1)
 	}
-	count := func() int {
-		out, err := exec.Command("nsenter", "--net="+fes[0], "ip", "route", "show", "root", "10.100.0.0/16").Output()
-		if err != nil {
-			t.Fatalf("ip route in m2's FE: %v", err)
-		}
-		return strings.Count(string(out), "\n")
-	}
+	count := func() int { return m.remoteRoutes(t) }
 	t0 := time.Now()
 	m.mustExec(t, 1, "pdp-cr", "r", "sh", "-c", "ip -batch - <<'EOF'\n"+batch.String()+"EOF\n")
 	made := time.Since(t0)
@@ -205,6 +202,24 @@ func (m *machines) checkRemoteRoute(t *testing.T) {
 	if took-made > time.Second {
 		t.Errorf("1000 routes reached m2's FE %v after r had them; want under 1 s", (took - made).Round(time.Millisecond))
 	}
+}
+
+// remoteRoutes counts the routes within 10.100.0.0/16 in the FE held on m2.
+func (m *machines) remoteRoutes(t *testing.T) int {
+	t.Helper()
+	holder := m.enginesHelpers(2)
+	if len(holder) != 1 {
+		t.Fatalf("m2 runs %d engines holders; want 1", len(holder))
+	}
+	fes := feNamespaces(t, holder[0], holder[0])
+	if len(fes) != 1 {
+		t.Fatalf("m2's holder holds %d FE namespaces; want 1", len(fes))
+	}
+	out, err := exec.Command("nsenter", "--net="+fes[0], "ip", "route", "show", "root", "10.100.0.0/16").Output()
+	if err != nil {
+		t.Fatalf("ip route in m2's FE: %v", err)
+	}
+	return strings.Count(string(out), "\n")
 }
 
 // enginesHelpers finds the engines helpers (and holders) of machine i's state directory.
