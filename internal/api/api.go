@@ -29,11 +29,15 @@ type Options struct {
 	Observe func(network string, took time.Duration, err error)
 	// Log, if set, gets one line per request.
 	Log io.Writer
+	// Cluster, if set, makes the API serve the cluster's networks, each tenant its own, by
+	// the client certificate of each request (tenancy.go), instead of the state directory's.
+	Cluster *Cluster
 }
 
 // Server serves the API for one state directory.
 type Server struct {
 	st      *state.Store
+	cl      *Cluster // nil: the state directory's networks
 	base    context.Context
 	opts    Options
 	mux     *http.ServeMux
@@ -45,7 +49,7 @@ type Server struct {
 // request's context, so that a client that goes away does not leave a network half-changed;
 // cancelling ctx (the server stopping) stops them cleanly, as Ctrl-C stops the CLI.
 func New(ctx context.Context, st *state.Store, opts Options) *Server {
-	s := &Server{st: st, base: ctx, opts: opts, mux: http.NewServeMux()}
+	s := &Server{st: st, cl: opts.Cluster, base: ctx, opts: opts, mux: http.NewServeMux()}
 	cfg := huma.DefaultConfig("Trellis", Version)
 	cfg.Info.Description = "Virtual networks on this machine: list, inspect, up (apply a topology file), diff, down, link state and impairments, exec in nodes."
 	cfg.OpenAPIPath = "/openapi" // serves /openapi.json and /openapi.yaml
@@ -53,6 +57,9 @@ func New(ctx context.Context, st *state.Store, opts Options) *Server {
 	cfg.CreateHooks = nil        // no $schema fields: bodies are as `trellis inspect --json` prints
 	s.api = humago.New(s.mux, cfg)
 	s.register()
+	if s.cl != nil {
+		s.documentTenancy()
+	}
 	s.handler = http.HandlerFunc(s.route)
 	if opts.Log != nil {
 		s.handler = logRequests(s.handler, opts.Log)

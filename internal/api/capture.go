@@ -48,6 +48,9 @@ func (s *Server) registerCapture() {
 
 // capture checks the filter and the link (a 422 or 404 problem) and then streams.
 func (s *Server) capture(ctx context.Context, in *captureInput) (*captureOutput, error) {
+	if s.cl != nil {
+		return nil, s.notInCluster("capture")
+	}
 	var filter []bpf.RawInstruction
 	if expr := strings.TrimSpace(in.Filter); expr != "" {
 		var err error

@@ -54,6 +54,9 @@ func (s *Server) registerExec() {
 }
 
 func (s *Server) exec(ctx context.Context, in *execInput) (*execOutput, error) {
+	if s.cl != nil {
+		return s.clusterExec(ctx, in)
+	}
 	pid, err := s.nodePID(in.Network, in.Node)
 	if err != nil {
 		return nil, problemOf(err)

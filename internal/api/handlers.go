@@ -14,6 +14,7 @@ import (
 // NetworkSummary is one network as `trellis ls` lists it.
 type NetworkSummary struct {
 	Name    string    `json:"name" example:"ospf-ring"`
+	Tenant  string    `json:"tenant,omitempty" doc:"the network's tenant, when the API serves a cluster"`
 	Status  string    `json:"status" enum:"up,creating,changing" doc:"up, or creating/changing if an up was interrupted"`
 	Host    string    `json:"host,omitempty" doc:"this machine, for a network over several"`
 	Nodes   int       `json:"nodes" doc:"nodes on this machine"`
@@ -29,6 +30,9 @@ type listOutput struct {
 }
 
 func (s *Server) list(ctx context.Context, _ *struct{}) (*listOutput, error) {
+	if s.cl != nil {
+		return s.clusterList(ctx)
+	}
 	recs, err := s.st.List()
 	if err != nil {
 		return nil, problemOf(err)
@@ -51,6 +55,9 @@ type inspectOutput struct {
 }
 
 func (s *Server) inspect(ctx context.Context, in *networkInput) (*inspectOutput, error) {
+	if s.cl != nil {
+		return s.clusterInspect(ctx, in.Network)
+	}
 	info, err := substrate.Inspect(s.st, in.Network)
 	if err != nil {
 		return nil, problemOf(err)
@@ -118,6 +125,9 @@ type upOutput struct {
 }
 
 func (s *Server) up(ctx context.Context, in *upInput) (*upOutput, error) {
+	if s.cl != nil {
+		return s.clusterUp(ctx, in)
+	}
 	n, host, err := parseFile(in.File, in.Host, in.RawBody)
 	if err != nil {
 		return nil, err
@@ -159,6 +169,9 @@ type diffOutput struct {
 }
 
 func (s *Server) diff(ctx context.Context, in *fileInput) (*diffOutput, error) {
+	if s.cl != nil {
+		return s.clusterDiff(ctx, in)
+	}
 	n, host, err := in.parse()
 	if err != nil {
 		return nil, err
@@ -174,6 +187,9 @@ func (s *Server) diff(ctx context.Context, in *fileInput) (*diffOutput, error) {
 }
 
 func (s *Server) down(ctx context.Context, in *networkInput) (*struct{}, error) {
+	if s.cl != nil {
+		return nil, s.clusterDown(ctx, in.Network)
+	}
 	if err := substrate.Down(s.st, in.Network); err != nil {
 		return nil, problemOf(err)
 	}
@@ -197,6 +213,9 @@ type linkStateOutput struct {
 }
 
 func (s *Server) linkState(ctx context.Context, in *linkStateInput) (*linkStateOutput, error) {
+	if s.cl != nil {
+		return s.clusterLinkState(ctx, in)
+	}
 	if err := s.networkExists(in.Network); err != nil {
 		return nil, err
 	}

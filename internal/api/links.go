@@ -41,6 +41,9 @@ func (s *Server) registerLinks() {
 }
 
 func (s *Server) impairments(ctx context.Context, in *impairmentInput) (*impairmentOutput, error) {
+	if s.cl != nil {
+		return nil, s.notInCluster("impairments")
+	}
 	if err := s.networkExists(in.Network); err != nil {
 		return nil, err
 	}

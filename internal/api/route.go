@@ -12,6 +12,18 @@ import (
 // method the path does not offer) gets a problem, as every other error does, instead of
 // http.ServeMux's plain text. A 405 keeps the Allow header ServeMux sets.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if s.cl != nil {
+		ar, err := s.authorize(r)
+		if err != nil {
+			status, detail := http.StatusInternalServerError, err.Error()
+			if p, ok := err.(*Problem); ok {
+				status = p.Status
+			}
+			_ = huma.WriteErr(s.api, humago.NewContext(&huma.Operation{}, r, w), status, detail)
+			return
+		}
+		r = ar
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r)

@@ -68,6 +68,9 @@ func (s *Server) registerTerminal() {
 // terminal checks the node exists and is running (a 404 problem otherwise, before any
 // upgrade), then upgrades to a websocket and runs the command on a pty.
 func (s *Server) terminal(ctx context.Context, in *terminalInput) (*terminalOutput, error) {
+	if s.cl != nil {
+		return nil, s.notInCluster("terminal")
+	}
 	if out, err := s.kindTerminal(in.Network, in.Node, in); out != nil || err != nil {
 		if err != nil {
 			return nil, problemOf(err)

@@ -226,9 +226,10 @@ func (g *Group) FD() (*os.File, error) {
 }
 
 // Remove deletes the group once the processes in it are gone (a killed node's take a moment),
-// and Parent with its last group.
+// and Parent with its last group; the descriptors Stats kept of its files are closed.
 func (g *Group) Remove() error {
 	deadline := time.Now().Add(5 * time.Second)
+	g.forgetFiles()
 	for _, dir := range g.dirs {
 		for {
 			err := syscall.Rmdir(dir)

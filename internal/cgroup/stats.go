@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -14,31 +15,32 @@ type Stats struct {
 	OOMKills  int64         // processes the kernel killed for the group's memory limit
 }
 
-// Stats reads the group's counters.
+// Stats reads the group's counters, through descriptors kept open between calls (files.go).
 func (g *Group) Stats() (Stats, error) {
 	var s Stats
 	if g.h.V2 != "" {
 		dir := g.dirs[""]
-		cpu, err := read(dir, "cpu.stat")
+		cpu, err := readKept(dir, "cpu.stat")
 		if err != nil {
 			return s, err
 		}
 		s.CPU = time.Duration(field(cpu, "usage_usec")) * time.Microsecond
-		s.Memory = uint64(number(read(dir, "memory.current")))
-		s.Processes = number(read(dir, "pids.current"))
-		events, _ := read(dir, "memory.events")
+		s.Memory = uint64(number(readKept(dir, "memory.current")))
+		s.Processes = number(readKept(dir, "pids.current"))
+		events, _ := readKept(dir, "memory.events")
 		s.OOMKills = field(events, "oom_kill")
 		return s, nil
 	}
-	usage, err := read(g.dirs["cpuacct"], "cpuacct.usage")
+	usage, err := readKept(g.dirs["cpuacct"], "cpuacct.usage")
 	if err != nil {
+		g.forgetFiles() // a group gone from one hierarchy is gone from all
 		return s, err
 	}
 	n, _ := strconv.ParseInt(usage, 10, 64)
 	s.CPU = time.Duration(n)
-	s.Memory = uint64(number(read(g.dirs["memory"], "memory.usage_in_bytes")))
-	s.Processes = number(read(g.dirs["pids"], "pids.current"))
-	oom, _ := read(g.dirs["memory"], "memory.oom_control")
+	s.Memory = uint64(number(readKept(g.dirs["memory"], "memory.usage_in_bytes")))
+	s.Processes = number(readKept(g.dirs["pids"], "pids.current"))
+	oom, _ := readKept(g.dirs["memory"], "memory.oom_control")
 	s.OOMKills = field(oom, "oom_kill")
 	return s, nil
 }
@@ -60,4 +62,14 @@ func field(text, key string) int64 {
 		}
 	}
 	return 0
+}
+
+// readKept reads a group's file through the process's kept descriptors.
+func readKept(dir, file string) (string, error) { return files.read(filepath.Join(dir, file)) }
+
+// forgetFiles closes the descriptors kept of the group's files, in every hierarchy.
+func (g *Group) forgetFiles() {
+	for _, dir := range g.dirs {
+		files.evictDir(dir)
+	}
 }

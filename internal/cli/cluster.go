@@ -18,12 +18,12 @@ import (
 const clusterFlag = "cluster"
 
 func addClusterFlag(root *cobra.Command) {
-	root.PersistentFlags().String(clusterFlag, os.Getenv("TRELLIS_CLUSTER"), "send up, diff, down, ls, inspect, exec and link to the cluster of this context file "+
+	root.PersistentFlags().String(clusterFlag, os.Getenv("TRELLIS_CLUSTER"), "send up, diff, down, ls, inspect, exec and link (and serve its API) to the cluster of this context file "+
 		"(e.g. "+cluster.DefaultContextFile()+"; default $TRELLIS_CLUSTER; see docs/cluster.md) instead of this machine")
 }
 
 // clusterVerbs are the commands that --cluster sends to a cluster.
-var clusterVerbs = map[string]bool{"up": true, "diff": true, "down": true, "ls": true, "inspect": true, "exec": true, "link": true}
+var clusterVerbs = map[string]bool{"up": true, "diff": true, "down": true, "ls": true, "inspect": true, "exec": true, "link": true, "serve": true}
 
 // ownConnection are the commands that take no context file: they have flags of their own, or
 // talk to no cluster.
@@ -36,7 +36,7 @@ func checkClusterVerb(cmd *cobra.Command, args []string) error {
 		return nil // the tenant commands take the administrator's context file
 	}
 	if path, _ := cmd.Flags().GetString(clusterFlag); path != "" && !clusterVerbs[cmd.Name()] && !ownConnection[cmd.Name()] {
-		return fmt.Errorf("trellis %s does not work on a cluster yet (--cluster works with up, diff, down, ls, inspect, exec and link)", cmd.Name())
+		return fmt.Errorf("trellis %s does not work on a cluster yet (--cluster works with up, diff, down, ls, inspect, exec, link and serve)", cmd.Name())
 	}
 	return nil
 }

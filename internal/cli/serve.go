@@ -41,9 +41,28 @@ certificates: --tls-cert and --tls-key (PEM) are the server's, and every client 
 certificate signed by the CA of --client-ca (curl --cacert CA --cert CERT --key KEY). The three
 flags work on a loopback address too.
 
+With --cluster CONTEXT (the administrator's context file, certificate of root) it serves the
+cluster's networks instead, each tenant its own: only on --listen, with --tls-cert and --tls-key
+(a server certificate of the cluster's CA: trellis cert issue NAME --hosts HOST), and every
+client presents a certificate of the cluster's CA (--client-ca, default the context's cacert)
+whose common name is its tenant (trellis cert issue TENANT), or root for the administrator, who
+sees every tenant's networks and names one in the Trellis-Tenant header. Another tenant's
+network is not found (404), naming another tenant is refused (403); quotas apply to up. exec
+and link go through the agents; impairments, terminals, capture and /metrics are not served
+for a cluster. See docs/api.md, "Serving a cluster".
+
 Ctrl-C (or SIGTERM) stops the server; a change under way stops cleanly, as Ctrl-C stops up.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts := api.Options{}
+			if !quiet {
+				opts.Log = cmd.ErrOrStderr()
+			}
+			if path, _ := cmd.Flags().GetString(clusterFlag); path != "" {
+				return serveCluster(ctx, cmd, path, listen, tlsFiles, opts)
+			}
 			st, err := store()
 			if err != nil {
 				return err
@@ -68,28 +87,22 @@ Ctrl-C (or SIGTERM) stops the server; a change under way stops cleanly, as Ctrl-
 				return err
 			}
 			ls = append(ls, l)
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			opts := api.Options{}
-			if !quiet {
-				opts.Log = cmd.ErrOrStderr()
-			}
-			return serve(ctx, st, ls, !tlsFiles.IsZero(), opts, cmd)
+			return serve(ctx, newHandler(ctx, st, opts), ls, !tlsFiles.IsZero(), cmd)
 		},
 	}
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket to listen on (default STATE_DIR/trellis.sock)")
 	cmd.Flags().StringVar(&listen, "listen", "", "also listen on this TCP address, HOST:PORT (e.g. 127.0.0.1:8080); other than loopback only with TLS")
 	cmd.Flags().StringVar(&tlsFiles.Cert, "tls-cert", "", "serve --listen with TLS: the server's certificate (PEM)")
 	cmd.Flags().StringVar(&tlsFiles.Key, "tls-key", "", "the key of --tls-cert (PEM)")
-	cmd.Flags().StringVar(&tlsFiles.ClientCA, "client-ca", "", "CA certificate (PEM) whose certificates clients of --listen must present")
+	cmd.Flags().StringVar(&tlsFiles.ClientCA, "client-ca", "", "CA certificate (PEM) whose certificates clients of --listen must present (with --cluster: default the context's cacert)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not log requests")
 	return cmd
 }
 
-// serve serves the API on every listener until ctx is cancelled; withTLS says the TCP one
-// serves TLS.
-func serve(ctx context.Context, st *state.Store, ls []net.Listener, withTLS bool, opts api.Options, cmd *cobra.Command) error {
-	srv := &http.Server{Handler: newHandler(ctx, st, opts), ReadHeaderTimeout: 10 * time.Second}
+// serve serves h on every listener until ctx is cancelled; withTLS says the TCP one serves
+// TLS.
+func serve(ctx context.Context, h http.Handler, ls []net.Listener, withTLS bool, cmd *cobra.Command) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, len(ls))
 	for _, l := range ls {
 		how := ""

@@ -28,6 +28,13 @@ const Own = -1
 // tries is how many times a dump is tried when the kernel interrupts it.
 const tries = 20
 
+// recvSize is the receive buffer. The kernel makes each part of a dump as large as the
+// largest buffer the socket was read with (up to 32 KiB): 16 KiB keeps those allocations
+// small for the many short dumps of nodes' namespaces, and holds any one message (a dump's
+// part holds at least one; the kernel sizes a message at most a page, or what
+// rtnl_calcit finds for a filtered dump).
+const recvSize = 16 << 10
+
 // Conn is a route netlink socket of the namespace it was opened in, with strict checking of
 // requests (which the kernel needs to honour a target namespace in address dumps). A Conn is
 // not safe for use by several goroutines at once.
@@ -51,7 +58,7 @@ func Dial() (*Conn, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("rtnl: bind: %w", err)
 	}
-	return &Conn{fd: fd, buf: make([]byte, 64<<10)}, nil
+	return &Conn{fd: fd, buf: make([]byte, recvSize)}, nil
 }
 
 // Close closes the socket.

@@ -97,7 +97,7 @@ type EndpointInfo struct {
 // machine's devices and one of its qdiscs, and for each running node a dump of its devices
 // and one of its addresses, read by namespace id, a few nodes at a time.
 func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
-	rec, err := st.Load(name)
+	rec, err := st.LoadShared(name) // inspect changes nothing
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/state"
 	"github.com/vishvananda/netlink"
 	"gopkg.in/yaml.v3"
 )
@@ -543,8 +544,9 @@ type hostSnapshot struct {
 	Netns  map[uint64][]int  // network namespace inode -> pids of processes in it
 	Progs  map[uint32]bool   // loaded eBPF program ids
 	Nodes  map[int]string    // pid -> command line of trellis-node processes
-	// Groups are the nodes' control groups ("HIERARCHY/trellis/STATEID.NETID.NODE") and the
-	// networks' /etc copies ("/run/trellis/STATEID/etc/NETWORK"), each with its state id.
+	// Groups are the nodes' control groups ("HIERARCHY/trellis/STATEID.NETID.NODE"), the
+	// networks' /etc copies ("/run/trellis/STATEID/etc/NETWORK") and the uid range registry's
+	// entries ("/var/lib/trellis-uid-ranges/BASE"), each with its state id.
 	Groups map[string]string
 	procs  map[int]*procEntry  // every process, for owners
 	linkOf map[uint32][]string // eBPF program id -> "link ingress/egress" where attached (lazy)
@@ -656,6 +658,36 @@ func (s *hostSnapshot) readGroups() error {
 				s.Groups[p] = id
 			}
 		}
+	}
+	return s.readUIDRanges()
+}
+
+// readUIDRanges lists the machine's uid range registry: an entry (a file named by the range's
+// first uid) holds its state directory, whose id says whose it is.
+func (s *hostSnapshot) readUIDRanges() error {
+	dir := state.UIDRegistryDir()
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if _, err := strconv.ParseUint(e.Name(), 10, 32); err != nil {
+			continue // the lock, a temporary file
+		}
+		p := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue // released in between
+		}
+		stateDir, _, _ := strings.Cut(string(data), "\n")
+		id, err := os.ReadFile(filepath.Join(stateDir, "id"))
+		if err != nil {
+			id = []byte("unknown state directory " + stateDir)
+		}
+		s.Groups[p] = strings.TrimSpace(string(id))
 	}
 	return nil
 }

@@ -34,6 +34,8 @@ var kinds = []Kind{
 	{Name: Direct, Desc: "no node under test: the source's veth ends in the sink (the generator's ceiling)", build: buildDirect},
 	{Name: "native", Desc: "a plain network namespace forwards in the kernel, veths to source and sink, no trellis (figure 6a)", build: buildNative},
 	{Name: "shortbridge", Desc: "trellis: source, node under test and sink are nodes of one network; links use the shortbridge (eBPF, figure 6f without tunnels)", build: trellisSetup(spec.Shortbridge, false)},
+	{Name: "shortbridge-tcx", Desc: "prototype: as shortbridge, with the ports' programs on their tcx ingress instead of a tc filter under clsact (no classifier chain around the program)", build: tcxSetup},
+	{Name: "shortbridge-xdp", Desc: "prototype: as shortbridge, with XDP on the ports redirecting through a device map to the other port, and a passing XDP program on the nodes' interfaces (frames cross as XDP frames, converted from and to skbs)", build: xdpSetup},
 	{Name: "bridge", Desc: "trellis: as shortbridge, with a Linux bridge per link (figure 6d without tunnels)", build: trellisSetup(spec.Bridge, false)},
 	{Name: "lan", Desc: "trellis: as shortbridge, with the eBPF LAN connector (learning table, flooding by cloning) per link", build: trellisSetup("lan", false)},
 	{Name: "userspace", Desc: "trellis node under test whose relay process forwards UDP between two sockets (the PL-VINI baseline, figure 6b)", build: trellisSetup(spec.Shortbridge, true)},
@@ -129,29 +131,42 @@ func buildDirect(h *Harness, nets int) (*Rig, error) {
 	return g, g.finish(src, "eth1", sink, "eth1", sink, "eth1", SinkIP)
 }
 
-// buildNative makes the node under test a plain namespace forwarding in the kernel.
+// buildNative makes the node under test a plain namespace forwarding in the kernel, nets times
+// side by side.
 func buildNative(h *Harness, nets int) (*Rig, error) {
-	g := &Rig{Name: "native", Nets: 1, genCPU: h.GenCPU}
+	g := h.NewRig("native")
+	for i := 0; i < max(nets, 1); i++ {
+		if err := h.AddNativeNet(g); err != nil {
+			return g, err
+		}
+	}
+	return g, nil
+}
+
+// AddNativeNet adds one native network to rig g: a source, a plain namespace forwarding in the
+// kernel and a sink, joined by veths, without trellis (and without a device in the root
+// namespace).
+func (h *Harness) AddNativeNet(g *Rig) error {
 	var ns [3]netns.NsHandle
 	for i := range ns {
 		var err error
 		if ns[i], err = h.namespace(g); err != nil {
-			return g, err
+			return err
 		}
 	}
 	src, nut, sink := ns[0], ns[1], ns[2]
 	if err := vethBetween(src, "eth1", nut, "eth1"); err != nil {
-		return g, err
+		return err
 	}
 	if err := vethBetween(nut, "eth2", sink, "eth1"); err != nil {
-		return g, err
+		return err
 	}
 	if err := netnsutil.Sysctl(nut, map[string]string{"net/ipv4/ip_forward": "1"}); err != nil {
-		return g, err
+		return err
 	}
 	for _, s := range []netns.NsHandle{src, nut, sink} {
 		if err := netnsutil.Sysctl(s, map[string]string{"net/ipv6/conf/all/disable_ipv6": "1", "net/ipv6/conf/default/disable_ipv6": "1"}); err != nil {
-			return g, err
+			return err
 		}
 	}
 	for _, a := range []struct {
@@ -159,13 +174,17 @@ func buildNative(h *Harness, nets int) (*Rig, error) {
 		name, cidr string
 	}{{src, "eth1", "10.1.0.1/24"}, {nut, "eth1", "10.1.0.2/24"}, {nut, "eth2", "10.2.0.1/24"}, {sink, "eth1", "10.2.0.2/24"}} {
 		if err := upWithAddr(a.ns, a.name, a.cidr); err != nil {
-			return g, err
+			return err
 		}
 	}
 	if err := h.steer(nut, "eth1"); err != nil {
-		return g, err
+		return err
 	}
-	return g, g.finish(src, "eth1", nut, "eth1", sink, "eth1", SinkIP)
+	if err := g.finish(src, "eth1", nut, "eth1", sink, "eth1", SinkIP); err != nil {
+		return err
+	}
+	g.Nets++
+	return nil
 }
 
 // ErrUnknownSetup is returned for a setup name that is not one of Names.

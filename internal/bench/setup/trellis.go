@@ -66,9 +66,19 @@ links:
 // AddTrellisNet brings up one bench network (source, node under test, sink) with trellis, and
 // adds it to rig g: its source to the generator, its sink to the sink counter.
 func (h *Harness) AddTrellisNet(g *Rig, name, connector string, relay bool) error {
+	return h.addTrellisNet(g, name, connector, relay, nil)
+}
+
+// addTrellisNet is AddTrellisNet, with a change made to the network once it is up (nil: none).
+func (h *Harness) addTrellisNet(g *Rig, name, connector string, relay bool, change func(*BenchNet) error) error {
 	b, err := h.UpBenchNet(g, name, connector)
 	if err != nil {
 		return err
+	}
+	if change != nil {
+		if err := change(b); err != nil {
+			return fmt.Errorf("network %s: %w", name, err)
+		}
 	}
 	// The first device that receives from the source is the source link's port in the root
 	// namespace: steer its receive processing to the forwarding CPU, as for native.
