@@ -47,6 +47,9 @@ type localOps struct {
 }
 
 func (f *fe) close() {
+	if f.remote != nil {
+		f.remote.close()
+	}
 	if f.rt != nil {
 		f.rt.close()
 	}
