@@ -88,7 +88,7 @@ func (p *Plan) addRemoteEngines(n *spec.Network, placed map[string]string) {
 		for _, l := range n.Links {
 			for _, ep := range l.Endpoints {
 				if ep.Node == nd.Name {
-					h.Ifaces = append(h.Ifaces, HostedIface{Name: ep.Ifname, MAC: MAC(n.Name, nd.Name, ep.Ifname), MTU: l.MTU})
+					h.Ifaces = append(h.Ifaces, HostedIface{Name: ep.Ifname, MAC: MAC(n.Name, nd.Name, ep.Ifname), MTU: linkMTU(n, l, home, placed)})
 				}
 			}
 		}
@@ -104,4 +104,23 @@ func (p *Plan) HostedNode(name string) *Hosted {
 		}
 	}
 	return nil
+}
+
+// linkMTU is the MTU link l has on machine home, as Make gives it there: its own, or, when it
+// crosses machines, what fits in the underlay with the network's tunnel.
+func linkMTU(n *spec.Network, l *spec.Link, home string, placed map[string]string) int {
+	if l.MTU != 0 {
+		return l.MTU
+	}
+	underlay, crosses := n.Host(home).MTU, false
+	for _, ep := range l.Endpoints {
+		if h := placed[ep.Node]; h != home {
+			crosses = true
+			underlay = min(underlay, n.Host(h).MTU)
+		}
+	}
+	if !crosses {
+		return 0
+	}
+	return underlay - spec.TunnelOverhead(n.Tunnel)
 }

@@ -26,9 +26,11 @@ nodes:
       - host: m2
       - host: m1
   a: {host: m1}
+  b: {host: m3}
 links:
   - endpoints: [a:eth1, r:eth1]
     mtu: 1400
+  - endpoints: [r:eth2, b:eth1]
 `
 	n, err := spec.Parse("cr.yaml", []byte(doc))
 	if err != nil {
@@ -64,8 +66,10 @@ links:
 		if !slices.Equal(h.Here, tt.wantHosted) || h.Home != "m1" || h.HomeAddr != netip.MustParseAddr("198.18.0.1") || len(h.Engines) != 3 {
 			t.Errorf("%s: hosted %+v", tt.host, h)
 		}
-		want := plan.HostedIface{Name: "eth1", MAC: plan.MAC("cr", "r", "eth1"), MTU: 1400}
-		if len(h.Ifaces) != 1 || h.Ifaces[0] != want {
+		// eth2's link crosses to m3: the copy gets the MTU the node's port has on m1.
+		want := []plan.HostedIface{{Name: "eth1", MAC: plan.MAC("cr", "r", "eth1"), MTU: 1400},
+			{Name: "eth2", MAC: plan.MAC("cr", "r", "eth2"), MTU: plans["m1"].Links[1].MTU}}
+		if !slices.Equal(h.Ifaces, want) || want[1].MTU == 0 {
 			t.Errorf("%s: interfaces %+v, want %+v", tt.host, h.Ifaces, want)
 		}
 	}
