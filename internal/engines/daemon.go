@@ -22,6 +22,9 @@ func Main() {
 	var c Config
 	err := json.NewDecoder(os.Stdin).Decode(&c)
 	var h *helper
+	if err == nil && c.Control == 0 && len(c.Here) > 0 {
+		err = hold(c, ready) // never returns when it works
+	}
 	if err == nil {
 		h, err = start(c)
 	}
@@ -44,6 +47,7 @@ type helper struct {
 	m      *mirror
 	done   chan struct{}
 	status string
+	live   []bool // the engines the classifier was last configured with
 }
 
 // start makes the FEs, loads and attaches the programs and starts the mirror.
@@ -65,16 +69,24 @@ func start(c Config) (*helper, error) {
 		return nil, fmt.Errorf("%w %s: netlink: %v", ErrControl, c.Node, err)
 	}
 	for i := range c.Engines {
-		f, err := makeFE(c, i)
+		make := makeFE
+		if c.remote(i) {
+			make = makeRemoteFE
+		}
+		f, err := make(c, i)
 		if err != nil {
 			return nil, err
+		}
+		if f.remote != nil {
+			f.dial() // a holder not there yet is dialled again by serve
 		}
 		h.fes = append(h.fes, f)
 	}
 	if h.dp, err = dataplane.LoadEngines(); err != nil {
 		return nil, err
 	}
-	h.m = &mirror{control: control, cnl: cnl, fes: h.fes, dp: h.dp, names: map[int]string{}, applied: map[string]uint64{}}
+	h.m = &mirror{control: control, cnl: cnl, fes: h.fes, dp: h.dp, names: map[int]string{}, applied: map[string]uint64{},
+		resync: make(chan struct{}, 1)}
 	stop := make(chan struct{})
 	sub, err := h.m.watch(stop)
 	if err != nil {
@@ -93,11 +105,7 @@ func start(c Config) (*helper, error) {
 // attach configures the classifier's table and ports, puts the dispatcher on every FE end and
 // the classifier on every port of the node: transit frames start going to the FEs.
 func (h *helper) attach() error {
-	tc, err := Table(h.c.Dispatch, h.c.Engines)
-	if err != nil {
-		return err
-	}
-	if err := h.dp.Configure(tc); err != nil {
+	if err := h.configure(); err != nil {
 		return err
 	}
 	if err := h.dp.Alive(aliveFor); err != nil {
@@ -144,6 +152,10 @@ func (h *helper) serve() {
 			return // the control node is gone: so are its ports; the FEs go with this process
 		}
 		h.dp.Alive(aliveFor)
+		h.tendRemotes()
+		if err := h.configure(); err != nil {
+			h.m.failed(err)
+		}
 		h.writeStatus()
 	}
 }
@@ -157,6 +169,9 @@ func (h *helper) writeStatus() error {
 	}
 	for i := range h.fes {
 		es := EngineStatus{Index: i, Ports: map[string]string{}, Classified: counts[i], CPUs: h.c.Engines[i].CPUs, Share: h.c.Engines[i].Share}
+		if f := h.fes[i]; f.remote != nil {
+			es.Host, es.Down = h.c.Engines[i].Host, !f.remote.synced.Load()
+		}
 		for _, in := range h.c.Ifaces {
 			es.Ports[in.Name] = in.FEPorts[i]
 		}

@@ -52,6 +52,15 @@ type Config struct {
 	Engines  []spec.Engine
 	Ifaces   []Iface
 	Sysctl   map[string]string // the node's sysctls, applied in each FE too
+	// For engines on other machines (docs/engines.md, "Engines on other machines"): the
+	// network's name (their VNIs and ports derive from it), this machine's underlay address
+	// and the other machines' by name. A holder (Control 0) holds the engines Here of a node
+	// of machine Home.
+	Network string            `json:",omitempty"`
+	Local   string            `json:",omitempty"`
+	Peers   map[string]string `json:",omitempty"`
+	Home    string            `json:",omitempty"`
+	Here    []int             `json:",omitempty"`
 }
 
 // Iface is one of the node's link interfaces, with its copies in the FEs.
@@ -71,6 +80,15 @@ type Iface struct {
 // cores get theirs from Shares, over this machine's cores.
 func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) (Config, error) {
 	c := Config{StateDir: stateDir, NetID: p.NetID, Node: n.Name, Control: control, Sysctl: n.Sysctl}
+	for _, e := range n.Engines {
+		if plan.Remote(e, p.Host) {
+			c.Network, c.Local = p.Network, p.Local.String()
+			if c.Peers == nil {
+				c.Peers = map[string]string{}
+			}
+			c.Peers[e.Host] = p.Hosts[e.Host].String()
+		}
+	}
 	if n.Dispatch != nil {
 		c.Dispatch = *n.Dispatch
 		c.Dispatch.Line = 0
@@ -169,6 +187,8 @@ type EngineStatus struct {
 	Classified uint64            // frames the classifier sent to it
 	CPUs       []int             `json:",omitempty"` // the cores its frames are steered to (given, or from its share)
 	Share      float64           `json:",omitempty"` // the share of cores it asked for
+	Host       string            `json:",omitempty"` // the machine holding it, when not this one
+	Down       bool              `json:",omitempty"` // on another machine, and not reached: no frames
 }
 
 // MirrorStatus counts what the mirror copied into the FEs.

@@ -5,9 +5,11 @@ import (
 	"math/big"
 	"net"
 	"strings"
+	"syscall"
 
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/netnsutil"
+	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -22,16 +24,41 @@ type fe struct {
 	ports map[string]int // interface name -> ifindex of its substrate end
 	work  chan func()    // the mirror's changes for this FE, applied in order by one goroutine
 	rt    *rtSock        // route changes in batches
+	ops   feOps          // what the mirror changes in it: here, or through the remote holder
+	// remote, for an FE on another machine: its connection; nil for one held here. Such an FE
+	// has no namespace here (ns is -1), and links come from its holder.
+	remote *remoteFE
+}
+
+// feOps are the changes the mirror makes in an FE.
+type feOps interface {
+	AddrReplace(link netlink.Link, a *netlink.Addr) error
+	AddrDel(link netlink.Link, a *netlink.Addr) error
+	NeighSet(n *netlink.Neigh) error
+	NeighDel(n *netlink.Neigh) error
+	send(changes []rtChange) (map[int]syscall.Errno, error)
+	dump() ([]*rtMsg, error)
+}
+
+// localOps changes an FE held by this process.
+type localOps struct {
+	*netlink.Handle
+	*rtSock
 }
 
 func (f *fe) close() {
+	if f.remote != nil {
+		f.remote.close()
+	}
 	if f.rt != nil {
 		f.rt.close()
 	}
 	if f.nl != nil {
 		f.nl.Close()
 	}
-	f.ns.Close()
+	if f.ns.IsOpen() {
+		f.ns.Close()
+	}
 }
 
 // feSysctls are what every FE gets before the node's own sysctls: it forwards, and it sends no
@@ -66,13 +93,19 @@ func makeFE(c Config, i int) (*fe, error) {
 		f.close()
 		return nil, fmt.Errorf("FE %d: %w", i, err)
 	}
+	f.ops = localOps{f.nl, f.rt}
+	f.startWork()
+	return f, nil
+}
+
+// startWork starts the goroutine that applies the FE's changes in order.
+func (f *fe) startWork() {
 	f.work = make(chan func(), 1)
 	go func() {
 		for w := range f.work {
 			w()
 		}
 	}()
-	return f, nil
 }
 
 func (f *fe) setup(c Config) error {
@@ -118,8 +151,20 @@ func (f *fe) setup(c Config) error {
 	return nil
 }
 
-// addIface makes the FE's copy of one interface and its substrate end.
+// addIface makes the FE's copy of one interface and its substrate end; in a holder, the copy
+// is a VXLAN device towards the node's machine, and has no substrate end here.
 func (f *fe) addIface(c Config, in Iface) error {
+	if c.Home != "" {
+		vx := vxlanTo(in.Name, plan.EngineVNI(c.Network, c.Node, f.index, in.Name), c.Local, c.Home, in.MTU)
+		vx.Namespace = netlink.NsFd(f.ns) // its socket stays here, in the substrate
+		if mac, err := net.ParseMAC(in.MAC); err == nil {
+			vx.HardwareAddr = mac
+		}
+		if err := netlink.LinkAdd(vx); err != nil {
+			return fmt.Errorf("%s: %w", in.Name, err)
+		}
+		return nil
+	}
 	name := in.FEPorts[f.index]
 	if err := netdev.Delete(name); err != nil { // left by a helper that was killed
 		return err

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/plan"
 )
@@ -110,8 +111,17 @@ func Pending(stateDir, stateID string, p *plan.Plan, running map[string]int) (ma
 			out[n.Name] = "their node, ports or settings changed"
 		}
 	}
+	for _, hn := range p.Hosted {
+		h, ok := found[hn.Node]
+		switch {
+		case !ok:
+			out[hn.Node] = "its engines held here are not running"
+		case h.Digest != HostedConfig(stateDir, p, hn).Digest():
+			out[hn.Node] = "its engines held here changed"
+		}
+	}
 	for name := range found {
-		if n := p.Node(name); n == nil || len(n.Engines) == 0 {
+		if !wanted(p, name) {
 			out[name] = "the node has no engines any more"
 		}
 	}
@@ -127,11 +137,17 @@ func Converge(ctx context.Context, stateDir, stateID string, p *plan.Plan, runni
 		return err
 	}
 	for name, h := range found {
-		if n := p.Node(name); n == nil || len(n.Engines) == 0 {
+		if !wanted(p, name) {
 			if err := Kill(h.PID); err != nil {
 				return err
 			}
+			removePorts(stateDir, p.NetID, name)
 			os.Remove(StatusPath(stateDir, p.NetID, name))
+		}
+	}
+	for _, hn := range p.Hosted {
+		if err := replace(ctx, stateID, found, HostedConfig(stateDir, p, hn)); err != nil {
+			return fmt.Errorf("engines of node %s held here: %w", hn.Node, err)
 		}
 	}
 	for _, n := range p.Nodes {
@@ -146,20 +162,52 @@ func Converge(ctx context.Context, stateDir, stateID string, p *plan.Plan, runni
 		if err != nil {
 			return err
 		}
-		h, ok := found[n.Name]
-		if ok && h.Digest == c.Digest() {
-			continue
-		}
-		if ok {
-			if err := Kill(h.PID); err != nil {
-				return err
-			}
-		}
-		if _, err := Start(ctx, stateID, c); err != nil {
+		if err := replace(ctx, stateID, found, c); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
 	return nil
+}
+
+// replace starts the helper of configuration c unless found has it running, killing one of
+// another configuration first.
+func replace(ctx context.Context, stateID string, found map[string]Helper, c Config) error {
+	h, ok := found[c.Node]
+	if ok && h.Digest == c.Digest() {
+		return nil
+	}
+	if ok {
+		if err := Kill(h.PID); err != nil {
+			return err
+		}
+	}
+	_, err := Start(ctx, stateID, c)
+	return err
+}
+
+// wanted tells whether plan p has a helper for node name: its engines, or engines held here.
+func wanted(p *plan.Plan, name string) bool {
+	if n := p.Node(name); n != nil && len(n.Engines) > 0 {
+		return true
+	}
+	return p.HostedNode(name) != nil
+}
+
+// removePorts deletes the substrate ends of node's engines on other machines that its status
+// names: VXLAN devices, which, unlike a veth end, do not go with the helper's namespaces.
+func removePorts(stateDir, netID, node string) {
+	s, err := ReadStatus(stateDir, netID, node)
+	if err != nil || s == nil {
+		return
+	}
+	for _, e := range s.Engines {
+		if e.Host == "" {
+			continue
+		}
+		for _, port := range e.Ports {
+			netdev.Delete(port)
+		}
+	}
 }
 
 // Remove kills every helper of network netID and removes their status files. Their FEs and
@@ -175,6 +223,9 @@ func Remove(stateDir, stateID, netID string) error {
 	}
 	if err := Kill(pids...); err != nil {
 		return err
+	}
+	for name := range found {
+		removePorts(stateDir, netID, name)
 	}
 	if err := os.RemoveAll(StatusDir(stateDir, netID)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err

@@ -22,6 +22,7 @@ type mirror struct {
 	fes     []*fe
 	dp      *dataplane.Engines
 	names   map[int]string    // control node ifindex -> interface name
+	resync  chan struct{}     // a remote FE came back: watch and copy anew
 	applied map[string]uint64 // route key -> digest of the route every FE has
 
 	mu sync.Mutex
@@ -48,7 +49,19 @@ func (m *mirror) watch(stop <-chan struct{}) (*subscription, error) {
 		ReceiveBufferSize: 1 << 22, ReceiveBufferForceSize: true}); err != nil {
 		return nil, err
 	}
-	return sub, m.copyAll()
+	var connected []*remoteFE
+	for _, f := range m.fes {
+		if f.remote != nil && f.remote.connected() {
+			connected = append(connected, f.remote)
+		}
+	}
+	if err := m.copyAll(); err != nil {
+		return sub, err
+	}
+	for _, r := range connected {
+		r.synced.Store(r.connected()) // copied from the start: it may take frames
+	}
+	return sub, nil
 }
 
 // subscription is one netlink watch of the control node.
@@ -118,6 +131,11 @@ func (m *mirror) consume(done <-chan struct{}, sub *subscription) {
 	for {
 		select {
 		case <-done:
+			return
+		case <-m.resync:
+			// A remote FE is back: copy everything anew, the routes the others have already
+			// too (replacing them there is harmless; the FE that was away has none).
+			clear(m.applied)
 			return
 		case u, ok := <-sub.addrs:
 			if !ok {
@@ -204,8 +222,8 @@ func (m *mirror) addr(u netlink.AddrUpdate) {
 		link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: idx}}
 		var err error
 		if u.NewAddr {
-			err = f.nl.AddrReplace(link, a)
-		} else if err = f.nl.AddrDel(link, a); errors.Is(err, unix.EADDRNOTAVAIL) {
+			err = f.ops.AddrReplace(link, a)
+		} else if err = f.ops.AddrDel(link, a); errors.Is(err, unix.EADDRNOTAVAIL) {
 			err = nil
 		}
 		if err != nil {
@@ -235,11 +253,11 @@ func (m *mirror) neigh(u netlink.NeighUpdate) {
 		e := &netlink.Neigh{LinkIndex: idx, Family: n.Family, IP: n.IP, HardwareAddr: n.HardwareAddr, State: netlink.NUD_PERMANENT}
 		var err error
 		if gone {
-			if err = f.nl.NeighDel(e); err != nil && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)) {
+			if err = f.ops.NeighDel(e); err != nil && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)) {
 				err = nil
 			}
 		} else {
-			err = f.nl.NeighSet(e)
+			err = f.ops.NeighSet(e)
 		}
 		if err != nil {
 			m.failed(fmt.Errorf("FE %d: neighbour %s on %s: %w", f.index, n.IP, name, err))
@@ -255,6 +273,9 @@ func (m *mirror) neigh(u netlink.NeighUpdate) {
 func (m *mirror) each(apply func(f *fe)) {
 	var wg sync.WaitGroup
 	for _, f := range m.fes {
+		if f.remote != nil && !f.remote.connected() {
+			continue // copied anew when it is back (resync)
+		}
 		wg.Add(1)
 		f.work <- func() {
 			defer wg.Done()

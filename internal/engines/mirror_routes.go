@@ -112,7 +112,7 @@ func (m *mirror) copyRoutes() error {
 func (m *mirror) prune(have map[string]bool) error {
 	errs := make([]error, len(m.fes))
 	m.each(func(f *fe) {
-		routes, err := f.rt.dump()
+		routes, err := f.ops.dump()
 		if err != nil {
 			errs[f.index] = fmt.Errorf("FE %d: %w", f.index, err)
 			return
@@ -123,7 +123,7 @@ func (m *mirror) prune(have map[string]bool) error {
 				dels = append(dels, rtChange{typ: unix.RTM_DELROUTE, body: r.body})
 			}
 		}
-		fails, err := f.rt.send(dels)
+		fails, err := f.ops.send(dels)
 		m.report(f, dels, fails, err)
 	})
 	return errors.Join(errs...)
@@ -189,7 +189,7 @@ func (m *mirror) routesInto(f *fe, changes []*rtMsg) map[int]syscall.Errno {
 		batch = append(batch, rtChange{typ: r.typ, body: body})
 		index = append(index, i)
 	}
-	fails, err := f.rt.send(batch)
+	fails, err := f.ops.send(batch)
 	var retry []rtChange
 	var retried []int
 	for j, e := range fails {
@@ -212,7 +212,7 @@ func (m *mirror) routesInto(f *fe, changes []*rtMsg) map[int]syscall.Errno {
 			out[i] = 0
 		}
 	}
-	rfails, err := f.rt.send(retry)
+	rfails, err := f.ops.send(retry)
 	m.report(f, retry, rfails, err)
 	for j := range rfails {
 		out[retried[j]] = rfails[j]

@@ -27,6 +27,10 @@ type Plan struct {
 	Tunnel  string     `json:",omitempty"` // the tunnel kind, when Host is set
 	Nodes   []*Node    // the nodes on this machine
 	Links   []*Link    // the links with at least one endpoint on this machine
+	// Hosts: the underlay addresses of the other machines holding engines of this plan's
+	// nodes; Hosted: the nodes of other machines with engines on this one.
+	Hosts  map[string]netip.Addr `json:",omitempty"`
+	Hosted []*Hosted             `json:",omitempty"`
 }
 
 // Node is a node on this machine.
@@ -134,6 +138,7 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 		p.Links = append(p.Links, pl)
 	}
 	p.engineNames(names)
+	p.addRemoteEngines(n, placed)
 	return p, nil
 }
 

@@ -111,8 +111,8 @@ func TestParseEngineErrors(t *testing.T) {
 	}
 }
 
-// An engine may only run on its node's machine for now; a host under hosts that is another
-// one is refused at the engine's host line.
+// An engine may run on another machine than its node (the cluster router); it must name a
+// machine under hosts, and a cluster's file may not choose one.
 func TestEngineOnAnotherHost(t *testing.T) {
 	doc := `name: t
 hosts:
@@ -128,7 +128,15 @@ nodes:
 links:
   - endpoints: [r1:eth1, r2:eth1]
 `
-	checkErrors(t, doc, []string{"topo.yaml:10: nodes.r1.engines[1].host: an engine on another machine than its node is not supported yet; remove host, or give the node `host: m2` too"})
+	n, err := Parse("topo.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Node("r1").Engines[1].Host; got != "m2" {
+		t.Fatalf("engine 1's host = %q, want m2", got)
+	}
+	bad := strings.Replace(doc, "host: m2", "host: m3", 1)
+	checkErrors(t, bad, []string{`topo.yaml:10: nodes.r1.engines[1].host: no host named "m3"; name a machine declared under hosts`})
 }
 
 // A link of a node with engines may have a rate: the classifier caps the node's frames and its
