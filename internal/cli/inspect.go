@@ -147,6 +147,12 @@ func engineCPUs(fe substrate.EngineInfo) string {
 	if fe.Share > 0 {
 		out += fmt.Sprintf(" (%g)", fe.Share)
 	}
+	if fe.Host != "" {
+		out += " on " + fe.Host
+	}
+	if fe.Down {
+		out += " (down: not reached)"
+	}
 	return out
 }
 

@@ -76,6 +76,8 @@ type EngineInfo struct {
 	TxPackets  uint64  `json:"tx_packets"`      // frames it sent out through the node's ports
 	CPUs       []int   `json:"cpus,omitempty"`  // its cores: given in the file, or from its share
 	Share      float64 `json:"share,omitempty"` // the share of cores it asked for (cpus: 0.5)
+	Host       string  `json:"host,omitempty"`  // the machine it runs on, when not the node's
+	Down       bool    `json:"down,omitempty"`  // on another machine and not reached: given no frames
 }
 
 // enginesInfo reads the engines of node n from its helper's status and its devices' counters.
@@ -98,6 +100,7 @@ func enginesInfo(st *state.Store, netID string, n *plan.Node, devs map[string]rt
 		info := EngineInfo{Index: i, CPUs: e.CPUs, Share: e.Share}
 		if s != nil && ei.PID != 0 && i < len(s.Engines) {
 			info.Classified, info.CPUs = s.Engines[i].Classified, s.Engines[i].CPUs
+			info.Host, info.Down = s.Engines[i].Host, s.Engines[i].Down
 		}
 		if i < len(n.FEPorts) {
 			for _, name := range n.FEPorts[i] {

@@ -25,6 +25,8 @@ type engInfo struct {
 		TxPackets  uint64  `json:"tx_packets"`
 		CPUs       []int   `json:"cpus"`
 		Share      float64 `json:"share"`
+		Host       string  `json:"host"`
+		Down       bool    `json:"down"`
 	} `json:"engines"`
 	Mirror struct {
 		Routes, Errors int

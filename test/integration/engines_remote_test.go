@@ -68,9 +68,15 @@ func TestEnginesRemote(t *testing.T) {
 	if used := m.remoteFlows(t, 41000, 8); used[1] || !used[0] {
 		t.Errorf("after kill -9 of the remote FE, flows went to engines %v; want all on engine 0", used)
 	}
+	if host, down := m.remoteEngineState(t); host != "m2" || !down {
+		t.Errorf("after kill -9 of the remote FE, inspect shows engine 1 on %q, down %v; want on m2, down", host, down)
+	}
 	m.trellis(t, 2, "up", path)
 	if !eventually(10*time.Second, func() bool { return m.remoteFlows(t, 42000, 8)[1] }) {
 		t.Errorf("after up on m2, no flow reaches the remote engine again")
+	}
+	if host, down := m.remoteEngineState(t); host != "m2" || down {
+		t.Errorf("after up on m2, inspect shows engine 1 on %q, down %v; want on m2, not down", host, down)
 	}
 	if n := m.remoteRoutes(t); n != 1000 {
 		t.Errorf("the FE made anew on m2 has %d of r's 1000 routes in 10.100.0.0/16; want all (copied when it came back)", n)
@@ -137,6 +143,25 @@ for _ in range(100):
 // out through r's ports.
 func (m *machines) classified(t *testing.T) (classified, tx []uint64) {
 	t.Helper()
+	for _, e := range m.rEngines(t).Engines {
+		classified, tx = append(classified, e.Classified), append(tx, e.TxPackets)
+	}
+	return classified, tx
+}
+
+// remoteEngineState is where inspect on m1 says r's engine 1 runs, and whether it is down.
+func (m *machines) remoteEngineState(t *testing.T) (host string, down bool) {
+	t.Helper()
+	e := m.rEngines(t).Engines
+	if len(e) != 2 {
+		t.Fatalf("inspect on m1 shows %d engines of r; want 2", len(e))
+	}
+	return e[1].Host, e[1].Down
+}
+
+// rEngines is what inspect on m1 shows of r's engines.
+func (m *machines) rEngines(t *testing.T) *engInfo {
+	t.Helper()
 	var info struct {
 		Nodes []struct {
 			Name    string   `json:"name"`
@@ -149,14 +174,11 @@ func (m *machines) classified(t *testing.T) (classified, tx []uint64) {
 	}
 	for _, n := range info.Nodes {
 		if n.Name == "r" && n.Engines != nil {
-			for _, e := range n.Engines.Engines {
-				classified, tx = append(classified, e.Classified), append(tx, e.TxPackets)
-			}
-			return classified, tx
+			return n.Engines
 		}
 	}
 	t.Fatalf("inspect on m1 shows no engines of r:\n%s", out)
-	return nil, nil
+	return nil
 }
 
 // checkRemoteRoute adds a route in r (on m1) and checks the FE held on m2 has it within a
