@@ -254,8 +254,38 @@ func (g *Group) inherited() bool {
 
 // Place moves process pid (all its threads) into the group.
 func (g *Group) Place(pid int) error {
-	for _, dir := range g.dirs {
-		if err := write(dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
+	for c, dir := range g.dirs {
+		err := write(dir, "cgroup.procs", strconv.Itoa(pid))
+		if c == "cpuset" && errors.Is(err, syscall.ENOSPC) {
+			if err = g.fillCpuset(); err == nil {
+				err = write(dir, "cgroup.procs", strconv.Itoa(pid))
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fillCpuset gives a v1 cpuset group that has no cores or no memory nodes (it takes no process
+// then: ENOSPC) its parent's. A fresh group inherits them only if its parent passes them on
+// (cgroup.clone_children), which a parent made again meanwhile by another trellis, an older
+// one, may not.
+func (g *Group) fillCpuset() error {
+	dir := g.dirs["cpuset"]
+	if err := ensureParent(filepath.Dir(dir), "cpuset"); err != nil {
+		return err
+	}
+	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+		if v, err := read(dir, f); err != nil || v != "" {
+			continue
+		}
+		v, err := read(filepath.Dir(dir), f)
+		if err == nil {
+			err = write(dir, f, v)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,46 @@
+//go:build integration
+
+package cgroup
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// TestPlaceFillsEmptyCpuset: a v1 cpuset group left without cores (as a fresh group is when
+// its parent does not pass its own on) still takes a process: Place gives it its parent's
+// cores and memory nodes.
+func TestPlaceFillsEmptyCpuset(t *testing.T) {
+	h, err := Detect()
+	if err != nil {
+		t.Skip(err)
+	}
+	name := fmt.Sprintf("placetest-%d", os.Getpid())
+	g, err := h.Create(name, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove()
+	dir, ok := g.dirs["cpuset"]
+	if !ok {
+		t.Skip("no v1 cpuset hierarchy on this host: nothing to fill")
+	}
+	if err := write(dir, "cpuset.cpus", "\n"); err != nil { // an empty write is none
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if err := g.Place(cmd.Process.Pid); err != nil {
+		t.Fatalf("Place into a cpuset without cores: %v", err)
+	}
+	got, _ := read(dir, "cpuset.cpus")
+	want, _ := read(h.dirs(name)["cpuset"]+"/..", "cpuset.cpus")
+	if got == "" || got != want {
+		t.Errorf("the group's cores are %q; want its parent's %q", got, want)
+	}
+}
