@@ -40,7 +40,7 @@ func (s *Server) clusterList(ctx context.Context) (*listOutput, error) {
 		if err != nil {
 			return nil, problemOf(err)
 		}
-		sum := NetworkSummary{Name: n.Name, Tenant: n.Tenant, Status: clusterState(n, pr), File: n.File, Created: n.Updated}
+		sum := NetworkSummary{Name: n.Name, Tenant: n.Tenant, Status: pr.State(n.Revision), File: n.File, Created: n.Updated}
 		if pr.Placement != nil {
 			sum.Nodes = len(pr.Placement.Nodes)
 		}
@@ -50,25 +50,6 @@ func (s *Server) clusterList(ctx context.Context) (*listOutput, error) {
 		out.Body.Networks = append(out.Body.Networks, sum)
 	}
 	return out, nil
-}
-
-// clusterState sums up where a network stands, as `trellis --cluster ls` says it.
-func clusterState(n *cluster.Network, pr *cluster.Progress) string {
-	switch {
-	case pr.Placement == nil:
-		return "placing"
-	case pr.Placement.Refused != "":
-		return "refused"
-	}
-	for _, st := range pr.Statuses {
-		if st.Generation == n.Revision && st.State == cluster.Failed {
-			return "failed"
-		}
-	}
-	if pr.Done() {
-		return "up"
-	}
-	return "converging"
 }
 
 // clusterInspect describes a network from etcd: its nodes, where they run (a note "machine
@@ -87,7 +68,7 @@ func (s *Server) clusterInspect(ctx context.Context, name string) (*inspectOutpu
 	if err != nil {
 		return nil, problemOf(err)
 	}
-	info := &substrate.NetworkInfo{Name: n.Name, Status: clusterState(n, pr), File: n.File, Nodes: []substrate.NodeInfo{}, Links: []substrate.LinkInfo{}}
+	info := &substrate.NetworkInfo{Name: n.Name, Status: pr.State(n.Revision), File: n.File, Nodes: []substrate.NodeInfo{}, Links: []substrate.LinkInfo{}}
 	converged := map[string]bool{}
 	ports := map[string]cluster.Port{}
 	for _, st := range pr.Statuses {

@@ -92,25 +92,6 @@ func (cs *clusterSession) waitGone(ctx context.Context, name string, wait time.D
 	}
 }
 
-// networkState sums up where a network stands: up, placing, converging, refused, failed.
-func networkState(n *cluster.Network, pr *cluster.Progress) string {
-	switch {
-	case pr.Placement == nil:
-		return "placing"
-	case pr.Placement.Refused != "":
-		return "refused"
-	}
-	for _, st := range pr.Statuses {
-		if st.Generation == n.Revision && st.State == cluster.Failed {
-			return "failed"
-		}
-	}
-	if pr.Done() {
-		return "up"
-	}
-	return "converging"
-}
-
 // clusterLs lists the tenant's networks in the cluster.
 func clusterLs(cmd *cobra.Command, cs *clusterSession) error {
 	ctx := cmd.Context()
@@ -129,7 +110,7 @@ func clusterLs(cmd *cobra.Command, cs *clusterSession) error {
 		if pr.Placement != nil && len(pr.Placement.Nodes) > 0 {
 			machines = perMachine(pr.Placement)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", n.Name, networkState(n, pr), n.Revision, machines, sent(pr.Statuses), n.File)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", n.Name, pr.State(n.Revision), n.Revision, machines, sent(pr.Statuses), n.File)
 	}
 	return w.Flush()
 }
@@ -174,7 +155,7 @@ func clusterInspect(cmd *cobra.Command, cs *clusterSession, name string, asJSON 
 	if err != nil {
 		return err
 	}
-	info := &clusterInfo{Name: n.Name, Tenant: n.Tenant, File: n.File, Generation: n.Revision, Status: networkState(n, pr),
+	info := &clusterInfo{Name: n.Name, Tenant: n.Tenant, File: n.File, Generation: n.Revision, Status: pr.State(n.Revision),
 		Nodes: map[string]string{}, Machines: pr.Statuses}
 	if pr.Placement != nil {
 		info.Nodes, info.Refused = pr.Placement.Nodes, pr.Placement.Refused

@@ -29,6 +29,26 @@ func (p *Progress) Done() bool {
 	return p.Placement != nil && p.Placement.Refused == "" && len(p.Waiting) == 0
 }
 
+// State sums up where a network stands at generation gen, as `trellis --cluster ls` and the
+// API say it: placing, refused, failed (an agent could not apply gen), up or converging.
+func (p *Progress) State(gen int64) string {
+	switch {
+	case p.Placement == nil:
+		return "placing"
+	case p.Placement.Refused != "":
+		return "refused"
+	}
+	for _, st := range p.Statuses {
+		if st.Generation == gen && st.State == Failed {
+			return "failed"
+		}
+	}
+	if p.Done() {
+		return "up"
+	}
+	return "converging"
+}
+
 // ProgressOf reads where network name of tenant stands at generation gen.
 func (s *Store) ProgressOf(ctx context.Context, tenant, name string, gen int64) (*Progress, error) {
 	pl, err := s.Placement(ctx, tenant, name)
