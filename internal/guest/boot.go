@@ -22,7 +22,7 @@ func boot() error {
 		{"tmpfs", "/var", "mode=0755"},
 	}
 	// The initramfs is unpacked into the root, a tmpfs the kernel sizes at a share of the
-	// guest's memory that the image (the agent, libraries, modules) nearly fills in a 256M
+	// guest's memory that the image (the agent, libraries, modules) nearly fills in a 320M
 	// guest: files: then had no room. It may use most of the memory instead, as /run, /tmp and
 	// /var may. A root that is not a tmpfs (no size to change) is left as it is.
 	_ = unix.Mount("rootfs", "/", "", unix.MS_REMOUNT, "size=90%")

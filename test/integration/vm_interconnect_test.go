@@ -95,13 +95,13 @@ func TestVMInterconnect(t *testing.T) {
 
 	t.Run("cgroup", func(t *testing.T) {
 		// m's two pinned vCPUs reserve half a core each every 20 ms: its QEMU's group has the
-		// quota of one core per 20 ms, and its memory is the guest's 256M, QEMU's 128M and the
+		// quota of one core per 20 ms, and its memory is the guest's 512M, QEMU's 128M and the
 		// emulator's 128M translation buffer.
 		n := inspect(t, e.state, "vmic").node(t, "m")
 		groups := procCgroups(t, n.PID)
-		want := map[string]string{"cpu.max": "20000 20000", "memory.max": strconv.Itoa(512 << 20)}
+		want := map[string]string{"cpu.max": "20000 20000", "memory.max": strconv.Itoa(768 << 20)}
 		if _, v2 := groups[""]; !v2 {
-			want = map[string]string{"cpu.cfs_quota_us": "20000", "cpu.cfs_period_us": "20000", "memory.limit_in_bytes": strconv.Itoa(512 << 20)}
+			want = map[string]string{"cpu.cfs_quota_us": "20000", "cpu.cfs_period_us": "20000", "memory.limit_in_bytes": strconv.Itoa(768 << 20)}
 		}
 		for file, value := range want {
 			if got := cgroupFile(t, groups, file); got != value {

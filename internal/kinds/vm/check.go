@@ -8,8 +8,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// minMemory is the least memory Debian's kernel boots the guest image in.
-const minMemory = 128 << 20
+// minMemory is the least memory the default guest image works in. The kernel unpacks the
+// image into a root file system it sizes at about a quarter of the guest's memory; an image
+// that does not fit is cut short without a word (its last libraries missing), and about 70 MB
+// of image (trellis as the guest agent, libraries, modules) needs 320M.
+const minMemory = 320 << 20
 
 // check refuses what a VM node cannot have: too little memory, a vCPU thread both
 // fixed-priority and reserved, a reservation that as a CPU quota is under the kernel's 1ms, or (in a network on this one machine) more memory or other cores
@@ -20,7 +23,7 @@ func check(n *spec.Network, nd *spec.Node) []*spec.Error {
 	mem := nd.Needs.Memory
 	switch {
 	case mem > 0 && mem < minMemory:
-		errs = append(errs, n.NodeError(nd, "memory", fmt.Sprintf("%d MiB is too little for a VM node", mem>>20), "give a VM at least 128M"))
+		errs = append(errs, n.NodeError(nd, "memory", fmt.Sprintf("%d MiB is too little for a VM node", mem>>20), "give a VM at least 320M"))
 	case here && mem > hostMemory():
 		errs = append(errs, n.NodeError(nd, "memory", fmt.Sprintf("%d MiB is more than this machine has (%d MiB)", mem>>20, hostMemory()>>20), "give the VM less memory"))
 	}

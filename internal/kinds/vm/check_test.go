@@ -20,7 +20,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{"defaults", "name: n\nnodes:\n  v:\n    kind: vm\n", ""},
 		{"enough", "name: n\nnodes:\n  v:\n    kind: vm\n    memory: 512M\n", ""},
-		{"too little", "name: n\nnodes:\n  v:\n    kind: vm\n    memory: 64M\n", "t.yaml:5: nodes.v.memory: 64 MiB is too little for a VM node; give a VM at least 128M"},
+		{"too little", "name: n\nnodes:\n  v:\n    kind: vm\n    memory: 64M\n", "t.yaml:5: nodes.v.memory: 64 MiB is too little for a VM node; give a VM at least 320M"},
 		{"more than the host", "name: n\nnodes:\n  v:\n    kind: vm\n    memory: 8G\n", "t.yaml:5: nodes.v.memory: 8192 MiB is more than this machine has (4096 MiB); give the VM less memory"},
 		{"knobs", "name: n\nnodes:\n  v:\n    kind: vm\n    vm:\n      pin: {io: 0}\n      priority: {io: 5}\n      reserve: 40% 20ms\n", ""},
 		{"pinned and reserved: a quota", "name: n\nnodes:\n  v:\n    kind: vm\n    vm:\n      pin: {vcpu: 1}\n      reserve: 40%\n", ""},

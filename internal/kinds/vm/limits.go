@@ -41,12 +41,12 @@ func vcpus(n *spec.Node) int {
 	return 1
 }
 
-// guestMemory is node n's guest memory in bytes: its `memory`, 256M by default.
+// guestMemory is node n's guest memory in bytes: its `memory`, 512M by default.
 func guestMemory(n *spec.Node) uint64 {
 	if n.Needs.Memory > 0 {
 		return max(n.Needs.Memory, minMemory)
 	}
-	return 256 << 20
+	return 512 << 20
 }
 
 // quotaReserve tells whether node n's reservation is a CPU quota (pinned vCPUs) rather than

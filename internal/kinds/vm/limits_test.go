@@ -25,18 +25,18 @@ func TestLimits(t *testing.T) {
 		want  cgroup.Limits
 		note  string
 	}{
-		{"defaults under KVM", spec.Node{}, "kvm", cgroup.Limits{Memory: 384 * mib}, ""},
-		{"defaults under TCG: the translation buffer", spec.Node{}, "tcg", cgroup.Limits{Memory: 512 * mib}, ""},
+		{"defaults under KVM", spec.Node{}, "kvm", cgroup.Limits{Memory: 640 * mib}, ""},
+		{"defaults under TCG: the translation buffer", spec.Node{}, "tcg", cgroup.Limits{Memory: 768 * mib}, ""},
 		{"cpu as a quota, memory, pids",
 			spec.Node{Needs: spec.Capacity{CPU: 0.5, Memory: 1024 * mib}, Pids: 64}, "kvm",
 			cgroup.Limits{CPUs: 0.5, Memory: 1152 * mib, Pids: 64}, ""},
 		{"more vCPUs than cores: a quota of all of them",
-			spec.Node{Needs: spec.Capacity{CPU: 4}}, "kvm", cgroup.Limits{CPUs: 2, Memory: 384 * mib}, ""},
+			spec.Node{Needs: spec.Capacity{CPU: 4}}, "kvm", cgroup.Limits{CPUs: 2, Memory: 640 * mib}, ""},
 		{"reserve without pinning: SCHED_DEADLINE, no quota",
-			spec.Node{VM: &spec.VMSettings{Reserve: 0.5, Period: 10 * time.Millisecond}}, "kvm", cgroup.Limits{Memory: 384 * mib}, ""},
+			spec.Node{VM: &spec.VMSettings{Reserve: 0.5, Period: 10 * time.Millisecond}}, "kvm", cgroup.Limits{Memory: 640 * mib}, ""},
 		{"reserve of pinned vCPUs: a quota over the period",
 			spec.Node{Needs: spec.Capacity{CPU: 2}, VM: &spec.VMSettings{PinVCPU: []int{1}, Reserve: 0.5, Period: 20 * time.Millisecond}}, "kvm",
-			cgroup.Limits{CPUs: 1, Period: 20 * time.Millisecond, Memory: 384 * mib}, "cgroup CPU quota 20ms per 20ms"},
+			cgroup.Limits{CPUs: 1, Period: 20 * time.Millisecond, Memory: 640 * mib}, "cgroup CPU quota 20ms per 20ms"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
