@@ -1,8 +1,9 @@
 // Package rtnl reads devices, addresses and qdiscs over rtnetlink with only the decoding that
-// trellis's readers (inspect, /metrics) need. It reads another network namespace by its id in
-// the caller's namespace (IFLA_TARGET_NETNSID, IFA_TARGET_NETNSID) without entering it, so a
-// reader of a thousand nodes' interfaces needs no thread switched into each namespace and no
-// socket opened in each: one Conn per reader goroutine, reused for every namespace.
+// trellis's readers (inspect, /metrics) need. It reads another network namespace either by its
+// id in the caller's namespace (IFLA_TARGET_NETNSID, IFA_TARGET_NETNSID), with one Conn reused
+// for every namespace and no thread switched, or through a Conn opened in that namespace
+// (DialPid), which costs a few system calls more but spares the kernel a walk of every
+// namespace id of the machine's namespace for each veth device it lists.
 package rtnl
 
 import (
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,11 +60,19 @@ func Dial() (*Conn, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("rtnl: bind: %w", err)
 	}
-	return &Conn{fd: fd, buf: make([]byte, recvSize)}, nil
+	return &Conn{fd: fd, buf: *buffers.Get().(*[]byte)}, nil
 }
 
+// buffers are receive buffers, kept between Conns: a reader may open one per namespace.
+var buffers = sync.Pool{New: func() any { b := make([]byte, recvSize); return &b }}
+
 // Close closes the socket.
-func (c *Conn) Close() error { return unix.Close(c.fd) }
+func (c *Conn) Close() error {
+	b := c.buf
+	c.buf = nil
+	buffers.Put(&b)
+	return unix.Close(c.fd)
+}
 
 // dump sends a dump request of type typ with header hdr and attributes attrs, and calls each
 // for every message of the answer (the bytes after the netlink header). An interrupted dump

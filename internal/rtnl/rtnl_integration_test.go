@@ -4,6 +4,7 @@ package rtnl
 
 import (
 	"fmt"
+	"maps"
 	"os/exec"
 	"slices"
 	"testing"
@@ -149,6 +150,34 @@ func checkMachine(t *testing.T, conn *Conn, pid int, inside map[string][]string)
 	}
 	if len(inside) != 2 || len(got) != 2 {
 		t.Errorf("the node's devices from inside %v, by id %v: want lo and eth1", inside, got)
+	}
+	checkDialPid(t, pid, inside)
+}
+
+// checkDialPid checks that a Conn opened by DialPid in the node's namespace reads what netlink
+// read from inside, and that the caller's thread is back in the machine's namespace after it.
+func checkDialPid(t *testing.T, pid int, inside map[string][]string) {
+	t.Helper()
+	own, err := DialPid(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readNode(t, own, Own)
+	own.Close()
+	if !maps.EqualFunc(got, inside, slices.Equal) {
+		t.Errorf("the node's devices read by DialPid %v, from inside %v", got, inside)
+	}
+	again, err := Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	links, err := again.Links(Own)
+	if err != nil || !slices.ContainsFunc(links, func(l Link) bool { return l.Name == "port0" }) {
+		t.Errorf("after DialPid, the thread's namespace has no port0 (%v): not back in the machine's", err)
+	}
+	if _, err := DialPid(1 << 30); err == nil {
+		t.Errorf("DialPid of a process that does not exist: no error")
 	}
 }
 

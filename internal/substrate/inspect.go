@@ -95,7 +95,7 @@ type EndpointInfo struct {
 
 // Inspect reads network name's nodes, interfaces and links from the kernel: one dump of the
 // machine's devices and one of its qdiscs, and for each running node a dump of its devices
-// and one of its addresses, read by namespace id, a few nodes at a time.
+// and one of its addresses, from a socket in its namespace, a few nodes at a time.
 func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 	rec, err := st.LoadShared(name) // inspect changes nothing
 	if err != nil {
@@ -121,7 +121,7 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 	env := &kinds.Env{Store: st, Plan: rec.Plan}
 	info := &NetworkInfo{Name: rec.Name, NetID: rec.NetID, Host: rec.Plan.Host, Tunnel: rec.Plan.Tunnel, Status: rec.Status, File: rec.File}
 	var seen map[string]ifaceSeen
-	info.Nodes, seen = readNodes(ctx, env, rec.Plan, found, nodeNsIDs(rec.Plan, root.devs))
+	info.Nodes, seen = readNodes(ctx, env, rec.Plan, found)
 	for i, n := range rec.Plan.Nodes {
 		info.Nodes[i].Engines = enginesInfo(st, rec.NetID, n, root.devs)
 	}
@@ -193,30 +193,6 @@ func shaped(p *plan.Plan) bool {
 		}
 	}
 	return false
-}
-
-// nodeNsIDs returns the namespace id of each node whose ports' peers (its interfaces) are all
-// in one namespace, as the root namespace's devs say.
-func nodeNsIDs(p *plan.Plan, devs map[string]rtnl.Link) map[string]int {
-	out := map[string]int{}
-	mixed := map[string]bool{}
-	for _, l := range p.Links {
-		for _, port := range l.Ports {
-			d, ok := devs[port.Name]
-			if !ok || d.PeerNetNsID < 0 {
-				mixed[port.Node] = true
-				continue
-			}
-			if id, seen := out[port.Node]; seen && id != d.PeerNetNsID {
-				mixed[port.Node] = true
-			}
-			out[port.Node] = d.PeerNetNsID
-		}
-	}
-	for node := range mixed {
-		delete(out, node)
-	}
-	return out
 }
 
 // readRootDevices reads the root namespace's devices and, if withShapers, the shapers' drops:
