@@ -15,6 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/substrate"
 )
 
 // Version is the API's version in the OpenAPI document.
@@ -43,6 +44,9 @@ type Server struct {
 	mux     *http.ServeMux
 	api     huma.API
 	handler http.Handler
+	// reader keeps the nodes' devices and addresses between inspects (nil: each inspect
+	// reads them all).
+	reader *substrate.Reader
 }
 
 // New returns the API of state directory st. Changes run under ctx, not under their
@@ -59,6 +63,12 @@ func New(ctx context.Context, st *state.Store, opts Options) *Server {
 	s.register()
 	if s.cl != nil {
 		s.documentTenancy()
+	}
+	if st != nil {
+		if rd, err := substrate.NewReader(); err == nil { // without it, inspect reads everything each time
+			s.reader = rd
+			context.AfterFunc(ctx, func() { rd.Close() })
+		}
 	}
 	s.handler = http.HandlerFunc(s.route)
 	if opts.Log != nil {

@@ -58,7 +58,7 @@ func (s *Server) inspect(ctx context.Context, in *networkInput) (*inspectOutput,
 	if s.cl != nil {
 		return s.clusterInspect(ctx, in.Network)
 	}
-	info, err := substrate.Inspect(s.st, in.Network)
+	info, err := substrate.InspectWith(s.st, in.Network, s.reader)
 	if err != nil {
 		return nil, problemOf(err)
 	}

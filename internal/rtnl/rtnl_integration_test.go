@@ -64,8 +64,57 @@ func TestReadsAnotherNamespace(t *testing.T) {
 		}
 		defer conn.Close()
 		checkMachine(t, conn, sleeper.Process.Pid, inside)
+		checkCache(t, conn, node, sleeper.Process.Pid)
 		return nil
 	})
+}
+
+// checkCache checks that a Cache gives what it read again while its Watch hears no change in
+// the node's namespace, and reads again once an address was added there.
+func checkCache(t *testing.T, conn *Conn, node netns.NsHandle, pid int) {
+	t.Helper()
+	nsid, err := conn.NsID(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	c := NewCache(w)
+	w.Sync()
+	links, addrs, err := c.Read(conn, nsid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, _ := c.Read(conn, nsid)
+	if len(links) == 0 || &again[0] != &links[0] {
+		t.Errorf("a second read without a change was not the kept one")
+	}
+	v := w.Version(nsid)
+	err = netnsutil.Do(node, func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		a, _ := netlink.ParseAddr("10.9.9.9/32")
+		return netlink.AddrAdd(lo, a)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Sync()
+	if w.Version(nsid) == v {
+		t.Fatalf("the watch heard no change after an address was added in namespace %d", nsid)
+	}
+	_, now, err := c.Read(conn, nsid)
+	has := func(as []Addr) bool {
+		return slices.ContainsFunc(as, func(a Addr) bool { return a.Prefix.String() == "10.9.9.9/32" })
+	}
+	if err != nil || has(addrs) || !has(now) {
+		t.Errorf("addresses before the change %v, after %v (%v): want 10.9.9.9/32 after only", addrs, now, err)
+	}
 }
 
 // setUpNode gives the node's eth1 addresses and sets it up, and returns its devices and

@@ -97,12 +97,21 @@ type EndpointInfo struct {
 // machine's devices and one of its qdiscs, and for each running node a dump of its devices
 // and one of its addresses, from a socket in its namespace, a few nodes at a time.
 func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
+	return InspectWith(st, name, nil)
+}
+
+// InspectWith is Inspect through rd's cache of the nodes' devices and addresses (none if rd
+// is nil).
+func InspectWith(st *state.Store, name string, rd *Reader) (*NetworkInfo, error) {
 	rec, err := st.LoadShared(name) // inspect changes nothing
 	if err != nil {
 		return nil, err
 	}
 	if rec == nil {
 		return nil, fmt.Errorf("%w %s in %s", ErrNoNetwork, name, st.Dir)
+	}
+	if rd != nil {
+		rd.sync() // before anything is read: every change made so far is heard
 	}
 	var root rootDevices
 	var rootErr error
@@ -121,7 +130,11 @@ func Inspect(st *state.Store, name string) (*NetworkInfo, error) {
 	env := &kinds.Env{Store: st, Plan: rec.Plan}
 	info := &NetworkInfo{Name: rec.Name, NetID: rec.NetID, Host: rec.Plan.Host, Tunnel: rec.Plan.Tunnel, Status: rec.Status, File: rec.File}
 	var seen map[string]ifaceSeen
-	info.Nodes, seen = readNodes(ctx, env, rec.Plan, found)
+	var nsids map[string]int
+	if rd != nil {
+		nsids = nodeNsIDs(rec.Plan, root.devs)
+	}
+	info.Nodes, seen = readNodes(ctx, env, rec.Plan, found, rd, nsids)
 	for i, n := range rec.Plan.Nodes {
 		info.Nodes[i].Engines = enginesInfo(st, rec.NetID, n, root.devs)
 	}

@@ -23,16 +23,24 @@ type nodeRead struct {
 	seen map[string]ifaceSeen // its interfaces by name
 }
 
-// readNodes reads the nodes of plan p that run (found), a few at a time. It returns the nodes
-// in the plan's order and their interfaces by "node:interface".
-func readNodes(ctx context.Context, env *kinds.Env, p *plan.Plan, found map[string]kinds.Instance) ([]NodeInfo, map[string]ifaceSeen) {
+// readNodes reads the nodes of plan p that run (found), a few at a time, through rd's cache
+// if rd is not nil (nsids are the nodes' namespace ids, from their ports). It returns the
+// nodes in the plan's order and their interfaces by "node:interface".
+func readNodes(ctx context.Context, env *kinds.Env, p *plan.Plan, found map[string]kinds.Instance, rd *Reader, nsids map[string]int) ([]NodeInfo, map[string]ifaceSeen) {
 	reads := make([]nodeRead, len(p.Nodes))
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range min(2*runtime.GOMAXPROCS(0), len(p.Nodes)) {
 		wg.Go(func() {
+			var cr *cachedRead
+			if rd != nil {
+				if conn, err := rtnl.Dial(); err == nil {
+					defer conn.Close()
+					cr = &cachedRead{rd: rd, conn: conn, nsids: nsids}
+				}
+			}
 			for i := range work {
-				reads[i] = readNode(ctx, env, p.Nodes[i], found)
+				reads[i] = readNode(ctx, env, p.Nodes[i], found, cr)
 			}
 		})
 	}
@@ -52,9 +60,16 @@ func readNodes(ctx context.Context, env *kinds.Env, p *plan.Plan, found map[stri
 	return nodes, seen
 }
 
-// readNode reads one node: its interfaces (for a Describer kind, what it describes) and what
-// it uses.
-func readNode(ctx context.Context, env *kinds.Env, n *plan.Node, found map[string]kinds.Instance) nodeRead {
+// cachedRead is what a reader goroutine needs to read nodes through a Reader's cache.
+type cachedRead struct {
+	rd    *Reader
+	conn  *rtnl.Conn
+	nsids map[string]int
+}
+
+// readNode reads one node: its interfaces (for a Describer kind, what it describes; through
+// cr's cache if cr is not nil and knows the node's namespace id) and what it uses.
+func readNode(ctx context.Context, env *kinds.Env, n *plan.Node, found map[string]kinds.Instance, cr *cachedRead) nodeRead {
 	in, ok := found[n.Name]
 	r := nodeRead{info: NodeInfo{Name: n.Name, Kind: n.Kind, PID: in.PID, Running: ok && in.PID != 0}, seen: map[string]ifaceSeen{}}
 	if !r.info.Running {
@@ -64,12 +79,26 @@ func readNode(ctx context.Context, env *kinds.Env, n *plan.Node, found map[strin
 	if k, _ := kinds.NodeKind(n.Kind); k != nil {
 		if d, ok := k.(kinds.Describer); ok {
 			describe(ctx, env, d, in, &r)
+		} else if nsid, ok := cr.nsid(n.Name); ok {
+			var err error
+			if r.info.Interfaces, err = cr.rd.cachedInterfaces(cr.conn, in.PID, nsid, r.seen); err != nil {
+				r.info.Interfaces = interfaces(in.PID, r.seen)
+			}
 		} else {
 			r.info.Interfaces = interfaces(in.PID, r.seen)
 		}
 	}
 	r.info.Usage = usage(env, in)
 	return r
+}
+
+// nsid returns the namespace id of node name, if cr is not nil and knows it.
+func (cr *cachedRead) nsid(name string) (int, bool) {
+	if cr == nil {
+		return 0, false
+	}
+	id, ok := cr.nsids[name]
+	return id, ok
 }
 
 // describe fills in a Describer node's interfaces, threads and notes.
@@ -103,17 +132,7 @@ func interfaces(pid int, seen map[string]ifaceSeen) []InterfaceInfo {
 	if err != nil {
 		return nil
 	}
-	byIndex := map[int][]string{}
-	for _, a := range addrs {
-		byIndex[a.Index] = append(byIndex[a.Index], a.Prefix.String())
-	}
-	out := make([]InterfaceInfo, 0, len(links))
-	for _, l := range links {
-		out = append(out, InterfaceInfo{Name: l.Name, MAC: l.MAC.String(), MTU: l.MTU,
-			State: netlink.LinkOperState(l.OperState).String(), Addresses: byIndex[l.Index]})
-		seen[l.Name] = ifaceSeen{MTU: l.MTU, Stats: &l.Stats}
-	}
-	return out
+	return interfaceInfos(links, addrs, nil, seen)
 }
 
 // seenOf is what links show of an interface that netlink decoded.

@@ -26,9 +26,10 @@ type ipAddr struct {
 	} `json:"addr_info"`
 }
 
-// TestAPIInspectFollowsNodes checks what a running server's inspect shows of nodes, which it
-// reads by namespace id from the root namespace and keeps the running nodes of between
-// requests: each node's interfaces are what `ip addr` shows inside the node; a node killed
+// TestAPIInspectFollowsNodes checks what a running server's inspect shows of nodes, whose
+// running processes, devices and addresses it keeps between requests: each node's interfaces
+// are what `ip addr` shows inside the node, also right after a change made inside it, and
+// the links' counters are read afresh on each request; a node killed
 // behind the server's back shows as not running at once (in inspect and /metrics), and
 // running again, with its new process, once up starts it again.
 func TestAPIInspectFollowsNodes(t *testing.T) {
@@ -46,6 +47,7 @@ func TestAPIInspectFollowsNodes(t *testing.T) {
 		}
 		checkInterfaces(t, node, info.node(t, node).Interfaces, inside)
 	}
+	checkInspectFresh(t, s, e.state, name)
 	up := func(node string) float64 {
 		return s.metric("trellis_node_up", fmt.Sprintf(`machine="%s",network="%s",node="%s"`, mustHostname(t), name, node))
 	}
@@ -96,9 +98,9 @@ func checkInterfaces(t *testing.T, node string, got []ifInfo, inside []ipAddr) {
 		if mac == "00:00:00:00:00:00" {
 			mac = "" // inspect shows none for loopback, as netlink has it
 		}
-		if g.Name != in.Name || g.MAC != mac || g.State != map[string]string{"UP": "up", "DOWN": "down", "UNKNOWN": "unknown"}[in.OperState] ||
+		if g.Name != in.Name || g.MAC != mac || g.MTU != in.MTU || g.State != map[string]string{"UP": "up", "DOWN": "down", "UNKNOWN": "unknown"}[in.OperState] ||
 			!slices.Equal(g.Addresses, addrs) {
-			t.Errorf("%s: inspect shows %+v, ip addr %s %s %s %v", node, g, in.Name, in.MAC, in.OperState, addrs)
+			t.Errorf("%s: inspect shows %+v, ip addr %s %s mtu %d %s %v", node, g, in.Name, in.MAC, in.MTU, in.OperState, addrs)
 		}
 	}
 }
@@ -151,4 +153,31 @@ func TestAPIExecClientGoesAway(t *testing.T) {
 	s.must(204, "DELETE", "/networks/"+name, "", "")
 	s.stop()
 	e.assertClean()
+}
+
+// checkInspectFresh checks that an inspect right after a change inside node b (an address
+// added, an MTU changed) shows it, and that a ping moves the link's counters.
+func checkInspectFresh(t *testing.T, s *apiServer, state, name string) {
+	t.Helper()
+	const link = "a:eth1--b:eth1"
+	before := s.inspect(name).link(t, link).Endpoints
+	mustExec(t, state, name, "b", "ip", "addr", "add", "10.77.0.1/32", "dev", "lo")
+	mustExec(t, state, name, "b", "ip", "link", "set", "eth1", "mtu", "1400")
+	info := s.inspect(name)
+	var inside []ipAddr
+	if err := json.Unmarshal([]byte(mustExec(t, state, name, "b", "ip", "-j", "addr")), &inside); err != nil {
+		t.Fatal(err)
+	}
+	checkInterfaces(t, "b", info.node(t, "b").Interfaces, inside)
+	lo := slices.IndexFunc(info.node(t, "b").Interfaces, func(i ifInfo) bool { return i.Name == "lo" })
+	if lo < 0 || !slices.Contains(info.node(t, "b").Interfaces[lo].Addresses, "10.77.0.1/32") {
+		t.Errorf("inspect right after an address was added to b's lo: %+v", info.node(t, "b").Interfaces)
+	}
+	mustExec(t, state, name, "a", "ping", "-c", "3", "-i", "0.2", "10.0.0.2")
+	after := s.inspect(name).link(t, link).Endpoints
+	for i := range after {
+		if after[i].TxPackets < before[i].TxPackets+3 || after[i].RxPackets < before[i].RxPackets+3 {
+			t.Errorf("endpoint %s:%s counters before a ping %+v, after %+v: want 3 more each way", after[i].Node, after[i].Interface, before[i], after[i])
+		}
+	}
 }

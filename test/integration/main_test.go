@@ -349,6 +349,7 @@ type nodeInfo struct {
 type ifInfo struct {
 	Name      string   `json:"name"`
 	MAC       string   `json:"mac"`
+	MTU       int      `json:"mtu"`
 	State     string   `json:"state"`
 	Addresses []string `json:"addresses"`
 }
