@@ -131,7 +131,8 @@ func (r *runner) deploy() error {
 		r.rep.Deploy = append(r.rep.Deploy, res)
 		r.logf("   trellis %5d nodes: up %.2fs, down %.2fs\n", n, res.Up.Median, res.Down.Median)
 		if mem != nil {
-			r.logf("   trellis %5d nodes: an idle node uses %d KiB of the machine: init %d KiB, kernel %d KiB\n", n, mem.Machine>>10, mem.Init>>10, mem.Kernel>>10)
+			r.logf("   trellis %5d nodes: an idle node uses %d KiB of the machine: init %d KiB (%.1f threads), kernel %d KiB (slab %d KiB)\n",
+				n, mem.Machine>>10, mem.Init>>10, mem.Threads, mem.Kernel>>10, mem.Slab>>10)
 		}
 		if len(mups) > 0 {
 			m := &result.DeployResult{Tool: "mininet", Nodes: n, Up: result.StatOf(mups), Down: result.StatOf(mdowns)}

@@ -12,11 +12,17 @@ import (
 	"github.com/trellisnet/trellis/internal/state"
 )
 
-// machineUsed is the machine's memory in use, in bytes: MemTotal - MemAvailable.
-func machineUsed() (uint64, error) {
+// memUse is what /proc/meminfo says of the machine's memory, in bytes.
+type memUse struct {
+	Used uint64 // MemTotal - MemAvailable
+	Slab uint64
+}
+
+// machineUsed reads the machine's memory in use (MemTotal - MemAvailable) and its slab.
+func machineUsed() (memUse, error) {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
-		return 0, err
+		return memUse{}, err
 	}
 	defer f.Close()
 	vals := map[string]uint64{}
@@ -29,9 +35,9 @@ func machineUsed() (uint64, error) {
 		}
 	}
 	if vals["MemTotal"] == 0 || vals["MemAvailable"] == 0 {
-		return 0, fmt.Errorf("/proc/meminfo: no MemTotal or MemAvailable")
+		return memUse{}, fmt.Errorf("/proc/meminfo: no MemTotal or MemAvailable")
 	}
-	return vals["MemTotal"] - vals["MemAvailable"], nil
+	return memUse{Used: vals["MemTotal"] - vals["MemAvailable"], Slab: vals["Slab"]}, nil
 }
 
 // pss is a process's proportional set size in bytes (its share of the pages it maps).
@@ -53,7 +59,7 @@ func pss(pid int) (uint64, error) {
 // against before (taken before the network was made), per node, and the share of it that is
 // the nodes' init processes (their PSS); the rest is the kernel's (namespaces, devices,
 // cgroups, page tables, the private directories' tmpfs).
-func idleMemory(st *state.Store, name string, before uint64) (*result.NodeMemory, error) {
+func idleMemory(st *state.Store, name string, before memUse) (*result.NodeMemory, error) {
 	after, err := machineUsed()
 	if err != nil {
 		return nil, err
@@ -67,17 +73,26 @@ func idleMemory(st *state.Store, name string, before uint64) (*result.NodeMemory
 		return nil, fmt.Errorf("network %s: no nodes found (%v)", name, err)
 	}
 	var inits uint64
+	threads := 0
 	for _, pid := range pids {
 		p, err := pss(pid)
 		if err != nil {
 			return nil, err
 		}
 		inits += p
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return nil, err
+		}
+		threads += len(tasks)
 	}
 	n := uint64(len(pids))
-	m := &result.NodeMemory{Init: inits / n}
-	if after > before {
-		m.Machine = (after - before) / n
+	m := &result.NodeMemory{Init: inits / n, Threads: float64(threads) / float64(n)}
+	if after.Used > before.Used {
+		m.Machine = (after.Used - before.Used) / n
+	}
+	if after.Slab > before.Slab {
+		m.Slab = (after.Slab - before.Slab) / n
 	}
 	if m.Machine > m.Init {
 		m.Kernel = m.Machine - m.Init

@@ -110,6 +110,14 @@ type Preparer interface {
 	Prepare(ctx context.Context, env *Env) error
 }
 
+// Tasker is a node kind whose nodes hold a known number of the host's tasks (processes and
+// threads, each with a pid) while idle: the substrate refuses, before it starts anything, nodes
+// that would not fit in what the host's kernel.pid_max and kernel.threads-max leave free. A
+// kind that is not a Tasker counts one task per node.
+type Tasker interface {
+	Tasks(n *plan.Node) int
+}
+
 // Describer is a node kind whose nodes' interfaces trellis cannot read from a network
 // namespace of theirs on the host (a VM's are in its guest): inspect asks the kind.
 type Describer interface {

@@ -19,14 +19,29 @@ func UpQuiet(name string) (netlink.Link, error) {
 	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0o644); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	dev, err := netlink.LinkByName(name)
-	if err == nil && dev.Attrs().Flags&1 == 0 { // net.FlagUp
-		err = netlink.LinkSetUp(dev)
-	}
+	var dev netlink.Link
+	err := Do(func(h *netlink.Handle) error {
+		var err error
+		if dev, err = h.LinkByName(name); err == nil && dev.Attrs().Flags&1 == 0 { // net.FlagUp
+			err = h.LinkSetUp(dev)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return dev, nil
+}
+
+// Down brings a device down.
+func Down(name string) error {
+	return Do(func(h *netlink.Handle) error {
+		dev, err := h.LinkByName(name)
+		if err == nil {
+			err = h.LinkSetDown(dev)
+		}
+		return err
+	})
 }
 
 // Underlay finds the device that holds the underlay address addr.
@@ -43,19 +58,28 @@ func Underlay(addr netip.Addr) (netlink.Link, error) {
 	return nil, fmt.Errorf("no device on this machine has the underlay address %s", addr)
 }
 
-// List lists the devices of the calling thread's namespace, listing again when the kernel
+// List lists the devices of the process's network namespace, listing again when the kernel
 // interrupts the dump because devices changed during it.
 func List() ([]netlink.Link, error) {
-	links, err := netlink.LinkList()
+	var links []netlink.Link
+	list := func(h *netlink.Handle) error {
+		var err error
+		links, err = h.LinkList()
+		return err
+	}
+	err := Do(list)
 	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 50; try++ {
-		links, err = netlink.LinkList()
+		err = Do(list)
 	}
 	return links, err
 }
 
+// ErrNoDevice is returned when a device that must exist is not there.
+var ErrNoDevice = errors.New("no such device")
+
 // ByName returns the device called name, or nil if there is none.
 func ByName(name string) (netlink.Link, error) {
-	dev, err := netlink.LinkByName(name)
+	dev, err := get(name)
 	if IsGone(err) {
 		return nil, nil
 	}
@@ -68,7 +92,7 @@ func Delete(name string) error {
 	if err != nil || dev == nil {
 		return err
 	}
-	if err := netlink.LinkDel(dev); err != nil && !IsGone(err) {
+	if err := Do(func(h *netlink.Handle) error { return h.LinkDel(dev) }); err != nil && !IsGone(err) {
 		return fmt.Errorf("deleting %s: %w", name, err)
 	}
 	return nil

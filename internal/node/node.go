@@ -25,6 +25,12 @@ const InitArg0 = nodeinit.InitArg0
 // inside it.
 const ExecArg = nodeinit.ExecArg
 
+// InitTasks is how many of the host's tasks (pids) an idle node's init holds: its threads.
+// The init program (package nodeinit) sleeps with three, its main thread, the Go runtime's
+// monitor and the thread the runtime starts with; about one init in five keeps a fourth it
+// needed while it set the node up (1000-node chain: 809 with three, 191 with four).
+const InitTasks = 4
+
 // JoinArg is the hidden sub-command that joins a node's control groups on the host, then
 // enters the node (Command).
 const JoinArg = "__node-join"

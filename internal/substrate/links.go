@@ -40,7 +40,8 @@ func (a *applier) link(ctx context.Context, l *plan.Link) error {
 // the link changed (changed); otherwise it touches nothing and returns none.
 func (a *applier) ports(ctx context.Context, l *plan.Link, changed bool) (bool, []netlink.Link, error) {
 	made := false
-	for _, port := range l.Ports {
+	out := make([]netlink.Link, len(l.Ports)) // the ports made here, as Port returned them
+	for i, port := range l.Ports {
 		a.mu.Lock()
 		known, in := a.known[port.Name], a.running[port.Node]
 		a.mu.Unlock()
@@ -52,7 +53,7 @@ func (a *applier) ports(ctx context.Context, l *plan.Link, changed bool) (bool, 
 		if err != nil {
 			return made, nil, err
 		}
-		if _, err = k.Port(ctx, a.env, in, n, port, l.MTU); err != nil {
+		if out[i], err = k.Port(ctx, a.env, in, n, port, l.MTU); err != nil {
 			return made, nil, fmt.Errorf("port %s: %w", port, err)
 		}
 		made = true
@@ -64,9 +65,14 @@ func (a *applier) ports(ctx context.Context, l *plan.Link, changed bool) (bool, 
 	if !made && !changed {
 		return false, nil, nil
 	}
-	out := make([]netlink.Link, len(l.Ports))
 	for i, port := range l.Ports {
-		dev, err := netlink.LinkByName(port.Name)
+		if out[i] != nil {
+			continue
+		}
+		dev, err := netdev.ByName(port.Name)
+		if err == nil && dev == nil {
+			err = fmt.Errorf("%w: %s", netdev.ErrNoDevice, port.Name)
+		}
 		if err != nil {
 			return made, nil, fmt.Errorf("port %s: %w", port, err)
 		}
@@ -159,11 +165,7 @@ func setCarrier(name string, up bool) error {
 	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0o644); err != nil {
 		return err
 	}
-	dev, err := netlink.LinkByName(name)
-	if err == nil {
-		err = netlink.LinkSetDown(dev)
-	}
-	return err
+	return netdev.Down(name)
 }
 
 // sameLink tells whether two plans of a link are the same in every respect.

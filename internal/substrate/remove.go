@@ -133,7 +133,7 @@ func deleteDevices(netID string, waitPorts bool) error {
 				ports++
 				continue
 			}
-			if err := netlink.LinkDel(d); err != nil && !netdev.IsGone(err) {
+			if err := netdev.Do(func(h *netlink.Handle) error { return h.LinkDel(d) }); err != nil && !netdev.IsGone(err) {
 				return fmt.Errorf("deleting %s: %w", d.Attrs().Name, err)
 			}
 		}

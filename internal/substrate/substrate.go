@@ -60,6 +60,9 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 		err = checkNetID(st, p)
 	}
 	if err == nil {
+		err = checkTasks(p.Network, p.Nodes)
+	}
+	if err == nil {
 		err = prepare(ctx, &kinds.Env{Store: st, Plan: p, Log: log}, n)
 	}
 	if err != nil {
@@ -110,6 +113,9 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTasks(p.Network, notRunning(p.Nodes, running)); err != nil {
+		return nil, err
+	}
 	changes := Diff(old, p, digests(running))
 	ec, err := engineChanges(st, old, p, running)
 	if err != nil {
@@ -151,6 +157,17 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, rollback(st, rec, old, log, err)
 	}
 	return &Result{Changes: changes, Took: time.Since(start)}, nil
+}
+
+// notRunning returns the nodes that have no running instance: those a change starts.
+func notRunning(nodes []*plan.Node, running map[string]kinds.Instance) []*plan.Node {
+	var out []*plan.Node
+	for _, nd := range nodes {
+		if _, ok := running[nd.Name]; !ok {
+			out = append(out, nd)
+		}
+	}
+	return out
 }
 
 // rollback takes a network whose live change failed back to plan old.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Capability numbers (linux/capability.h).
@@ -38,6 +39,27 @@ links:
 			if got := mustExec(t, e.state, "exectest", n, "hostname"); got != n+"\n" {
 				t.Errorf("hostname in node %s printed %q", n, got)
 			}
+		}
+	})
+
+	// A process whose parent ends is reparented to the node's init (PID 1 of the node), and
+	// reaped when it ends: no zombie is left (the init ignores SIGCHLD, so the kernel reaps).
+	t.Run("orphans reaped", func(t *testing.T) {
+		pid := strings.TrimSpace(mustExec(t, e.state, "exectest", "a", "sh", "-c", "sleep 1 >/dev/null 2>&1 & echo $!"))
+		stat := mustExec(t, e.state, "exectest", "a", "cat", "/proc/"+pid+"/stat")
+		if f := strings.Fields(stat[strings.LastIndex(stat, ")")+1:]); len(f) < 2 || f[1] != "1" {
+			t.Fatalf("orphan %s: stat %q, want parent 1 (the node's init)", pid, stat)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			stat, _, err := execIn(t, e.state, "exectest", "a", "cat", "/proc/"+pid+"/stat")
+			if err != nil {
+				break // gone: reaped
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("orphan %s still there 10 s after it started a 1 s sleep: %s", pid, stat)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	})
 

@@ -4,6 +4,8 @@ package integration
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,4 +46,39 @@ func TestHundredNetworks(t *testing.T) {
 	if len(left) != 0 {
 		t.Errorf("ls lists %d networks after down --all, want none: %v", len(left), left)
 	}
+}
+
+// A network whose nodes' threads would not fit in what the host's kernel.pid_max leaves free
+// is refused before anything is made, with the limit and the fix named: without the check, up
+// failed half-way, at the first init whose threads the kernel refused.
+func TestUpRefusesWhatPidMaxCannotHold(t *testing.T) {
+	pidMax, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	max, err := strconv.Atoi(strings.TrimSpace(string(pidMax)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Four tasks per node (node.InitTasks): n nodes need more than pid_max holds at all.
+	n := max/4 + 1
+	if n > 20000 {
+		t.Skipf("kernel.pid_max is %d: a network too large for it takes too long to check", max)
+	}
+	e := start(t)
+	_, errOut, err := trellis(t, e.state, "up", writeTopo(t, chainTopo("pidmax", n)))
+	if err == nil {
+		mustTrellis(t, e.state, "down", "pidmax")
+		t.Fatalf("up of %d nodes with kernel.pid_max %d succeeded", n, max)
+	}
+	for _, want := range []string{"host limit", "network pidmax", fmt.Sprintf("its %d nodes", n),
+		fmt.Sprintf("kernel.pid_max is %d", max), "sysctl -w kernel.pid_max="} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("error lacks %q:\n%s", want, errOut)
+		}
+	}
+	if got := listNetworks(t, e.state); len(got) != 0 {
+		t.Errorf("ls lists %v after the refused up, want nothing", got)
+	}
+	e.assertClean()
 }

@@ -142,10 +142,15 @@ type DeployResult struct {
 // (MemTotal - MemAvailable) after up against before, per node, split into the node's init
 // process (its PSS: trellis's own) and the rest (the kernel's: namespaces, devices, cgroups,
 // page tables, the private directories). Other work on the machine makes Machine noisy.
+// Slab is the part of it that the kernel's slab caches grew by (namespaces, devices, cgroups:
+// less noisy than Machine), and Threads the mean threads of a node's init (each a host task:
+// kernel.pid_max bounds them).
 type NodeMemory struct {
-	Machine uint64 `json:"machine_bytes"`
-	Init    uint64 `json:"init_bytes"`
-	Kernel  uint64 `json:"kernel_bytes"`
+	Machine uint64  `json:"machine_bytes"`
+	Init    uint64  `json:"init_bytes"`
+	Kernel  uint64  `json:"kernel_bytes"`
+	Slab    uint64  `json:"slab_bytes,omitempty"`
+	Threads float64 `json:"init_threads,omitempty"`
 }
 
 // LimitsResult is the CPU a node held to Limit cores used while it and an unlimited node each

@@ -30,6 +30,10 @@ const NotReady = "not-ready"
 // Kind is the container node kind.
 type Kind struct{}
 
+// Tasks is what a node holds of the host's tasks while idle: its init's threads. What the
+// node's own programs start comes on top, within its pids limit.
+func (Kind) Tasks(*plan.Node) int { return node.InitTasks }
+
 // Running finds the network's node init processes by their markers in /proc.
 func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 	found, err := node.FindRunning(env.Store.ID, env.Plan.NetID)

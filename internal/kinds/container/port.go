@@ -34,7 +34,7 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 	if mac, err := net.ParseMAC(p.MAC); err == nil {
 		veth.PeerHardwareAddr = mac
 	}
-	if err := netlink.LinkAdd(veth); err != nil {
+	if err := netdev.Add(veth); err != nil {
 		return nil, fmt.Errorf("port %s for %s: %w", p.Name, p, err)
 	}
 	if err := configure(ns, n, p, true); err != nil {

@@ -43,3 +43,21 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestIsQEMUComm(t *testing.T) {
+	for _, tt := range []struct {
+		comm string
+		want bool
+	}{
+		{"qemu-system-x86\n", true}, // the kernel keeps 15 bytes of qemu-system-x86_64
+		{"qemu-system-x86", true},
+		{"qemu-system-arm\n", false},
+		{"4\n", false},
+		{"trellis\n", false},
+		{"\n", false},
+	} {
+		if got := isQEMUComm([]byte(tt.comm)); got != tt.want {
+			t.Errorf("isQEMUComm(%q) = %v, want %v", tt.comm, got, tt.want)
+		}
+	}
+}

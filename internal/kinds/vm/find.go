@@ -12,15 +12,25 @@ import (
 )
 
 // findQEMU finds the QEMU processes of network netID of state stateID by their guest names:
-// by node, normally one (two only if something went wrong; Stop ends them all).
+// by node, normally one (two only if something went wrong; Stop ends them all). Only processes
+// whose name (/proc/PID/comm: the executed file's name, at most 15 bytes) is QEMU's have their
+// command line read: reading a command line takes the process's memory map, and with thousands
+// of node processes on the machine that made this search most of a container network's down.
 func findQEMU(stateID, netID string) (map[string][]kinds.Instance, error) {
-	dirs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
 	}
 	prefix := "guest=" + markerPrefix + stateID + "/" + netID + "/"
 	out := map[string][]kinds.Instance{}
-	for _, d := range dirs {
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		d := filepath.Join("/proc", e.Name(), "cmdline")
+		if comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm")); err != nil || !isQEMUComm(comm) {
+			continue
+		}
 		data, err := os.ReadFile(d)
 		if err != nil || !bytes.Contains(data, []byte(prefix)) {
 			continue
@@ -43,4 +53,11 @@ func findQEMU(stateID, netID string) (map[string][]kinds.Instance, error) {
 		}
 	}
 	return out, nil
+}
+
+// isQEMUComm tells whether a process name (/proc/PID/comm, newline-terminated) is QEMU's,
+// which the kernel cuts to 15 bytes.
+func isQEMUComm(comm []byte) bool {
+	name := QEMU[:min(len(QEMU), 15)]
+	return string(bytes.TrimSuffix(comm, []byte("\n"))) == name
 }

@@ -11,12 +11,13 @@ package nodeinit
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,7 +48,15 @@ type File struct {
 	Owner   string `json:",omitempty"` // USER or USER:GROUP inside the node; "" means root
 }
 
-// Main runs the init (InitArg0) or ExecArg, as os.Args say, and never returns.
+// ErrNotMainThread is returned when the init runs on another thread than the process's main
+// thread: Main must be called from a package initialiser (see initMain).
+var ErrNotMainThread = errors.New("the node's init is not on its main thread")
+
+// Main runs the init (InitArg0) or ExecArg, as os.Args say, and never returns. The init
+// program calls it from a package initialiser (func init): while initialisers run, the Go
+// runtime keeps the goroutine on the process's main thread, which the node's init needs,
+// without runtime.LockOSThread, which would start one more thread (the runtime's template
+// thread) in every node.
 func Main() {
 	switch {
 	case os.Args[0] == InitArg0:
@@ -64,13 +73,15 @@ func Main() {
 // initMain is the node init process (PID 1 of the node), started by trellis in the node's user
 // namespace with its mounts made and locked. It never returns.
 func initMain() {
-	// On the main thread: /proc/PID/ns/cgroup, which `trellis exec` enters, is the main
-	// thread's, and the init makes its cgroup namespace below.
-	runtime.LockOSThread()
 	ready := os.NewFile(3, "ready")
 	unix.Close(4) // the program it was executed from
 	var cfg Config
 	err := json.NewDecoder(os.Stdin).Decode(&cfg)
+	if err == nil && unix.Gettid() != unix.Getpid() {
+		// /proc/PID/ns/cgroup, which `trellis exec` enters, is the main thread's, and the
+		// init makes its cgroup namespace below.
+		err = ErrNotMainThread
+	}
 	if err == nil {
 		// The init is in its group already (trellis placed it before sending cfg).
 		err = unix.Unshare(unix.CLONE_NEWCGROUP)
@@ -86,7 +97,7 @@ func initMain() {
 		os.Exit(1) // trellis is gone: it would never mark this node ready
 	}
 	ready.Close()
-	reap()
+	idle()
 }
 
 func setup(cfg Config) error {
@@ -124,20 +135,16 @@ func loopbackUp() error {
 	return err
 }
 
-// reap waits for children forever, as PID 1 must: daemons started in the node are reparented
-// here when their parent exits.
-func reap() {
-	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT)
-	children := make(chan os.Signal, 1)
-	signal.Notify(children, syscall.SIGCHLD)
+// idle is the init's life once the node is set up: it sleeps, as PID 1, for good. Daemons
+// started in the node are reparented to it when their parent exits, and the kernel reaps them
+// when they end, because the init ignores SIGCHLD. No signal handler goroutine, no wait loop:
+// the sleeping init holds three threads (its main thread, the Go runtime's monitor and one it
+// starts with), where a wait loop woken through os/signal, on a locked thread, held six or
+// seven, which put 5000 nodes over the host's default pid_max (32768).
+func idle() {
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGCHLD)
 	for {
-		for {
-			var ws syscall.WaitStatus
-			if pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); pid <= 0 || err != nil {
-				break
-			}
-		}
-		<-children
+		time.Sleep(24 * time.Hour)
 	}
 }
 

@@ -5,4 +5,7 @@ package main
 
 import "github.com/trellisnet/trellis/internal/node/nodeinit"
 
-func main() { nodeinit.Main() }
+// The program runs from its package initialiser, on the process's main thread (nodeinit.Main).
+func init() { nodeinit.Main() }
+
+func main() {}
