@@ -16,17 +16,21 @@ func imageCmd() *cobra.Command {
 		Short: "Build, list and remove the guest images VM nodes boot",
 		Long: `VM nodes (kind: vm) boot a small guest image that trellis builds from the host: Debian's
 linux-image-amd64 kernel (downloaded once through apt), the trellis binary as the guest's agent,
-busybox, and the host's ip, ping, BIRD, iperf3 and tcpdump with their libraries. Images are kept
+busybox, and the host's ip, ping, BIRD, iperf3 and tcpdump with their libraries; for nodes that
+run FRR (their exec or files name frr or vtysh), the same with the host's FRR. Images are kept
 in the cache under an ID made from their contents; 'trellis up' builds the image when an input
 changed (e.g. BIRD was upgraded), so building ahead only saves time.`,
 	}
 	cmd.PersistentFlags().StringVar(&cache, "cache", cache, "where images and kernels are kept")
+	frr := false
 	build := &cobra.Command{
 		Use:   "build",
 		Short: "Build the default guest image (or find it in the cache)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			img, err := image.Build(cmd.Context(), cache, image.DefaultSpec(), os.Stderr)
+			s := image.DefaultSpec()
+			s.FRR = frr
+			img, err := image.Build(cmd.Context(), cache, s, os.Stderr)
 			if err != nil {
 				return err
 			}
@@ -34,6 +38,7 @@ changed (e.g. BIRD was upgraded), so building ahead only saves time.`,
 			return nil
 		},
 	}
+	build.Flags().BoolVar(&frr, "frr", false, "the image for nodes that run FRR: with the host's FRR (Debian's frr package)")
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List the cached guest images",

@@ -1,7 +1,8 @@
 // Package image builds the guest images VM nodes boot (docs/design.md, decision 13): a Linux
 // kernel from Debian's linux-image-amd64 package and an initramfs that holds the trellis
 // binary as the guest's agent (internal/guest), the virtio drivers, busybox and the host's
-// programs a router needs (ip, BIRD, ...) with their libraries. Images are cached under an ID
+// programs a router needs (ip, BIRD, ...) with their libraries, and FRR for the nodes that
+// run it. Images are cached under an ID
 // made from their inputs, so an image is built again only when an input changes.
 package image
 
@@ -39,6 +40,9 @@ type Image struct {
 type Spec struct {
 	// Programs are host programs copied in with their libraries; missing ones are skipped.
 	Programs []string
+	// FRR adds the host's FRR (Debian's frr package, frr.go): about 20 MB more, for nodes that
+	// run it.
+	FRR bool
 	// Agent is the trellis binary that becomes the guest's /init; empty means this one.
 	Agent string
 }
@@ -47,7 +51,7 @@ type Spec struct {
 func DefaultSpec() Spec {
 	return Spec{Programs: []string{
 		"/usr/bin/busybox", "/usr/bin/bash", "/usr/bin/ip", "/usr/bin/ping", "/usr/sbin/bird", "/usr/sbin/birdc",
-		"/usr/bin/iperf3", "/usr/sbin/tcpdump",
+		"/usr/bin/iperf3", "/usr/bin/tcpdump", "/usr/sbin/tcpdump", // Debian 12 has it in /usr/bin
 	}}
 }
 

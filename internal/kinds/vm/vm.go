@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/guest"
@@ -77,7 +76,7 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	var img image.Image
 	var err error
 	if n.VM.Agent() { // the user's own kernel and initrd need none of trellis's image
-		if img, err = guestImage(ctx, env); err != nil {
+		if img, err = guestImage(ctx, env, wantsFRR(n.Node)); err != nil {
 			return in, err
 		}
 	} else if _, err = exec.LookPath(QEMU); err != nil {
@@ -135,7 +134,7 @@ func setup(ctx context.Context, env *kinds.Env, n *plan.Node) error {
 	defer c.Close()
 	req := &guest.Request{Op: "setup", Hostname: n.Name, Sysctl: n.NodeSysctls(env.Plan.Endpoints(n.Name)), Lo: n.Addresses["lo"]}
 	for _, f := range n.Files {
-		req.Files = append(req.Files, guest.File{Path: f.Path, Content: f.Content})
+		req.Files = append(req.Files, guest.File{Path: f.Path, Content: f.Content, Mode: f.Mode, Owner: f.Owner})
 	}
 	_, err = c.Do(ctx, req)
 	return err
@@ -233,38 +232,6 @@ func (Kind) Run(ctx context.Context, env *kinds.Env, in kinds.Instance, argv []s
 	io.WriteString(stdout, r.Stdout)
 	io.WriteString(stderr, r.Stderr)
 	return r.Exit, nil
-}
-
-var prepared struct {
-	sync.Mutex
-	img *image.Image
-}
-
-// Prepare checks that QEMU is installed and builds the guest image (or finds it in the cache),
-// once per process, and says when VMs will run under software emulation.
-func (Kind) Prepare(ctx context.Context, env *kinds.Env) error {
-	_, err := guestImage(ctx, env)
-	return err
-}
-
-func guestImage(ctx context.Context, env *kinds.Env) (image.Image, error) {
-	prepared.Lock()
-	defer prepared.Unlock()
-	if prepared.img != nil {
-		return *prepared.img, nil
-	}
-	if _, err := exec.LookPath(QEMU); err != nil {
-		return image.Image{}, fmt.Errorf("VM nodes need QEMU (%v): install qemu-system-x86", err)
-	}
-	img, err := image.Build(ctx, image.DefaultCache, image.DefaultSpec(), env.Log)
-	if err != nil {
-		return img, fmt.Errorf("no guest image: %w", err)
-	}
-	if Accel() == "tcg" && env.Log != nil {
-		fmt.Fprintln(env.Log, "notice: KVM does not work on this machine; VM nodes run under software emulation (TCG), slowly")
-	}
-	prepared.img = &img
-	return img, nil
 }
 
 // readyPath is the file Start writes once a VM is set up, holding QEMU's pid.
