@@ -10,7 +10,7 @@ import (
 )
 
 func imageCmd() *cobra.Command {
-	cache := image.DefaultCache
+	cache := image.Cache()
 	cmd := &cobra.Command{
 		Use:   "image",
 		Short: "Build, list and remove the guest images VM nodes boot",
@@ -21,7 +21,7 @@ run FRR (their exec or files name frr or vtysh), the same with the host's FRR. I
 in the cache under an ID made from their contents; 'trellis up' builds the image when an input
 changed (e.g. BIRD was upgraded), so building ahead only saves time.`,
 	}
-	cmd.PersistentFlags().StringVar(&cache, "cache", cache, "where images and kernels are kept")
+	cmd.PersistentFlags().StringVar(&cache, "cache", cache, "where images and kernels are kept (up uses $"+image.CacheEnv+", or "+image.DefaultCache+")")
 	frr := false
 	build := &cobra.Command{
 		Use:   "build",

@@ -21,6 +21,18 @@ import (
 // DefaultCache is where images and kernels are kept.
 const DefaultCache = "/var/cache/trellis"
 
+// CacheEnv names the environment variable that puts the cache elsewhere, for `up` and
+// `trellis image` alike.
+const CacheEnv = "TRELLIS_IMAGE_CACHE"
+
+// Cache is where images and kernels are kept: $TRELLIS_IMAGE_CACHE, or DefaultCache.
+func Cache() string {
+	if d := os.Getenv(CacheEnv); d != "" {
+		return d
+	}
+	return DefaultCache
+}
+
 // ErrNoImage is returned for an image ID not in the cache.
 var ErrNoImage = errors.New("no such image")
 

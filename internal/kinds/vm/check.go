@@ -26,7 +26,7 @@ func check(n *spec.Network, nd *spec.Node) []*spec.Error {
 	here := len(n.Hosts) == 0
 	mem := nd.Needs.Memory
 	switch {
-	case mem > 0 && mem < minMemory:
+	case mem > 0 && mem < minMemory && nd.VM.Agent(): // the user's own initrd may need less
 		errs = append(errs, n.NodeError(nd, "memory", fmt.Sprintf("%d MiB is too little for a VM node", mem>>20), "give a VM at least 320M"))
 	case mem > 0 && mem < minMemoryFRR && nd.VM.Agent() && wantsFRR(nd):
 		errs = append(errs, n.NodeError(nd, "memory", fmt.Sprintf("%d MiB is too little for a VM node that runs FRR", mem>>20), "give a VM with FRR at least 384M (its image is 20 MB larger)"))

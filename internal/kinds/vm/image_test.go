@@ -29,9 +29,9 @@ func TestWantsFRR(t *testing.T) {
 	}
 }
 
-// TestCheckFRRMemory wants more memory of a node whose image holds FRR, unless it boots its own
-// initrd.
-func TestCheckFRRMemory(t *testing.T) {
+// TestCheckImageMemory wants enough memory for trellis's image, more for one that holds FRR,
+// and none of a node that boots its own initrd.
+func TestCheckImageMemory(t *testing.T) {
 	hostMemory = func() uint64 { return 4 << 30 }
 	const head = "name: n\nnodes:\n  v:\n    kind: vm\n"
 	cases := []struct {
@@ -41,6 +41,8 @@ func TestCheckFRRMemory(t *testing.T) {
 		{"FRR in 320M", "    memory: 320M\n    exec: [/usr/lib/frr/frrinit.sh start]\n",
 			"t.yaml:5: nodes.v.memory: 320 MiB is too little for a VM node that runs FRR; give a VM with FRR at least 384M (its image is 20 MB larger)"},
 		{"BIRD in 320M", "    memory: 320M\n    exec: [bird]\n", ""},
+		{"trellis's image in 256M", "    memory: 256M\n", "t.yaml:5: nodes.v.memory: 256 MiB is too little for a VM node; give a VM at least 320M"},
+		{"own initrd in 256M", "    memory: 256M\n    vm: {kernel: /proc/self/exe, initrd: /proc/self/exe}\n", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
