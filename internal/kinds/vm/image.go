@@ -41,7 +41,7 @@ var prepared struct {
 
 // Prepare checks that QEMU is installed, says once per process when VMs will run under
 // software emulation, and builds the guest images the plan's VM nodes boot (or finds them in
-// the cache): none for nodes that boot their own initrd, one with FRR for nodes that run it
+// the cache): none for nodes that boot their own initrd or disk, one with FRR for nodes that run it
 // and one without for the others. Without a plan it builds the image without FRR.
 func (Kind) Prepare(ctx context.Context, env *kinds.Env) error {
 	if _, err := exec.LookPath(QEMU); err != nil {

@@ -66,7 +66,7 @@ func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 }
 
 // ErrNoAgent is returned for a request that needs the guest agent of a VM that has none (it
-// boots the user's own initrd).
+// boots the user's own initrd or disk).
 var ErrNoAgent = errors.New("no trellis agent in the guest")
 
 // Start builds (or finds) the guest image, starts QEMU with the node's ports, waits for the
@@ -102,6 +102,11 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	}
 	argv := args(img, marker(id, netID, n.Name, n.Digest), socket(id, netID, n.Name, "agent"),
 		socket(id, netID, n.Name, "tty"), socket(id, netID, n.Name, "qmp"), filepath.Join(logDir, n.Name+".console"), n, ps)
+	disk, err := diskArgs(ctx, env, n)
+	if err != nil {
+		return in, err
+	}
+	argv = append(argv, disk...)
 	qmp := "@" + socket(id, netID, n.Name, "qmp")
 	if in.PID, err = launch(ctx, argv, filepath.Join(logDir, n.Name+".pid"), qmp, files, g); err != nil {
 		return in, err
@@ -169,6 +174,9 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 	if err := node.WaitGone(pids...); err != nil {
 		return err
 	}
+	if err := removeOverlay(env, in.Name); err != nil {
+		return err
+	}
 	if err := removeGroup(env, in.Name); err != nil {
 		return err
 	}
@@ -218,7 +226,7 @@ func (Kind) Run(ctx context.Context, env *kinds.Env, in kinds.Instance, argv []s
 		}
 	}
 	if n := env.Plan.Node(in.Name); n != nil && !n.VM.Agent() {
-		return 0, fmt.Errorf("%w: %s boots the user's own initrd; its serial console is logged to NODE.console in the network's log directory", ErrNoAgent, in.Name)
+		return 0, fmt.Errorf("%w: %s boots the user's own initrd or disk; its serial console is logged to NODE.console in the network's log directory", ErrNoAgent, in.Name)
 	}
 	c, err := dial(ctx, env, in.Name)
 	if err != nil {
