@@ -49,9 +49,10 @@ changed (e.g. BIRD was upgraded), so building ahead only saves time.`,
 				return err
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tKERNEL\tSIZE\tBUILT")
+			fmt.Fprintln(w, "ID\tKERNEL\tFRR\tSIZE\tBUILT")
 			for _, img := range imgs {
-				fmt.Fprintf(w, "%s\t%s\t%.1f MiB\t%s\n", img.ID, img.Release, float64(img.Size)/(1<<20), img.Built.Format("2006-01-02 15:04"))
+				frr := map[bool]string{true: "yes", false: "no"}[img.FRR]
+				fmt.Fprintf(w, "%s\t%s\t%s\t%.1f MiB\t%s\n", img.ID, img.Release, frr, float64(img.Size)/(1<<20), img.Built.Format("2006-01-02 15:04"))
 			}
 			return w.Flush()
 		},

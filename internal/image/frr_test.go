@@ -151,3 +151,24 @@ func TestPAM(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadFRR tells an image with FRR by its inputs.
+func TestLoadFRR(t *testing.T) {
+	cases := []struct {
+		inputs string
+		want   bool
+	}{
+		{`["/usr/bin/ip 0123456789ab", "/usr/bin/vtysh 0123456789ab"]`, true},
+		{`["/usr/bin/ip 0123456789ab", "/usr/sbin/bird 0123456789ab"]`, false},
+	}
+	for _, c := range cases {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "image.json"), []byte(`{"ID": "x", "Inputs": `+c.inputs+`}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		img, err := load(dir)
+		if err != nil || img.FRR != c.want {
+			t.Errorf("inputs %s: FRR %v, %v; want %v", c.inputs, img.FRR, err, c.want)
+		}
+	}
+}

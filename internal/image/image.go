@@ -14,7 +14,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -46,6 +48,7 @@ type Image struct {
 	Size    int64  // bytes of kernel and initramfs
 	Built   time.Time
 	Inputs  []string // what went in, as "path sha256"
+	FRR     bool     `json:"-"` // it holds FRR (Spec.FRR), as its inputs say
 }
 
 // Spec says what goes into an image.
@@ -146,6 +149,7 @@ func load(dir string) (Image, error) {
 		return Image{}, err
 	}
 	img.Dir = dir
+	img.FRR = slices.ContainsFunc(img.Inputs, func(in string) bool { return strings.HasPrefix(in, frrVtysh+" ") })
 	img.Kernel = filepath.Join(dir, "vmlinuz")
 	img.Initrd = filepath.Join(dir, "initrd")
 	return img, nil
