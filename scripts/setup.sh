@@ -18,10 +18,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# VM nodes (kind: vm): QEMU, without the GUI it recommends, and the static busybox that their
-# guest image holds.
+# VM nodes (kind: vm): QEMU, without the GUI it recommends, qemu-img (qemu-utils: the overlay
+# of a disk image) and the static busybox that their guest image holds.
 vm_missing=()
-for p in qemu-system-x86 busybox-static; do
+for p in qemu-system-x86 qemu-utils busybox-static; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || vm_missing+=("$p")
 done
 if [ ${#vm_missing[@]} -gt 0 ]; then

@@ -10,23 +10,27 @@ import (
 )
 
 func imageCmd() *cobra.Command {
-	cache := image.DefaultCache
+	cache := image.Cache()
 	cmd := &cobra.Command{
 		Use:   "image",
 		Short: "Build, list and remove the guest images VM nodes boot",
 		Long: `VM nodes (kind: vm) boot a small guest image that trellis builds from the host: Debian's
 linux-image-amd64 kernel (downloaded once through apt), the trellis binary as the guest's agent,
-busybox, and the host's ip, ping, BIRD, iperf3 and tcpdump with their libraries. Images are kept
+busybox, and the host's ip, ping, BIRD, iperf3 and tcpdump with their libraries; for nodes that
+run FRR (their exec or files name frr or vtysh), the same with the host's FRR. Images are kept
 in the cache under an ID made from their contents; 'trellis up' builds the image when an input
 changed (e.g. BIRD was upgraded), so building ahead only saves time.`,
 	}
-	cmd.PersistentFlags().StringVar(&cache, "cache", cache, "where images and kernels are kept")
+	cmd.PersistentFlags().StringVar(&cache, "cache", cache, "where images and kernels are kept (up uses $"+image.CacheEnv+", or "+image.DefaultCache+")")
+	frr := false
 	build := &cobra.Command{
 		Use:   "build",
 		Short: "Build the default guest image (or find it in the cache)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			img, err := image.Build(cmd.Context(), cache, image.DefaultSpec(), os.Stderr)
+			s := image.DefaultSpec()
+			s.FRR = frr
+			img, err := image.Build(cmd.Context(), cache, s, os.Stderr)
 			if err != nil {
 				return err
 			}
@@ -34,6 +38,7 @@ changed (e.g. BIRD was upgraded), so building ahead only saves time.`,
 			return nil
 		},
 	}
+	build.Flags().BoolVar(&frr, "frr", false, "the image for nodes that run FRR: with the host's FRR (Debian's frr package)")
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List the cached guest images",
@@ -44,9 +49,10 @@ changed (e.g. BIRD was upgraded), so building ahead only saves time.`,
 				return err
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tKERNEL\tSIZE\tBUILT")
+			fmt.Fprintln(w, "ID\tKERNEL\tFRR\tSIZE\tBUILT")
 			for _, img := range imgs {
-				fmt.Fprintf(w, "%s\t%s\t%.1f MiB\t%s\n", img.ID, img.Release, float64(img.Size)/(1<<20), img.Built.Format("2006-01-02 15:04"))
+				frr := map[bool]string{true: "yes", false: "no"}[img.FRR]
+				fmt.Fprintf(w, "%s\t%s\t%s\t%.1f MiB\t%s\n", img.ID, img.Release, frr, float64(img.Size)/(1<<20), img.Built.Format("2006-01-02 15:04"))
 			}
 			return w.Flush()
 		},

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/node/nodeinit"
 	"golang.org/x/sys/unix"
 )
 
@@ -99,16 +99,9 @@ func setup(req *Request) error {
 			return err
 		}
 	}
-	for _, f := range req.Files {
-		mode := os.FileMode(f.Mode)
-		if mode == 0 {
-			mode = 0o644
-		}
-		if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(f.Path, []byte(f.Content), mode); err != nil {
-			return err
+	for _, f := range req.Files { // as in a container node: owners from the guest's /etc
+		if err := nodeinit.WriteFile(nodeinit.File{Path: f.Path, Content: f.Content, Mode: f.Mode, Owner: f.Owner}); err != nil {
+			return fmt.Errorf("file %s: %w", f.Path, err)
 		}
 	}
 	if err := sysctl(req.Sysctl); err != nil {

@@ -34,7 +34,9 @@ func boot() error {
 			return fmt.Errorf("mount %s: %w", m.dir, err)
 		}
 	}
-	for _, d := range []string{"/dev/pts", "/var/log", "/var/lib", "/var/tmp", "/run/bird", "/run/frr"} {
+	// Not /run/frr: FRR makes it for its user (frrinit.sh, or the daemons themselves), as in a
+	// container node, whose /run starts empty.
+	for _, d := range []string{"/dev/pts", "/var/log", "/var/lib", "/var/tmp", "/run/bird"} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}

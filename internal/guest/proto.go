@@ -51,7 +51,8 @@ type Request struct {
 type File struct {
 	Path    string `json:"path"`
 	Content string `json:"content"`
-	Mode    uint32 `json:"mode,omitempty"` // 0 = 0644
+	Mode    uint32 `json:"mode,omitempty"`  // 0 = 0644
+	Owner   string `json:"owner,omitempty"` // USER or USER:GROUP in the guest; "" = root
 }
 
 // Iface is a virtual interface's configuration: the guest's NIC with MAC gets Name, MTU (0

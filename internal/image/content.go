@@ -24,11 +24,16 @@ type entry struct {
 	content string
 	link    string // symlink target
 	mode    os.FileMode
+	uid     int // owner in the guest (0: root)
+	gid     int
+	dir     bool   // a directory with this mode and owner
 	sum     string // sha256 of the content
 }
 
 type collection struct {
 	files map[string]*entry
+	// users and groups are the lines of /etc/passwd and /etc/group beyond root and nobody.
+	users, groups []string
 }
 
 // libDirs are where the dynamic loader looks for libraries without a cache.
@@ -64,13 +69,32 @@ func collect(k Kernel, s Spec) (*collection, error) {
 		c.add(&entry{path: "/bin/sh", link: "/usr/bin/bash"})
 		c.add(&entry{path: "/bin/bash", link: "/usr/bin/bash"})
 	}
+	if s.FRR {
+		if err := c.frr(); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.applets(); err != nil {
 		return nil, err
 	}
-	c.add(&entry{path: "/etc/passwd", content: "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n", mode: 0o644})
-	c.add(&entry{path: "/etc/group", content: "root:x:0:\nnogroup:x:65534:\n", mode: 0o644})
+	passwd := append([]string{"root:x:0:0:root:/root:/bin/sh", "nobody:x:65534:65534:nobody:/nonexistent:/bin/false"}, c.users...)
+	group := append([]string{"root:x:0:", "nogroup:x:65534:"}, c.groups...)
+	c.add(&entry{path: "/etc/passwd", content: strings.Join(passwd, "\n") + "\n", mode: 0o644})
+	c.add(&entry{path: "/etc/group", content: strings.Join(group, "\n") + "\n", mode: 0o644})
+	c.add(&entry{path: "/etc/shadow", content: shadow(passwd), mode: 0o600})
 	c.add(&entry{path: "/etc/hosts", content: "127.0.0.1 localhost\n::1 localhost\n", mode: 0o644})
 	return c, nil
+}
+
+// shadow is /etc/shadow for the passwd lines: every account locked (no password logs in), its
+// password never expiring, so that PAM's account checks (vtysh's) pass as on the host.
+func shadow(passwd []string) string {
+	var b strings.Builder
+	for _, line := range passwd {
+		name, _, _ := strings.Cut(line, ":")
+		b.WriteString(name + ":*:::::::\n")
+	}
+	return b.String()
 }
 
 func (c *collection) add(e *entry) {
@@ -83,20 +107,27 @@ func (c *collection) add(e *entry) {
 
 // copy adds host file from at path, following symlinks.
 func (c *collection) copy(path, from string, mode os.FileMode) error {
+	_, err := c.copyEntry(path, from, mode)
+	return err
+}
+
+// copyEntry is copy, returning the entry (nil if path was there already).
+func (c *collection) copyEntry(path, from string, mode os.FileMode) (*entry, error) {
 	if _, ok := c.files[path]; ok {
-		return nil
+		return nil, nil
 	}
 	f, err := os.Open(from)
 	if err != nil {
-		return fmt.Errorf("image: %w", err)
+		return nil, fmt.Errorf("image: %w", err)
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return err
+		return nil, err
 	}
-	c.add(&entry{path: path, from: from, mode: mode, sum: hex.EncodeToString(h.Sum(nil))})
-	return nil
+	e := &entry{path: path, from: from, mode: mode, sum: hex.EncodeToString(h.Sum(nil))}
+	c.add(e)
+	return e, nil
 }
 
 // program adds an executable and, for a dynamic one, its loader and libraries.
@@ -113,6 +144,15 @@ func (c *collection) libraries(path string) error {
 		return fmt.Errorf("image: %s: %w", path, err)
 	}
 	defer f.Close()
+	dirs := libDirs
+	for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} { // e.g. FRR's own libraries
+		rpaths, _ := f.DynString(tag)
+		for _, rp := range rpaths {
+			for _, d := range strings.Split(rp, ":") {
+				dirs = append([]string{strings.ReplaceAll(d, "$ORIGIN", filepath.Dir(path))}, dirs...)
+			}
+		}
+	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			data, _ := io.ReadAll(p.Open())
@@ -128,14 +168,14 @@ func (c *collection) libraries(path string) error {
 	}
 	for _, lib := range libs {
 		found := ""
-		for _, d := range libDirs {
+		for _, d := range dirs {
 			if _, err := os.Stat(filepath.Join(d, lib)); err == nil {
 				found = filepath.Join(d, lib)
 				break
 			}
 		}
 		if found == "" {
-			return fmt.Errorf("image: %s needs %s, which is not in %s", path, lib, strings.Join(libDirs, ", "))
+			return fmt.Errorf("image: %s needs %s, which is not in %s", path, lib, strings.Join(dirs, ", "))
 		}
 		if _, ok := c.files[found]; ok {
 			continue
@@ -180,7 +220,8 @@ func (c *collection) id() string {
 	sort.Strings(paths)
 	h := sha256.New()
 	for _, p := range paths {
-		fmt.Fprintf(h, "%s %o %s\n", p, c.files[p].mode, c.files[p].sum)
+		e := c.files[p]
+		fmt.Fprintf(h, "%s %o %d:%d %v %s\n", p, e.mode, e.uid, e.gid, e.dir, e.sum)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }

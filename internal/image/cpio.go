@@ -19,7 +19,10 @@ func (c *collection) writeCpio(path string) error {
 	}
 	w := cpio.NewWriter(out)
 	dirs := map[string]bool{}
-	for p := range c.files {
+	for p, e := range c.files {
+		if e.dir {
+			dirs[p] = true
+		}
 		for d := filepath.Dir(p); d != "/"; d = filepath.Dir(d) {
 			dirs[d] = true
 		}
@@ -33,13 +36,19 @@ func (c *collection) writeCpio(path string) error {
 	}
 	sort.Strings(names)
 	for _, d := range names {
-		if err := w.WriteHeader(&cpio.Header{Name: strings.TrimPrefix(d, "/"), Mode: cpio.TypeDir | 0o755}); err != nil {
+		h := &cpio.Header{Name: strings.TrimPrefix(d, "/"), Mode: cpio.TypeDir | 0o755}
+		if e := c.files[d]; e != nil && e.dir { // a directory with its own owner and mode
+			h.Mode, h.Uid, h.Guid = cpio.TypeDir|cpio.FileMode(e.mode), e.uid, e.gid
+		}
+		if err := w.WriteHeader(h); err != nil {
 			return err
 		}
 	}
 	paths := make([]string, 0, len(c.files))
-	for p := range c.files {
-		paths = append(paths, p)
+	for p, e := range c.files {
+		if !e.dir {
+			paths = append(paths, p)
+		}
 	}
 	sort.Strings(paths)
 	for _, p := range paths {
@@ -66,7 +75,7 @@ func (e *entry) writeTo(w *cpio.Writer) error {
 		return err
 	}
 	if e.from == "" {
-		if err := w.WriteHeader(&cpio.Header{Name: name, Mode: cpio.FileMode(e.mode), Size: int64(len(e.content))}); err != nil {
+		if err := w.WriteHeader(&cpio.Header{Name: name, Mode: cpio.FileMode(e.mode), Uid: e.uid, Guid: e.gid, Size: int64(len(e.content))}); err != nil {
 			return err
 		}
 		_, err := io.WriteString(w, e.content)
@@ -81,7 +90,7 @@ func (e *entry) writeTo(w *cpio.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := w.WriteHeader(&cpio.Header{Name: name, Mode: cpio.FileMode(e.mode), Size: st.Size()}); err != nil {
+	if err := w.WriteHeader(&cpio.Header{Name: name, Mode: cpio.FileMode(e.mode), Uid: e.uid, Guid: e.gid, Size: st.Size()}); err != nil {
 		return err
 	}
 	_, err = io.Copy(w, f)

@@ -1,7 +1,8 @@
 // Package image builds the guest images VM nodes boot (docs/design.md, decision 13): a Linux
 // kernel from Debian's linux-image-amd64 package and an initramfs that holds the trellis
 // binary as the guest's agent (internal/guest), the virtio drivers, busybox and the host's
-// programs a router needs (ip, BIRD, ...) with their libraries. Images are cached under an ID
+// programs a router needs (ip, BIRD, ...) with their libraries, and FRR for the nodes that
+// run it. Images are cached under an ID
 // made from their inputs, so an image is built again only when an input changes.
 package image
 
@@ -13,12 +14,26 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
 // DefaultCache is where images and kernels are kept.
 const DefaultCache = "/var/cache/trellis"
+
+// CacheEnv names the environment variable that puts the cache elsewhere, for `up` and
+// `trellis image` alike.
+const CacheEnv = "TRELLIS_IMAGE_CACHE"
+
+// Cache is where images and kernels are kept: $TRELLIS_IMAGE_CACHE, or DefaultCache.
+func Cache() string {
+	if d := os.Getenv(CacheEnv); d != "" {
+		return d
+	}
+	return DefaultCache
+}
 
 // ErrNoImage is returned for an image ID not in the cache.
 var ErrNoImage = errors.New("no such image")
@@ -33,12 +48,16 @@ type Image struct {
 	Size    int64  // bytes of kernel and initramfs
 	Built   time.Time
 	Inputs  []string // what went in, as "path sha256"
+	FRR     bool     `json:"-"` // it holds FRR (Spec.FRR), as its inputs say
 }
 
 // Spec says what goes into an image.
 type Spec struct {
 	// Programs are host programs copied in with their libraries; missing ones are skipped.
 	Programs []string
+	// FRR adds the host's FRR (Debian's frr package, frr.go): about 20 MB more, for nodes that
+	// run it.
+	FRR bool
 	// Agent is the trellis binary that becomes the guest's /init; empty means this one.
 	Agent string
 }
@@ -47,7 +66,7 @@ type Spec struct {
 func DefaultSpec() Spec {
 	return Spec{Programs: []string{
 		"/usr/bin/busybox", "/usr/bin/bash", "/usr/bin/ip", "/usr/bin/ping", "/usr/sbin/bird", "/usr/sbin/birdc",
-		"/usr/bin/iperf3", "/usr/sbin/tcpdump",
+		"/usr/bin/iperf3", "/usr/bin/tcpdump", "/usr/sbin/tcpdump", // Debian 12 has it in /usr/bin
 	}}
 }
 
@@ -130,6 +149,7 @@ func load(dir string) (Image, error) {
 		return Image{}, err
 	}
 	img.Dir = dir
+	img.FRR = slices.ContainsFunc(img.Inputs, func(in string) bool { return strings.HasPrefix(in, frrVtysh+" ") })
 	img.Kernel = filepath.Join(dir, "vmlinuz")
 	img.Initrd = filepath.Join(dir, "initrd")
 	return img, nil

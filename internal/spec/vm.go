@@ -28,6 +28,10 @@ type VMSettings struct {
 	Kernel string `json:",omitempty"`
 	Initrd string `json:",omitempty"`
 	Append string `json:",omitempty"`
+	// Disk is the user's own disk image (absolute path), which the guest boots through its
+	// firmware, written to through an overlay (vmboot.go); DiskFormat is its format.
+	Disk       string `json:",omitempty"`
+	DiskFormat string `json:",omitempty"`
 }
 
 // The interconnects of a VM node's ports (`vm: {interconnect: ...}`), the KVM paper's Figure 13.
@@ -41,7 +45,7 @@ const (
 const DefaultReservePeriod = 10 * time.Millisecond
 
 func (p *parser) vmSettings(nd *Node, v *yaml.Node, field string) *VMSettings {
-	f, ok := p.fields(v, field, "pin", "priority", "reserve", "queues", "queue_size", "interconnect", "kernel", "initrd", "append")
+	f, ok := p.fields(v, field, "pin", "priority", "reserve", "queues", "queue_size", "interconnect", "kernel", "initrd", "append", "disk")
 	if !ok {
 		return nil
 	}

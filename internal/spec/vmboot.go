@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -9,8 +10,8 @@ import (
 )
 
 // Agent says whether the node's guest runs the trellis agent: not when the user gives their own
-// initrd, whose /init is not trellis's (`vm: {initrd: ...}`).
-func (s *VMSettings) Agent() bool { return s == nil || s.Initrd == "" }
+// initrd, whose /init is not trellis's (`vm: {initrd: ...}`), or their own disk.
+func (s *VMSettings) Agent() bool { return s == nil || s.Initrd == "" && s.Disk == "" }
 
 // agentKeys are the node keys that only the guest agent applies.
 var agentKeys = []string{"addresses", "sysctl", "files", "exec"}
@@ -30,6 +31,54 @@ func (p *parser) vmBoot(s *VMSettings, f map[string]*yaml.Node, field string) {
 	if v := f["append"]; v != nil {
 		s.Append, _ = p.str(v, field+".append")
 	}
+	if v := f["disk"]; v != nil {
+		p.vmDisk(s, v, f, field)
+	}
+}
+
+// vmDisk reads `disk`: the user's disk image, qcow2 or raw, which boots on its own.
+func (p *parser) vmDisk(s *VMSettings, v *yaml.Node, f map[string]*yaml.Node, field string) {
+	for _, k := range []string{"kernel", "initrd", "append"} {
+		if f[k] != nil {
+			p.fail(f[k], field+"."+k, "a VM with its own disk boots the kernel on the disk", "remove `"+k+"`, or `disk` to boot a kernel")
+		}
+	}
+	if s.Disk = p.bootFile(v, field+".disk"); s.Disk == "" {
+		return
+	}
+	format, err := DiskFormat(s.Disk)
+	if err != nil {
+		p.fail(v, field+".disk", err.Error(), "give a qcow2 image or a raw disk (e.g. made with `qemu-img create -f qcow2 FILE 1G`)")
+		s.Disk = ""
+		return
+	}
+	s.DiskFormat = format
+}
+
+// qcow2Magic starts every qcow2 image.
+const qcow2Magic = "QFI\xfb"
+
+// DiskFormat tells a qcow2 image ("qcow2") from a raw disk ("raw": anything else whose size is a
+// whole number of 512-byte sectors), and refuses other files.
+func DiskFormat(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	head := make([]byte, len(qcow2Magic))
+	n, _ := io.ReadFull(f, head)
+	if string(head[:n]) == qcow2Magic {
+		return "qcow2", nil
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if st.Size() == 0 || st.Size()%512 != 0 {
+		return "", fmt.Errorf("%s is not a disk image: not qcow2, and its %d bytes are not whole 512-byte sectors of a raw disk", path, st.Size())
+	}
+	return "raw", nil
 }
 
 // bootFile reads a path that must name a readable regular file; "" if it does not.
@@ -67,8 +116,8 @@ func (p *parser) bootFile(n *yaml.Node, field string) string {
 func (p *parser) refuseAgentKeys(f map[string]*yaml.Node, field string) {
 	for _, k := range agentKeys {
 		if v := f[k]; v != nil {
-			p.fail(v, field+"."+k, "a VM booted from the user's own initrd has no trellis agent to apply `"+k+"`",
-				"configure the guest in its own image and remove `"+k+"`, or drop `vm.initrd` to use trellis's initramfs")
+			p.fail(v, field+"."+k, "a VM booted from the user's own initrd or disk has no trellis agent to apply `"+k+"`",
+				"configure the guest in its own image and remove `"+k+"`, or drop `vm.initrd` or `vm.disk` to use trellis's initramfs")
 		}
 	}
 }

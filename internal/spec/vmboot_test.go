@@ -39,8 +39,8 @@ func TestVMBoot(t *testing.T) {
 			[]string{":5: nodes.r1.vm.initrd: an initrd without a kernel; give the kernel it boots with `kernel:`, or remove `initrd:`"}},
 		{"agent keys with the user's initrd", "    vm: {kernel: vmlinuz, initrd: initrd.img}\n    exec: [true]\n    sysctl: {net.ipv4.ip_forward: 0}\n", nil,
 			[]string{
-				":6: nodes.r1.exec: a VM booted from the user's own initrd has no trellis agent to apply `exec`; configure the guest in its own image and remove `exec`, or drop `vm.initrd` to use trellis's initramfs",
-				":7: nodes.r1.sysctl: a VM booted from the user's own initrd has no trellis agent to apply `sysctl`; configure the guest in its own image and remove `sysctl`, or drop `vm.initrd` to use trellis's initramfs",
+				":6: nodes.r1.exec: a VM booted from the user's own initrd or disk has no trellis agent to apply `exec`; configure the guest in its own image and remove `exec`, or drop `vm.initrd` or `vm.disk` to use trellis's initramfs",
+				":7: nodes.r1.sysctl: a VM booted from the user's own initrd or disk has no trellis agent to apply `sysctl`; configure the guest in its own image and remove `sysctl`, or drop `vm.initrd` or `vm.disk` to use trellis's initramfs",
 			}},
 	}
 	for _, c := range cases {

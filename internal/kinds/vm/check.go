@@ -14,6 +14,10 @@ import (
 // of image (trellis as the guest agent, libraries, modules) needs 320M.
 const minMemory = 320 << 20
 
+// minMemoryFRR is the least memory of a node whose image holds FRR (image.go), about 92 MB of
+// image: in 320M its programs were cut short (vtysh segfaulted), in 352M they were whole.
+const minMemoryFRR = 384 << 20
+
 // check refuses what a VM node cannot have: too little memory, a vCPU thread both
 // fixed-priority and reserved, a reservation that as a CPU quota is under the kernel's 1ms, or (in a network on this one machine) more memory or other cores
 // than the machine has.
@@ -22,8 +26,10 @@ func check(n *spec.Network, nd *spec.Node) []*spec.Error {
 	here := len(n.Hosts) == 0
 	mem := nd.Needs.Memory
 	switch {
-	case mem > 0 && mem < minMemory:
+	case mem > 0 && mem < minMemory && nd.VM.Agent(): // the user's own initrd may need less
 		errs = append(errs, n.NodeError(nd, "memory", fmt.Sprintf("%d MiB is too little for a VM node", mem>>20), "give a VM at least 320M"))
+	case mem > 0 && mem < minMemoryFRR && nd.VM.Agent() && wantsFRR(nd):
+		errs = append(errs, n.NodeError(nd, "memory", fmt.Sprintf("%d MiB is too little for a VM node that runs FRR", mem>>20), "give a VM with FRR at least 384M (its image is 20 MB larger)"))
 	case here && mem > hostMemory():
 		errs = append(errs, n.NodeError(nd, "memory", fmt.Sprintf("%d MiB is more than this machine has (%d MiB)", mem>>20, hostMemory()>>20), "give the VM less memory"))
 	}

@@ -22,7 +22,7 @@ func (Kind) Describe(ctx context.Context, env *kinds.Env, in kinds.Instance) (ki
 		d.Notes = append(d.Notes, note)
 	}
 	if n := env.Plan.Node(in.Name); n != nil && !n.VM.Agent() {
-		d.Notes = append(d.Notes, "the user's own initrd: no trellis agent")
+		d.Notes = append(d.Notes, "the user's own initrd or disk: no trellis agent")
 		return d, nil
 	}
 	c, err := dial(ctx, env, in.Name)

@@ -123,8 +123,12 @@ func args(img image.Image, mark, agent, tty, qmp, consoleLog string, n *plan.Nod
 }
 
 // boot returns the -kernel, -initrd and -append options: trellis's image, or the user's own
-// kernel (with trellis's initramfs unless they give theirs) and extra command line.
+// kernel (with trellis's initramfs unless they give theirs) and extra command line; none for a
+// VM that boots its own disk.
 func boot(img image.Image, node string, s *spec.VMSettings) []string {
+	if s != nil && s.Disk != "" { // the disk's own boot loader and kernel (diskArgs)
+		return nil
+	}
 	kernel, initrd, extra := img.Kernel, img.Initrd, ""
 	if s != nil {
 		if s.Kernel != "" {

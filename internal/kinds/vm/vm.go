@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/guest"
@@ -67,7 +66,7 @@ func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 }
 
 // ErrNoAgent is returned for a request that needs the guest agent of a VM that has none (it
-// boots the user's own initrd).
+// boots the user's own initrd or disk).
 var ErrNoAgent = errors.New("no trellis agent in the guest")
 
 // Start builds (or finds) the guest image, starts QEMU with the node's ports, waits for the
@@ -77,7 +76,7 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	var img image.Image
 	var err error
 	if n.VM.Agent() { // the user's own kernel and initrd need none of trellis's image
-		if img, err = guestImage(ctx, env); err != nil {
+		if img, err = guestImage(ctx, env, wantsFRR(n.Node)); err != nil {
 			return in, err
 		}
 	} else if _, err = exec.LookPath(QEMU); err != nil {
@@ -103,6 +102,11 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	}
 	argv := args(img, marker(id, netID, n.Name, n.Digest), socket(id, netID, n.Name, "agent"),
 		socket(id, netID, n.Name, "tty"), socket(id, netID, n.Name, "qmp"), filepath.Join(logDir, n.Name+".console"), n, ps)
+	disk, err := diskArgs(ctx, env, n)
+	if err != nil {
+		return in, err
+	}
+	argv = append(argv, disk...)
 	qmp := "@" + socket(id, netID, n.Name, "qmp")
 	if in.PID, err = launch(ctx, argv, filepath.Join(logDir, n.Name+".pid"), qmp, files, g); err != nil {
 		return in, err
@@ -135,7 +139,7 @@ func setup(ctx context.Context, env *kinds.Env, n *plan.Node) error {
 	defer c.Close()
 	req := &guest.Request{Op: "setup", Hostname: n.Name, Sysctl: n.NodeSysctls(env.Plan.Endpoints(n.Name)), Lo: n.Addresses["lo"]}
 	for _, f := range n.Files {
-		req.Files = append(req.Files, guest.File{Path: f.Path, Content: f.Content})
+		req.Files = append(req.Files, guest.File{Path: f.Path, Content: f.Content, Mode: f.Mode, Owner: f.Owner})
 	}
 	_, err = c.Do(ctx, req)
 	return err
@@ -168,6 +172,9 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 	}
 	os.Remove(readyPath(env, in.Name))
 	if err := node.WaitGone(pids...); err != nil {
+		return err
+	}
+	if err := removeOverlay(env, in.Name); err != nil {
 		return err
 	}
 	if err := removeGroup(env, in.Name); err != nil {
@@ -219,7 +226,7 @@ func (Kind) Run(ctx context.Context, env *kinds.Env, in kinds.Instance, argv []s
 		}
 	}
 	if n := env.Plan.Node(in.Name); n != nil && !n.VM.Agent() {
-		return 0, fmt.Errorf("%w: %s boots the user's own initrd; its serial console is logged to NODE.console in the network's log directory", ErrNoAgent, in.Name)
+		return 0, fmt.Errorf("%w: %s boots the user's own initrd or disk; its serial console is logged to NODE.console in the network's log directory", ErrNoAgent, in.Name)
 	}
 	c, err := dial(ctx, env, in.Name)
 	if err != nil {
@@ -233,38 +240,6 @@ func (Kind) Run(ctx context.Context, env *kinds.Env, in kinds.Instance, argv []s
 	io.WriteString(stdout, r.Stdout)
 	io.WriteString(stderr, r.Stderr)
 	return r.Exit, nil
-}
-
-var prepared struct {
-	sync.Mutex
-	img *image.Image
-}
-
-// Prepare checks that QEMU is installed and builds the guest image (or finds it in the cache),
-// once per process, and says when VMs will run under software emulation.
-func (Kind) Prepare(ctx context.Context, env *kinds.Env) error {
-	_, err := guestImage(ctx, env)
-	return err
-}
-
-func guestImage(ctx context.Context, env *kinds.Env) (image.Image, error) {
-	prepared.Lock()
-	defer prepared.Unlock()
-	if prepared.img != nil {
-		return *prepared.img, nil
-	}
-	if _, err := exec.LookPath(QEMU); err != nil {
-		return image.Image{}, fmt.Errorf("VM nodes need QEMU (%v): install qemu-system-x86", err)
-	}
-	img, err := image.Build(ctx, image.DefaultCache, image.DefaultSpec(), env.Log)
-	if err != nil {
-		return img, fmt.Errorf("no guest image: %w", err)
-	}
-	if Accel() == "tcg" && env.Log != nil {
-		fmt.Fprintln(env.Log, "notice: KVM does not work on this machine; VM nodes run under software emulation (TCG), slowly")
-	}
-	prepared.img = &img
-	return img, nil
 }
 
 // readyPath is the file Start writes once a VM is set up, holding QEMU's pid.

@@ -86,3 +86,7 @@ func lookupID(file, name, what string) (id, group int, err error) {
 	}
 	return 0, 0, fmt.Errorf("no %s %q in the node's %s: install the software that makes it on the host, or give a number", what, name, file)
 }
+
+// WriteFile writes one file as writeFiles does, its owner looked up in this system's /etc: the
+// agent of a VM node's guest (internal/guest) writes the node's files with it.
+func WriteFile(f File) error { return writeFile(f) }

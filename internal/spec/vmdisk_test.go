@@ -1,0 +1,75 @@
+package spec
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestVMDisk checks `vm: {disk: ...}`: a qcow2 image or a raw disk, relative to the topology
+// file; other files, a kernel beside it and the agent's keys are refused with file, line and field.
+func TestVMDisk(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string][]byte{
+		"d.qcow2":  append([]byte("QFI\xfb"), make([]byte, 100)...),
+		"d.raw":    make([]byte, 1<<20),
+		"notes":    []byte("hello\n"),
+		"empty":    nil,
+		"vmlinuz":  []byte("x"),
+		"initrd.i": []byte("x"),
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topo := filepath.Join(dir, "topo.yaml")
+	head := "name: t\nnodes:\n  r1:\n    kind: vm\n"
+	cases := []struct {
+		name string
+		body string
+		want *VMSettings // nil: errors
+		errs []string
+	}{
+		{"qcow2", "    vm: {disk: d.qcow2}\n", &VMSettings{Disk: filepath.Join(dir, "d.qcow2"), DiskFormat: "qcow2"}, nil},
+		{"raw, absolute", "    vm: {disk: " + filepath.Join(dir, "d.raw") + "}\n", &VMSettings{Disk: filepath.Join(dir, "d.raw"), DiskFormat: "raw"}, nil},
+		{"missing", "    vm: {disk: nope.img}\n", nil,
+			[]string{":5: nodes.r1.vm.disk: cannot use " + filepath.Join(dir, "nope.img") + ": stat " + filepath.Join(dir, "nope.img") + ": no such file or directory; give the path of an existing file, absolute or relative to the topology file"}},
+		{"not a disk", "    vm: {disk: notes}\n", nil,
+			[]string{":5: nodes.r1.vm.disk: " + filepath.Join(dir, "notes") + " is not a disk image: not qcow2, and its 6 bytes are not whole 512-byte sectors of a raw disk; give a qcow2 image or a raw disk (e.g. made with `qemu-img create -f qcow2 FILE 1G`)"}},
+		{"empty", "    vm: {disk: empty}\n", nil,
+			[]string{":5: nodes.r1.vm.disk: " + filepath.Join(dir, "empty") + " is not a disk image: not qcow2, and its 0 bytes are not whole 512-byte sectors of a raw disk; give a qcow2 image or a raw disk (e.g. made with `qemu-img create -f qcow2 FILE 1G`)"}},
+		{"with a kernel", "    vm: {disk: d.raw, kernel: vmlinuz}\n", nil,
+			[]string{":5: nodes.r1.vm.kernel: a VM with its own disk boots the kernel on the disk; remove `kernel`, or `disk` to boot a kernel"}},
+		{"with exec", "    vm: {disk: d.qcow2}\n    exec: [true]\n", nil,
+			[]string{":6: nodes.r1.exec: a VM booted from the user's own initrd or disk has no trellis agent to apply `exec`; configure the guest in its own image and remove `exec`, or drop `vm.initrd` or `vm.disk` to use trellis's initramfs"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n, err := Parse(topo, []byte(head+c.body))
+			if c.want != nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := n.Nodes[0].VM; !reflect.DeepEqual(got, c.want) || got.Agent() {
+					t.Errorf("VM = %+v (agent %v), want %+v without an agent", got, got.Agent(), c.want)
+				}
+				return
+			}
+			var es Errors
+			if !errors.As(err, &es) {
+				t.Fatalf("error %v, want spec.Errors", err)
+			}
+			var got []string
+			for _, e := range es {
+				got = append(got, strings.TrimPrefix(e.Error(), topo))
+			}
+			if !reflect.DeepEqual(got, c.errs) {
+				t.Errorf("errors\n got: %s\nwant: %s", strings.Join(got, "\n      "), strings.Join(c.errs, "\n      "))
+			}
+		})
+	}
+}
