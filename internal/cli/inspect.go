@@ -150,7 +150,10 @@ func engineCPUs(fe substrate.EngineInfo) string {
 	if fe.Host != "" {
 		out += " on " + fe.Host
 	}
-	if fe.Down {
+	switch {
+	case fe.Down && fe.VM:
+		out += " (down: its VM is gone)"
+	case fe.Down:
 		out += " (down: not reached)"
 	}
 	return out
