@@ -32,6 +32,13 @@ const feSep = "@fe"
 // feName is the name engine i of node runs under: NODE@feI.
 func feName(node string, i int) string { return fmt.Sprintf("%s%s%d", node, feSep, i) }
 
+// EngineName is the name engine VM i of node runs under: trellis finds its agent by it (a
+// kinds.Instance of that name is the engine VM's, for Run).
+func EngineName(node string, i int) string { return feName(node, i) }
+
+// EngineOf tells whether name is an engine VM's (EngineName), and of which node.
+func EngineOf(name string) (node string, ok bool) { return isFE(name) }
+
 // isFE tells whether a name found by findQEMU is an engine VM's, and of which node.
 func isFE(name string) (node string, ok bool) {
 	node, _, ok = strings.Cut(name, feSep)
