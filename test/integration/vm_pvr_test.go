@@ -41,7 +41,8 @@ links:
 // and to its own addresses, flow dispatch keeping each UDP flow on one engine VM and using
 // both, a multi-flow TCP stream forwarded, inspect showing both engine VMs' frames and QEMU
 // processes; an engine VM killed with kill -9 loses its flows to the other within a second
-// or two and ls and diff say so; down leaves nothing.
+// or two, ls and diff say so, and up starts it again; a change of dispatch is live; down
+// leaves nothing.
 func TestVMEngines(t *testing.T) {
 	needQEMU(t)
 	e := start(t)
@@ -105,6 +106,25 @@ func TestVMEngines(t *testing.T) {
 	}
 	if out := mustTrellis(t, e.state, "diff", file); !strings.Contains(out, "node r (restarts): part of it is not running (an engine VM)") {
 		t.Errorf("diff after kill -9 of an engine VM:\n%s", out)
+	}
+
+	// up starts the node and its engine VMs again: both take flows.
+	mustTrellis(t, e.state, "up", file)
+	if used := pvrFlows(t, e.state, 40000); len(used) != 2 {
+		t.Errorf("after up restarted the node, the 8 flows went to engine VMs %v; want both", used)
+	}
+
+	// A change of dispatch is live: the helper is replaced, the VMs keep running.
+	_, nodePID := engines(t, e.state, "pvr-it", "r")
+	rewriteTopo(t, file, strings.Replace(pvrTopo, "    engines: 2\n", "    engines: 2\n    dispatch: round-robin\n", 1))
+	mustTrellis(t, e.state, "up", file)
+	if _, pid := engines(t, e.state, "pvr-it", "r"); pid != nodePID {
+		t.Errorf("a change of dispatch restarted VM node r (pid %d -> %d)", nodePID, pid)
+	}
+	before = feRx(t, e.state, "pvr-it", "r")
+	sendUDP(t, e.state, "pvr-it", "h1", "10.94.2.1", 40000, 40)
+	if d := deltas(t, e.state, "pvr-it", "r", before, 40); d[0] < 15 || d[1] < 15 {
+		t.Errorf("one flow under round-robin: engine VMs received %v; want about 20 each", d)
 	}
 
 	mustTrellis(t, e.state, "down", "pvr-it")
