@@ -61,7 +61,7 @@ func diffNodes(old, p *plan.Plan, running map[string]string) []Change {
 		case !ok:
 			out = append(out, Change{Op: "restart", Object: "node", Name: n.Name, What: []string{"it is not running"}})
 		case digest == kinds.PartGone:
-			out = append(out, Change{Op: "restart", Object: "node", Name: n.Name, What: []string{"part of it is not running (an engine VM)"}})
+			out = append(out, Change{Op: "restart", Object: "node", Name: n.Name, What: []string{"part of it is not running (its VM or an engine VM)"}})
 		case digest != n.Digest:
 			what := []string{"its settings changed"}
 			if on != nil && on.Digest == digest {

@@ -104,7 +104,7 @@ func TestVMEngines(t *testing.T) {
 	if out := mustTrellis(t, e.state, "ls"); !strings.Contains(out, "3 (1 in part)") {
 		t.Errorf("ls after kill -9 of an engine VM:\n%s\nwant 3 (1 in part)", out)
 	}
-	if out := mustTrellis(t, e.state, "diff", file); !strings.Contains(out, "node r (restarts): part of it is not running (an engine VM)") {
+	if out := mustTrellis(t, e.state, "diff", file); !strings.Contains(out, "node r (restarts): part of it is not running (its VM or an engine VM)") {
 		t.Errorf("diff after kill -9 of an engine VM:\n%s", out)
 	}
 

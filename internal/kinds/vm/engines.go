@@ -180,3 +180,20 @@ func engineNote(env *kinds.Env, name string) string {
 	}
 	return "engine VMs: " + strings.Join(each, ", ")
 }
+
+// orphanEngines returns, for each node whose engine VMs run without its own QEMU (it was
+// killed), an instance of the node held by one of them and running in part, so that down and
+// up stop them with their node.
+func orphanEngines(found map[string][]kinds.Instance) map[string]kinds.Instance {
+	out := map[string]kinds.Instance{}
+	for name, all := range found {
+		node, ok := isFE(name)
+		if _, alive := found[node]; !ok || alive {
+			continue
+		}
+		if in, seen := out[node]; !seen || all[0].PID < in.PID {
+			out[node] = kinds.Instance{Kind: Name, Name: node, PID: all[0].PID, Digest: kinds.PartGone}
+		}
+	}
+	return out
+}

@@ -59,3 +59,18 @@ func TestEngineVMs(t *testing.T) {
 		t.Errorf("EngineOf(r): a node's own VM taken for an engine VM")
 	}
 }
+
+// Engine VMs whose node's own QEMU is gone stand for their node, running in part.
+func TestOrphanEngines(t *testing.T) {
+	found := map[string][]kinds.Instance{
+		"r":            {{PID: 10}},
+		feName("r", 0): {{PID: 11}},
+		feName("s", 0): {{PID: 21}},
+		feName("s", 1): {{PID: 22}},
+	}
+	got := orphanEngines(found)
+	want := map[string]kinds.Instance{"s": {Kind: Name, Name: "s", PID: 21, Digest: kinds.PartGone}}
+	if len(got) != len(want) || got["s"] != want["s"] {
+		t.Errorf("orphanEngines = %+v, want %+v", got, want)
+	}
+}

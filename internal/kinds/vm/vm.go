@@ -62,6 +62,9 @@ func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 		}
 		out[name] = in
 	}
+	for name, in := range orphanEngines(found) {
+		out[name] = in // its engine VMs outlived it: Stop ends them, up starts it again
+	}
 	// The records of VMs that are gone (QEMU was killed) go too.
 	records, _ := filepath.Glob(filepath.Join(env.Store.Dir, "vm", env.Plan.NetID+"-*.ready"))
 	for _, r := range records {
