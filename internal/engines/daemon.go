@@ -59,6 +59,9 @@ func start(c Config) (*helper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w %s (pid %d): %v", ErrControl, c.Node, c.Control, err)
 	}
+	if c.VM {
+		return startVM(c, pidfd)
+	}
 	h := &helper{c: c, pidfd: pidfd, done: make(chan struct{}), status: StatusPath(c.StateDir, c.NetID, c.Node)}
 	control, err := netns.GetFromPid(c.Control)
 	if err != nil {
@@ -153,6 +156,7 @@ func (h *helper) serve() {
 		}
 		h.dp.Alive(aliveFor)
 		h.tendRemotes()
+		h.tendVMs()
 		if err := h.configure(); err != nil {
 			h.m.failed(err)
 		}
@@ -171,6 +175,8 @@ func (h *helper) writeStatus() error {
 		es := EngineStatus{Index: i, Ports: map[string]string{}, Classified: counts[i], CPUs: h.c.Engines[i].CPUs, Share: h.c.Engines[i].Share}
 		if f := h.fes[i]; f.remote != nil {
 			es.Host, es.Down = h.c.Engines[i].Host, !f.remote.synced.Load()
+		} else if f.vm {
+			es.VM, es.Down = true, !f.vmUp
 		}
 		for _, in := range h.c.Ifaces {
 			es.Ports[in.Name] = in.FEPorts[i]

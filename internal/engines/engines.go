@@ -61,6 +61,11 @@ type Config struct {
 	Peers   map[string]string `json:",omitempty"`
 	Home    string            `json:",omitempty"`
 	Here    []int             `json:",omitempty"`
+	// VM: the node is a VM (Control is its QEMU) and its engines are VMs whose taps are the
+	// FEPorts (vmfe.go); Own are its addresses on no link interface (loopback), which the
+	// classifier sends to it.
+	VM  bool     `json:",omitempty"`
+	Own []string `json:",omitempty"`
 }
 
 // Iface is one of the node's link interfaces, with its copies in the FEs.
@@ -80,6 +85,9 @@ type Iface struct {
 // cores get theirs from Shares, over this machine's cores.
 func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) (Config, error) {
 	c := Config{StateDir: stateDir, NetID: p.NetID, Node: n.Name, Control: control, Sysctl: n.Sysctl}
+	if k, _ := spec.LookupNodeKind(n.Kind); k.VM {
+		c.VM, c.Own = true, n.Addresses["lo"]
+	}
 	for _, e := range n.Engines {
 		if plan.Remote(e, p.Host) {
 			c.Network, c.Local = p.Network, p.Local.String()
@@ -188,7 +196,8 @@ type EngineStatus struct {
 	CPUs       []int             `json:",omitempty"` // the cores its frames are steered to (given, or from its share)
 	Share      float64           `json:",omitempty"` // the share of cores it asked for
 	Host       string            `json:",omitempty"` // the machine holding it, when not this one
-	Down       bool              `json:",omitempty"` // on another machine, and not reached: no frames
+	Down       bool              `json:",omitempty"` // on another machine and not reached, or its VM gone: no frames
+	VM         bool              `json:",omitempty"` // a VM (an engine of a VM node)
 }
 
 // MirrorStatus counts what the mirror copied into the FEs.

@@ -28,6 +28,21 @@ type fe struct {
 	// remote, for an FE on another machine: its connection; nil for one held here. Such an FE
 	// has no namespace here (ns is -1), and links come from its holder.
 	remote *remoteFE
+	// vm, for an engine of a VM node: its VM's taps are its substrate ends (vmfe.go); vmUp
+	// says they were all there at the last look.
+	vm, vmUp bool
+}
+
+// alive tells whether the FE may take frames: held here, a remote one connected and copied,
+// or a VM whose taps are there.
+func (f *fe) alive() bool {
+	switch {
+	case f.remote != nil:
+		return f.remote.synced.Load()
+	case f.vm:
+		return f.vmUp
+	}
+	return true
 }
 
 // feOps are the changes the mirror makes in an FE.
@@ -59,17 +74,6 @@ func (f *fe) close() {
 	if f.ns.IsOpen() {
 		f.ns.Close()
 	}
-}
-
-// feSysctls are what every FE gets before the node's own sysctls: it forwards, and it sends no
-// redirects (it is not where the node's neighbours should learn routes from).
-var feSysctls = map[string]string{
-	"net.ipv4.ip_forward":                  "1",
-	"net.ipv6.conf.all.forwarding":         "1",
-	"net.ipv4.conf.all.send_redirects":     "0",
-	"net.ipv4.conf.default.send_redirects": "0",
-	"net.ipv6.conf.default.accept_dad":     "0",
-	"net.ipv6.conf.all.accept_dad":         "0",
 }
 
 // makeFE makes engine i of configuration c: its namespace, a veth pair per interface (the copy
@@ -110,7 +114,7 @@ func (f *fe) startWork() {
 
 func (f *fe) setup(c Config) error {
 	values := map[string]string{}
-	for k, v := range feSysctls {
+	for k, v := range plan.FESysctls {
 		values[k] = v
 	}
 	for _, in := range c.Ifaces {

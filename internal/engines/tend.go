@@ -15,7 +15,7 @@ func (c Config) remote(i int) bool {
 func (h *helper) configure() error {
 	live := make([]bool, len(h.fes))
 	for i, f := range h.fes {
-		live[i] = f.remote == nil || f.remote.synced.Load()
+		live[i] = f.alive()
 	}
 	if h.live != nil && slices.Equal(live, h.live) {
 		return nil

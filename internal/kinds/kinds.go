@@ -35,8 +35,12 @@ type Instance struct {
 	Kind   string
 	Name   string
 	PID    int    // the process that holds the node (its init, or QEMU)
-	Digest string // the settings it was started with (plan.Digest)
+	Digest string // the settings it was started with (plan.Digest), or PartGone
 }
+
+// PartGone is the digest Running gives a node of which a part is not running (an engine VM of
+// a VM node was killed): never a plan's, so the reconciler starts the node again.
+const PartGone = "part-gone"
 
 // Node is a node kind: it runs nodes and makes their virtual interfaces.
 type Node interface {

@@ -138,6 +138,7 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 		p.Links = append(p.Links, pl)
 	}
 	p.engineNames(names)
+	p.engineVMDigests()
 	p.addRemoteEngines(n, placed)
 	return p, nil
 }

@@ -55,3 +55,15 @@ func (p *Plan) Endpoints(name string) map[string]bool {
 	}
 	return out
 }
+
+// FESysctls are what every forwarding engine (internal/engines; an engine VM too) gets before
+// the node's own sysctls: it forwards, and it sends no redirects (it is not where the node's
+// neighbours should learn routes from).
+var FESysctls = map[string]string{
+	"net.ipv4.ip_forward":                  "1",
+	"net.ipv6.conf.all.forwarding":         "1",
+	"net.ipv4.conf.all.send_redirects":     "0",
+	"net.ipv4.conf.default.send_redirects": "0",
+	"net.ipv6.conf.default.accept_dad":     "0",
+	"net.ipv6.conf.all.accept_dad":         "0",
+}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 )
@@ -59,6 +60,8 @@ func diffNodes(old, p *plan.Plan, running map[string]string) []Change {
 			out = append(out, Change{Op: "add", Object: "node", Name: n.Name})
 		case !ok:
 			out = append(out, Change{Op: "restart", Object: "node", Name: n.Name, What: []string{"it is not running"}})
+		case digest == kinds.PartGone:
+			out = append(out, Change{Op: "restart", Object: "node", Name: n.Name, What: []string{"part of it is not running (its VM or an engine VM)"}})
 		case digest != n.Digest:
 			what := []string{"its settings changed"}
 			if on != nil && on.Digest == digest {

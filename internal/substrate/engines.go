@@ -77,7 +77,8 @@ type EngineInfo struct {
 	CPUs       []int   `json:"cpus,omitempty"`  // its cores: given in the file, or from its share
 	Share      float64 `json:"share,omitempty"` // the share of cores it asked for (cpus: 0.5)
 	Host       string  `json:"host,omitempty"`  // the machine it runs on, when not the node's
-	Down       bool    `json:"down,omitempty"`  // on another machine and not reached: given no frames
+	Down       bool    `json:"down,omitempty"`  // on another machine and not reached, or its VM gone: given no frames
+	VM         bool    `json:"vm,omitempty"`    // a VM of its own (an engine of a VM node)
 }
 
 // enginesInfo reads the engines of node n from its helper's status and its devices' counters.
@@ -100,7 +101,7 @@ func enginesInfo(st *state.Store, netID string, n *plan.Node, devs map[string]rt
 		info := EngineInfo{Index: i, CPUs: e.CPUs, Share: e.Share}
 		if s != nil && ei.PID != 0 && i < len(s.Engines) {
 			info.Classified, info.CPUs = s.Engines[i].Classified, s.Engines[i].CPUs
-			info.Host, info.Down = s.Engines[i].Host, s.Engines[i].Down
+			info.Host, info.Down, info.VM = s.Engines[i].Host, s.Engines[i].Down, s.Engines[i].VM
 		}
 		if i < len(n.FEPorts) {
 			for _, name := range n.FEPorts[i] {

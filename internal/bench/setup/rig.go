@@ -33,8 +33,11 @@ type Rig struct {
 	Relay   func() int
 	sources []*source
 	genCPU  int
-	closers []func() error
-	after   []chan struct{} // closed when processes of the setup have been reaped
+	// minFlows: the setup's sources send at least this many flows (vm-pvr, whose dispatch
+	// spreads flows, not frames).
+	minFlows int
+	closers  []func() error
+	after    []chan struct{} // closed when processes of the setup have been reaped
 }
 
 // NewRig returns an empty rig that networks are added to (Harness.AddTrellisNet).
@@ -100,7 +103,7 @@ func (g *Rig) SetFrames(size, flows int) error {
 		}
 	}
 	for i, s := range g.sources {
-		frames, err := measure.UDPFrames(s.addrs, size, flows)
+		frames, err := measure.UDPFrames(s.addrs, size, max(flows, g.minFlows))
 		if err != nil {
 			return err
 		}

@@ -41,6 +41,7 @@ var kinds = []Kind{
 	{Name: "userspace", Desc: "trellis node under test whose relay process forwards UDP between two sockets (the PL-VINI baseline, figure 6b)", build: trellisSetup(spec.Shortbridge, true)},
 	{Name: "vm-tap", Desc: "trellis: as shortbridge, with the node under test a VM (kind: vm, QEMU) whose interfaces are virtio-net on taps (the KVM paper's tap interconnect); functional only without KVM", build: vmSetup("tap")},
 	{Name: "vm-macvtap", Desc: "trellis: as vm-tap, with each virtio-net interface on a macvtap (passthru) on the far end of a veth port (the KVM paper's macvtap interconnect); functional only without KVM", build: vmSetup("macvtap")},
+	{Name: "vm-pvr", Desc: "trellis: as vm-tap, with the node under test a VM with two engine VMs behind its taps (engines: 2, the KVM paper's parallel virtual routers through the PdP classifier and dispatcher), and at least 8 flows so that flow dispatch spreads them; functional only without KVM", build: vmPVRSetup},
 	{Name: "vm-bridge", Desc: "trellis: as vm-tap, with each virtio-net interface on a tap in a Linux bridge with the far end of a veth port (the KVM paper's bridge interconnect); functional only without KVM", build: vmSetup("bridge")},
 	// Setups across two machines, simulated on this one (machines.go).
 	{Name: "egre-shortbridge", Desc: "trellis over two machines: source and sink on one, the node under test on the other; its links are EGRE tunnels joined to its ports by the shortbridge (figure 6f)", build: tunnelSetup("egre-shortbridge", spec.EGRE, spec.Shortbridge)},

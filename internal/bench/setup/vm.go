@@ -10,6 +10,7 @@ import (
 	"time"
 
 	nodekinds "github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/kinds/vm"
 	"github.com/trellisnet/trellis/internal/state"
 )
 
@@ -47,12 +48,36 @@ func (h *Harness) VMRig(vm string, size, flows int) (*Rig, int, error) {
 	return g, pid, nil
 }
 
+// vmPVRSetup builds the setup whose node under test is a VM node with two engine VMs
+// (parallel virtual routers, docs/vm.md), each network's source sending at least pvrFlows
+// flows, so that the flow dispatch spreads them over both.
+func vmPVRSetup(h *Harness, nets int) (*Rig, error) {
+	g := h.NewRig("vm-pvr")
+	g.Nets, g.minFlows = nets, pvrFlows
+	for i := 0; i < nets; i++ {
+		if _, err := h.addVMNodeNet(g, fmt.Sprintf("bench-vm-pvr-%d", i), "    engines: 2\n"); err != nil {
+			return g, err
+		}
+	}
+	return g, nil
+}
+
+// pvrFlows is the least number of flows of the vm-pvr setup.
+const pvrFlows = 8
+
 // addVMNet adds a vm-tap network to g and returns its QEMU's pid.
 func (h *Harness) addVMNet(g *Rig, name, vm string) (int, error) {
-	nut := "  nut:\n    kind: vm\n"
+	extra := ""
 	if vm != "" {
-		nut += "    vm: " + vm + "\n"
+		extra = "    vm: " + vm + "\n"
 	}
+	return h.addVMNodeNet(g, name, extra)
+}
+
+// addVMNodeNet adds a network to g whose node under test is a VM with the extra lines of YAML
+// (its settings), and returns its QEMU's pid.
+func (h *Harness) addVMNodeNet(g *Rig, name, extra string) (int, error) {
+	nut := "  nut:\n    kind: vm\n" + extra
 	topology := strings.Replace(fmt.Sprintf(benchTopology, name, "shortbridge", "shortbridge"), "  nut:\n", nut, 1)
 	b, err := h.upBenchFile(g, name, topology)
 	if err != nil {
@@ -80,8 +105,14 @@ func (h *Harness) wireVM(g *Rig, b *BenchNet) error {
 	if err != nil {
 		return err
 	}
-	if err := runIn(st, b, "nut", "ip", "neigh", "replace", SinkIP.String(), "lladdr", sinkMAC.String(), "dev", "eth2", "nud", "permanent"); err != nil {
+	neigh := []string{"ip", "neigh", "replace", SinkIP.String(), "lladdr", sinkMAC.String(), "dev", "eth2", "nud", "permanent"}
+	if err := runIn(st, b, "nut", neigh...); err != nil {
 		return err
+	}
+	for i := range b.plan.Node("nut").Engines { // and its engine VMs', which forward
+		if err := runIn(st, b, vm.EngineName("nut", i), neigh...); err != nil {
+			return err
+		}
 	}
 	nutMAC, err := net.ParseMAC(b.plan.Links[0].Ports[1].MAC)
 	if err != nil {
@@ -91,7 +122,12 @@ func (h *Harness) wireVM(g *Rig, b *BenchNet) error {
 }
 
 // runIn runs a command in a node whose kind runs commands itself (a VM's guest agent).
+// An engine VM (vm.EngineName) is reached through its node's kind.
 func runIn(st *state.Store, b *BenchNet, node string, argv ...string) error {
+	name := node
+	if n, ok := vm.EngineOf(node); ok {
+		node = n
+	}
 	nd := b.plan.Node(node)
 	k, err := nodekinds.NodeKind(nd.Kind)
 	if err != nil {
@@ -106,8 +142,10 @@ func runIn(st *state.Store, b *BenchNet, node string, argv ...string) error {
 	if err != nil {
 		return err
 	}
+	in := running[node]
+	in.Name = name
 	var out strings.Builder
-	code, err := r.Run(context.Background(), env, running[node], argv, nil, &out, &out)
+	code, err := r.Run(context.Background(), env, in, argv, nil, &out, &out)
 	if err == nil && code != 0 {
 		err = fmt.Errorf("%v in %s exited with %d: %s", argv, node, code, out.String())
 	}

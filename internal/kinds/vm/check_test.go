@@ -28,6 +28,13 @@ func TestCheck(t *testing.T) {
 		{"a quota of two vCPUs", "name: n\nnodes:\n  v:\n    kind: vm\n    cpu: 2\n    vm:\n      pin: {vcpu: 1}\n      reserve: 40% 2ms\n", ""},
 		{"a core the host lacks", "name: n\nnodes:\n  v:\n    kind: vm\n    vm:\n      pin: {vcpu: [1, 2]}\n", "t.yaml:6: nodes.v.vm.pin: this machine has no CPU 2 (it has 0-1); pin to CPUs the machine has"},
 		{"priority and reserve", "name: n\nnodes:\n  v:\n    kind: vm\n    vm:\n      priority: {vcpu: 5}\n      reserve: 40%\n", "t.yaml:7: nodes.v.vm.reserve: the vCPU threads have a priority too"},
+		{"engines", "name: n\nnodes:\n  v:\n    kind: vm\n    engines: 2\n    memory: 1G\n", ""},
+		{"engines over the host's memory", "name: n\nnodes:\n  v:\n    kind: vm\n    memory: 1G\n    engines: 4\n", "t.yaml:6: nodes.v.engines: 5 VMs of 1024 MiB (the node's and its 4 engines') are more than this machine has (4096 MiB); give fewer engines"},
+		{"no engines", "name: n\nnodes:\n  v:\n    kind: vm\n    engines: 0\n", "t.yaml:5: nodes.v.engines: \"0\" is not a number of engines"},
+		{"negative engines", "name: n\nnodes:\n  v:\n    kind: vm\n    engines: -2\n", "t.yaml:5: nodes.v.engines: \"-2\" is not a number of engines"},
+		{"engines with macvtap", "name: n\nnodes:\n  v:\n    kind: vm\n    engines: 2\n    vm: {interconnect: macvtap}\n", "t.yaml:6: nodes.v.vm.interconnect: engines on a VM node need the tap interconnect, not macvtap; remove interconnect"},
+		{"engines with exec", "name: n\nnodes:\n  v:\n    kind: vm\n    engines: 2\n    exec: [bird]\n", "t.yaml:6: nodes.v.exec: the engine VMs of a VM node forward with its addresses' routes only"},
+		{"engine with cpus", "name: n\nnodes:\n  v:\n    kind: vm\n    engines: [{}, {cpus: 1}]\n", "t.yaml:5: nodes.v.engines[1].cpus: an engine VM takes its cores from the node's vm.pin"},
 		{"on another host", "name: n\nhosts:\n  m1: {address: 198.18.0.1}\n  m2: {address: 198.18.0.2}\nnodes:\n  v:\n    kind: vm\n    memory: 8G\n    host: m2\n", ""},
 	}
 	for _, c := range cases {

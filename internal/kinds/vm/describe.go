@@ -21,6 +21,9 @@ func (Kind) Describe(ctx context.Context, env *kinds.Env, in kinds.Instance) (ki
 	if note := quotaNote(env.Plan.Node(in.Name)); note != "" {
 		d.Notes = append(d.Notes, note)
 	}
+	if note := engineNote(env, in.Name); note != "" {
+		d.Notes = append(d.Notes, note)
+	}
 	if n := env.Plan.Node(in.Name); n != nil && !n.VM.Agent() {
 		d.Notes = append(d.Notes, "the user's own initrd or disk: no trellis agent")
 		return d, nil

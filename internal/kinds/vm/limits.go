@@ -64,6 +64,12 @@ func limits(n *spec.Node, accel string) cgroup.Limits {
 	if quotaReserve(n.VM) {
 		l.CPUs, l.Period = n.VM.Reserve*float64(vcpus(n)), n.VM.Period
 	}
+	// The engine VMs of a node (engines.go) share its group, each with what the node's has.
+	if k := uint64(1 + len(n.Engines)); k > 1 {
+		l.Memory *= k
+		l.CPUs *= float64(k)
+		l.Pids *= int64(k)
+	}
 	// A VM may have more vCPUs than the machine has cores; its quota is at most all of them.
 	cpus := hostCPUs()
 	l.CPUs = min(l.CPUs, float64(cpus.Count()))

@@ -47,12 +47,22 @@ func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 		return nil, err
 	}
 	out := map[string]kinds.Instance{}
+	fes := engineVMs(found, env.Plan)
 	for name, all := range found {
+		if _, ok := isFE(name); ok {
+			continue // an engine VM, part of its node
+		}
 		in := all[0]
 		if pid, _ := readyPID(env, name); pid != in.PID || len(all) > 1 {
 			in.Digest = NotReady // its trellis died while starting it: start it again
 		}
+		if n := env.Plan.Node(name); n != nil && enginesMissing(fes[name], len(n.Engines)) {
+			in.Digest = kinds.PartGone // an engine VM is gone (killed): start the node again
+		}
 		out[name] = in
+	}
+	for name, in := range orphanEngines(found) {
+		out[name] = in // its engine VMs outlived it: Stop ends them, up starts it again
 	}
 	// The records of VMs that are gone (QEMU was killed) go too.
 	records, _ := filepath.Glob(filepath.Join(env.Store.Dir, "vm", env.Plan.NetID+"-*.ready"))
@@ -111,6 +121,10 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	if in.PID, err = launch(ctx, argv, filepath.Join(logDir, n.Name+".pid"), qmp, files, g); err != nil {
 		return in, err
 	}
+	fes, err := launchEngines(ctx, env, n, img, g)
+	if err != nil {
+		return in, err
+	}
 	for _, p := range ps {
 		if err := joinBridge(p); err != nil {
 			return in, err
@@ -124,6 +138,9 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	}
 	if err := setup(ctx, env, n); err != nil {
 		return in, fmt.Errorf("%w (the guest's console: %s)", err, filepath.Join(logDir, n.Name+".console"))
+	}
+	if err := setupEngines(ctx, env, n, fes); err != nil {
+		return in, err
 	}
 	if err := tune(in.PID, n.VM); err != nil {
 		return in, err
@@ -160,9 +177,15 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 		return err
 	}
 	pids := []int{in.PID}
-	for _, other := range found[in.Name] {
-		if other.PID != in.PID {
-			pids = append(pids, other.PID)
+	for name, all := range found {
+		node, fe := isFE(name)
+		if name != in.Name && (!fe || node != in.Name) {
+			continue
+		}
+		for _, other := range all { // the node's QEMU, and its engine VMs' (engines.go)
+			if other.PID != in.PID {
+				pids = append(pids, other.PID)
+			}
 		}
 	}
 	for _, pid := range pids {

@@ -1,0 +1,41 @@
+package vm
+
+import (
+	"fmt"
+
+	"github.com/trellisnet/trellis/internal/spec"
+)
+
+// checkEngines refuses what a VM node with engines (parallel virtual routers, engines.go)
+// cannot have yet: an interconnect other than tap, a guest without the trellis agent, start
+// commands, or engines with cores or a machine of their own.
+func checkEngines(n *spec.Network, nd *spec.Node) []*spec.Error {
+	if len(nd.Engines) == 0 {
+		return nil
+	}
+	var errs []*spec.Error
+	if ic := interconnect(nd.VM); ic != spec.InterconnectTap {
+		errs = append(errs, n.NodeError(nd, "vm.interconnect", "engines on a VM node need the tap interconnect, not "+ic,
+			"remove interconnect (tap is the default), or remove engines"))
+	}
+	if !nd.VM.Agent() {
+		errs = append(errs, n.NodeError(nd, "vm.initrd", "engines on a VM node need the trellis agent in each guest, which the own initrd lacks",
+			"remove initrd, or remove engines"))
+	}
+	if len(nd.Exec) > 0 {
+		errs = append(errs, n.NodeError(nd, "exec", "the engine VMs of a VM node forward with its addresses' routes only: what exec does in the node's guest (routes, daemons) is not mirrored into them",
+			"remove exec and configure the node by addresses, sysctl and files; or remove engines"))
+	}
+	for i, e := range nd.Engines {
+		field := fmt.Sprintf("nodes.%s.engines[%d]", nd.Name, i)
+		switch {
+		case e.Host != "":
+			errs = append(errs, &spec.Error{File: n.File, Line: e.Line, Field: field + ".host",
+				Msg: "an engine VM runs on its node's machine", Fix: "remove host"})
+		case len(e.CPUs) > 0 || e.Share > 0:
+			errs = append(errs, &spec.Error{File: n.File, Line: e.Line, Field: field + ".cpus",
+				Msg: "an engine VM takes its cores from the node's vm.pin, not from cpus", Fix: "remove cpus, and pin with vm.pin"})
+		}
+	}
+	return errs
+}
