@@ -49,8 +49,9 @@ nodes joined by shortbridge or bridge connectors; a user-space relay in a trelli
 links that cross two simulated machines in EGRE or VXLAN tunnels; with --setups, egre3-shortbridge
 and egre3-bridge, the paper's router under test: source, node and sink each on a simulated machine
 of its own, the node's machine alone on the forwarding CPU, whose CPU per frame the cpu part gives;
-and the prototypes shortbridge-tcx (the shortbridge's port programs on tcx instead of a tc filter)
-and shortbridge-xdp (XDP on the ports, redirecting through a device map)).
+shortbridge-clsact (the shortbridge's port programs as tc filters under clsact, the path of
+kernels without tcx, instead of on tcx) and the prototype shortbridge-xdp (XDP on the ports,
+redirecting through a device map)).
 The scaling part also profiles each network count when perf is installed.
 Ratios to native are taken within the same run. The bench builds its own networks in a state
 directory of its own (in its work directory, TMPDIR/trellis-bench-ID) and removes everything it

@@ -13,24 +13,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tcxSetup builds the prototype setup shortbridge-tcx (issue 16, item 6): the shortbridge
-// setup, whose port programs are then moved from their clsact filters to the ports' tcx
-// ingress (dataplane.AttachShortbridgeTCX), to measure what the tc classifier around the
-// program costs.
-func tcxSetup(h *Harness, nets int) (*Rig, error) {
-	g := h.NewRig("shortbridge-tcx")
+// clsactSetup builds the setup shortbridge-clsact: the shortbridge setup, whose port programs
+// are then moved from the ports' tcx ingress (the connectors' path where the kernel has tcx) to
+// cls_bpf filters under clsact qdiscs (the path of kernels without tcx), to measure what the tc
+// classifier around the program costs against tcx in the same run.
+func clsactSetup(h *Harness, nets int) (*Rig, error) {
+	g := h.NewRig("shortbridge-clsact")
 	g.Nets = nets
 	for i := 0; i < nets; i++ {
-		if err := h.addTrellisNet(g, fmt.Sprintf("bench-sbtcx-%d", i), spec.Shortbridge, false, toTCX); err != nil {
+		if err := h.addTrellisNet(g, fmt.Sprintf("bench-sbcls-%d", i), spec.Shortbridge, false, toClsact); err != nil {
 			return g, err
 		}
 	}
 	return g, nil
 }
 
-// toTCX moves the shortbridge of every port of b to its tcx ingress, each aimed at the other
-// port of its link, through bpf_redirect_peer (the bench's links have no shaper).
-func toTCX(b *BenchNet) error {
+// toClsact moves the shortbridge of every port of b to a tc filter under clsact, each aimed at
+// the other port of its link, through bpf_redirect_peer (the bench's links have no shaper).
+func toClsact(b *BenchNet) error {
 	for _, l := range b.plan.Links {
 		if len(l.Ports) != 2 {
 			return fmt.Errorf("link %s has %d ports, not 2", l.Name, len(l.Ports))
@@ -44,7 +44,7 @@ func toTCX(b *BenchNet) error {
 			idx[i] = lk.Attrs().Index
 		}
 		for i := range idx {
-			if err := dataplane.AttachShortbridgeTCX(idx[i], idx[1-i], true); err != nil {
+			if err := dataplane.AttachShortbridgeOn(dataplane.HookClsact, idx[i], idx[1-i], true); err != nil {
 				return err
 			}
 		}
