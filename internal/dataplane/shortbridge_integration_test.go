@@ -249,6 +249,10 @@ func dropEgress(t *testing.T, l *testLink) {
 	}
 	defer prog.Close()
 	for _, n := range []*testNode{l.a, l.b} {
+		// A port with its shortbridge on tcx has no clsact qdisc yet.
+		if err := ensureClsact(n.port); err != nil {
+			t.Fatal(err)
+		}
 		f := &netlink.BpfFilter{
 			FilterAttrs: netlink.FilterAttrs{
 				LinkIndex: n.port,
