@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -138,22 +139,13 @@ func tcxIngress(ifindex int, names ...string) ([]tcxProg, uint64, error) {
 			closeTCX(out)
 			return nil, 0, fmt.Errorf("reading tcx program %d: %w", ap.ID, err)
 		}
-		if len(names) > 0 && !contains(names, info.Name) {
+		if len(names) > 0 && !slices.Contains(names, info.Name) {
 			p.Close()
 			continue
 		}
 		out = append(out, tcxProg{prog: p, name: info.Name})
 	}
 	return out, res.Revision, nil
-}
-
-func contains(names []string, name string) bool {
-	for _, n := range names {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }
 
 func closeTCX(ps []tcxProg) {
