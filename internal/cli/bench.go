@@ -49,10 +49,11 @@ nodes joined by shortbridge or bridge connectors; a user-space relay in a trelli
 links that cross two simulated machines in EGRE or VXLAN tunnels; with --setups, egre3-shortbridge
 and egre3-bridge, the paper's router under test: source, node and sink each on a simulated machine
 of its own, the node's machine alone on the forwarding CPU, whose CPU per frame the cpu part gives;
-the prototypes shortbridge-tcx (the shortbridge's port programs on tcx instead of a tc filter)
-and shortbridge-xdp (XDP on the ports, redirecting through a device map); and VM nodes under
-test, vm-tap, vm-macvtap and vm-bridge (one per interconnect) and vm-pvr (a VM with two engine
-VMs, parallel virtual routers, at least 8 flows), functional only without KVM).
+shortbridge-tcx (the shortbridge's port programs on tcx, TRELLIS_PORT_HOOK=tcx, instead of as
+tc filters under clsact); the prototype shortbridge-xdp (XDP on the ports, redirecting through
+a device map); and VM nodes under test, vm-tap, vm-macvtap and vm-bridge (one per interconnect)
+and vm-pvr (a VM with two engine VMs, parallel virtual routers, at least 8 flows), functional
+only without KVM).
 The scaling part also profiles each network count when perf is installed.
 Ratios to native are taken within the same run. The bench builds its own networks in a state
 directory of its own (in its work directory, TMPDIR/trellis-bench-ID) and removes everything it

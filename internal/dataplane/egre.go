@@ -162,8 +162,8 @@ func checkUnderlayAddr(what string, a netip.Addr) error {
 
 // AttachEncap loads an encapsulation program for tunnel t and attaches it to
 // the tc ingress of the port with index portIfindex (adding a clsact qdisc
-// if there is none), replacing the shortbridge or EGRE program already
-// there. From then on every frame the node sends on that interface leaves
+// if there is none), replacing the shortbridge (on tcx or under clsact) or
+// EGRE program already there. From then on every frame the node sends on that interface leaves
 // through the underlay device underlayIfindex (or wherever the route to
 // t.Remote leads), inside EGRE with key t.Key from t.Local to t.Remote.
 //
@@ -259,7 +259,11 @@ func attachEncap(portIfindex, underlayIfindex int, t Tunnel) error {
 		Name:         egreEncapFilterName,
 		DirectAction: true,
 	}
-	return replaceForwardFilter(h, filter)
+	if err := replaceForwardFilter(h, filter); err != nil {
+		return err
+	}
+	// A shortbridge on the port's tcx ingress runs before the filter: take it off.
+	return detachTCXNamed(portIfindex, shortbridgeProgName)
 }
 
 // setIPv4Forwarding enables IPv4 forwarding on one device (the equivalent

@@ -8,10 +8,12 @@ package dataplane
 // bpf_cast_to_kern_ctx kfunc that corruption uses to see how far a frame's
 // checksum is done).
 //
-// Like the other programs, the impairment program is a classic tc filter,
-// never pinned: it and its maps live as long as the filter, and are found
-// again through the filter's program (its info lists its maps), so a
-// restarted trellis reads and changes impairments it did not attach itself.
+// Like the shortbridge, the impairment program goes on the port's tcx ingress
+// (at the head of its list, before the shortbridge) where the kernel has tcx,
+// and is a classic tc filter otherwise (hook.go); never pinned: it and its
+// maps live as long as the port, and are found again through the program
+// (its info lists its maps), so a restarted trellis reads and changes
+// impairments it did not attach itself.
 
 import (
 	"errors"
@@ -144,12 +146,13 @@ func loadImpairSpec() (*ebpf.CollectionSpec, error) {
 }
 
 // SetImpairment makes the frames sent by the interface whose port has index
-// portIfindex suffer im: it attaches an impairment program to the port's tc
-// ingress (adding a clsact qdisc if there is none), in front of the port's
-// forwarding program if any; or, if one is attached already, changes its
+// portIfindex suffer im: it attaches an impairment program to the port's
+// ingress, on the hook PortHook chose (tcx, or a tc filter under a clsact
+// qdisc, added if there is none), in front of the port's forwarding program
+// if any; or, if one is attached already (on either hook), changes its
 // settings live with one map update. A zero Impairment (see IsZero) removes
-// the program; the clsact qdisc stays, as it does for the other programs,
-// and goes with the port.
+// the program; a clsact qdisc stays, as it does for the other programs, and
+// goes with the port.
 //
 // It is idempotent, works in the calling thread's network namespace, and is
 // safe to call concurrently (the last call wins).
@@ -172,22 +175,24 @@ func setImpairment(portIfindex int, im Impairment) error {
 	impairMu.Lock()
 	defer impairMu.Unlock()
 
-	f, err := findIngressFilter(h, portIfindex, impairFilterName)
+	at, err := findImpairment(h, portIfindex)
 	if err != nil {
 		return err
 	}
+	defer at.close()
 	switch {
-	case im.IsZero() && f == nil:
+	case im.IsZero() && at.id == 0:
 		return nil
 	case im.IsZero():
-		if err := h.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("deleting filter: %w", err)
-		}
-		return nil
-	case f != nil:
-		return updateImpairment(ebpf.ProgramID(f.Id), im)
+		return at.remove(h, portIfindex)
+	case at.id != 0:
+		return updateImpairment(at.id, im)
 	}
-	return attachImpairment(h, portIfindex, im)
+	hook, err := PortHook()
+	if err != nil {
+		return err
+	}
+	return attachImpairment(h, hook, portIfindex, im)
 }
 
 // updateImpairment writes new settings into the config map of the attached
@@ -206,14 +211,17 @@ func updateImpairment(id ebpf.ProgramID, im Impairment) error {
 	return nil
 }
 
-// attachImpairment loads a program with settings im and attaches it at
-// priority 1, after moving a forwarding filter from there.
-func attachImpairment(h *netlink.Handle, portIfindex int, im Impairment) error {
-	if err := ensureClsactOn(h, portIfindex); err != nil {
-		return err
-	}
-	if err := moveLegacyForwardFilter(h, portIfindex); err != nil {
-		return err
+// attachImpairment loads a program with settings im and attaches it on hook: at the head of
+// the port's tcx ingress, or at priority 1 of its clsact ingress after moving a forwarding
+// filter from there.
+func attachImpairment(h *netlink.Handle, hook Hook, portIfindex int, im Impairment) error {
+	if hook == HookClsact {
+		if err := ensureClsactOn(h, portIfindex); err != nil {
+			return err
+		}
+		if err := moveLegacyForwardFilter(h, portIfindex); err != nil {
+			return err
+		}
 	}
 
 	base, err := loadImpairSpec()
@@ -228,13 +236,16 @@ func attachImpairment(h *netlink.Handle, portIfindex int, im Impairment) error {
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		return loadError("impairment", err)
 	}
-	// The filter holds the program, and the program its maps.
+	// The filter or the tcx attachment holds the program, and the program its maps.
 	defer objs.Close()
 
 	// Settings first: the program runs with them from its first frame.
 	cfg := im.config()
 	if err := objs.ImpairConfig.Update(uint32(0), &cfg, ebpf.UpdateExist); err != nil {
 		return fmt.Errorf("writing impairment settings: %w", err)
+	}
+	if hook == HookTCX {
+		return attachTCX(portIfindex, objs.Impair, impairProgName, true)
 	}
 	filter := &netlink.BpfFilter{
 		FilterAttrs: netlink.FilterAttrs{
@@ -259,14 +270,15 @@ func attachImpairment(h *netlink.Handle, portIfindex int, im Impairment) error {
 // with index portIfindex (a zero Impairment if there is none), to a
 // millionth of a percent. It works in the calling thread's namespace.
 func ReadImpairment(portIfindex int) (Impairment, error) {
-	f, err := findIngressFilter(&netlink.Handle{}, portIfindex, impairFilterName)
-	if err != nil || f == nil {
+	at, err := findImpairment(&netlink.Handle{}, portIfindex)
+	if err != nil || at.id == 0 {
 		if err != nil {
 			err = fmt.Errorf("dataplane: impairment of port %d: %w", portIfindex, err)
 		}
 		return Impairment{}, err
 	}
-	maps, err := programMaps(ebpf.ProgramID(f.Id), impairMapImpairConfig)
+	at.close()
+	maps, err := programMaps(at.id, impairMapImpairConfig)
 	if err != nil {
 		return Impairment{}, fmt.Errorf("dataplane: impairment of port %d: %w", portIfindex, err)
 	}
@@ -297,14 +309,15 @@ type ImpairCounters struct {
 // With no program there, the error matches ErrNoImpairment.
 func ReadImpairCounters(portIfindex int) (ImpairCounters, error) {
 	var c ImpairCounters
-	f, err := findIngressFilter(&netlink.Handle{}, portIfindex, impairFilterName)
-	if err == nil && f == nil {
+	at, err := findImpairment(&netlink.Handle{}, portIfindex)
+	if err == nil && at.id == 0 {
 		err = ErrNoImpairment
 	}
 	if err != nil {
 		return c, fmt.Errorf("dataplane: impairment counters of port %d: %w", portIfindex, err)
 	}
-	maps, err := programMaps(ebpf.ProgramID(f.Id), impairMapImpairStats)
+	at.close()
+	maps, err := programMaps(at.id, impairMapImpairStats)
 	if err != nil {
 		return c, fmt.Errorf("dataplane: impairment counters of port %d: %w", portIfindex, err)
 	}

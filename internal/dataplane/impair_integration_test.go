@@ -49,19 +49,21 @@ func impairA(t *testing.T, l *testLink, im Impairment) {
 	if err := SetImpairment(l.a.port, im); err != nil {
 		t.Fatal(err)
 	}
-	if f := portFilter(t, l.a.port, impairFilterName); f != nil {
-		l.progIDs = append(l.progIDs, ebpf.ProgramID(f.Id))
+	if id := impairID(t, l.a.port); id != 0 {
+		l.progIDs = append(l.progIDs, id)
 	}
 }
 
-// portFilter returns the bpf filter called name on the port's ingress.
-func portFilter(t *testing.T, port int, name string) *netlink.BpfFilter {
+// impairID returns the id of the impairment program on the port's ingress (tcx or clsact),
+// 0 if there is none.
+func impairID(t *testing.T, port int) ebpf.ProgramID {
 	t.Helper()
-	f, err := findIngressFilter(&netlink.Handle{}, port, name)
+	at, err := findImpairment(&netlink.Handle{}, port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f
+	at.close()
+	return at.id
 }
 
 // seqFrames sends n frames numbered 0..n-1 from one node to the other
@@ -219,11 +221,11 @@ func TestImpairLossAndDuplication(t *testing.T) {
 		{"duplicate 5%", Impairment{Duplicate: 5}, 0, 0, 5, 1, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := portFilter(t, l.a.port, impairFilterName)
+			before := impairID(t, l.a.port)
 			impairA(t, l, tc.im)
-			after := portFilter(t, l.a.port, impairFilterName)
-			if before != nil && after.Id != before.Id {
-				t.Errorf("impairment program %d replaced by %d: a live change must be a map update", before.Id, after.Id)
+			after := impairID(t, l.a.port)
+			if before != 0 && after != before {
+				t.Errorf("impairment program %d replaced by %d: a live change must be a map update", before, after)
 			}
 			if got, err := ReadImpairment(l.a.port); err != nil || got != tc.im {
 				t.Errorf("ReadImpairment = %+v, %v; want %+v", got, err, tc.im)
@@ -268,12 +270,12 @@ func TestImpairLossAndDuplication(t *testing.T) {
 	}
 
 	// Zero removes the program: nothing lost any more, no counters.
-	id := portFilter(t, l.a.port, impairFilterName).Id
+	id := impairID(t, l.a.port)
 	impairA(t, l, Impairment{LossCorrelation: 20})
-	if f := portFilter(t, l.a.port, impairFilterName); f != nil {
-		t.Fatalf("impairment filter %v still there after a zero Impairment", f)
+	if f := impairID(t, l.a.port); f != 0 {
+		t.Fatalf("impairment program %v still there after a zero Impairment", f)
 	}
-	if alive := progsGone([]ebpf.ProgramID{ebpf.ProgramID(id)}); len(alive) > 0 {
+	if alive := progsGone([]ebpf.ProgramID{id}); len(alive) > 0 {
 		t.Errorf("impairment program %d outlived its filter", id)
 	}
 	if _, err := ReadImpairCounters(l.a.port); !errors.Is(err, ErrNoImpairment) {

@@ -251,38 +251,72 @@ func snmp(t *testing.T, n *testNode) map[string]uint64 {
 	return m
 }
 
-// ingressLayout describes a port's tc ingress as "name@priority" sorted by
-// priority, and returns the filters by name.
-func ingressLayout(t *testing.T, port int) (string, map[string]*netlink.BpfFilter) {
+// ingressLayout describes a port's ingress: its tcx programs in the order they run, as
+// "tcx:NAME", then its tc filters as "NAME@PRIORITY" by priority; and returns the program ids
+// by those names without the priority.
+func ingressLayout(t *testing.T, port int) (string, map[string]ebpf.ProgramID) {
+	t.Helper()
+	ids := map[string]ebpf.ProgramID{}
+	var parts []string
+	if kernelHasTCX() {
+		ps, _, err := tcxIngress(port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			info, err := p.prog.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, _ := info.ID()
+			ids["tcx:"+p.name] = id
+			parts = append(parts, "tcx:"+p.name)
+		}
+		closeTCX(ps)
+	}
+	bfs := ingressFilters(t, port)
+	sort.Slice(bfs, func(i, j int) bool { return bfs[i].Priority < bfs[j].Priority })
+	for _, bf := range bfs {
+		ids[bf.Name] = ebpf.ProgramID(bf.Id)
+		parts = append(parts, fmt.Sprintf("%s@%d", bf.Name, bf.Priority))
+	}
+	return strings.Join(parts, " "), ids
+}
+
+// ingressFilters returns the bpf filters on the port's tc ingress, failing on any other.
+func ingressFilters(t *testing.T, port int) []*netlink.BpfFilter {
 	t.Helper()
 	fs, err := listFilters(&netlink.Handle{}, port, netlink.HANDLE_MIN_INGRESS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]*netlink.BpfFilter{}
 	var bfs []*netlink.BpfFilter
 	for _, f := range fs {
 		bf, ok := f.(*netlink.BpfFilter)
 		if !ok {
 			t.Fatalf("unexpected filter %v on port %d", f, port)
 		}
-		byName[bf.Name] = bf
 		bfs = append(bfs, bf)
 	}
-	sort.Slice(bfs, func(i, j int) bool { return bfs[i].Priority < bfs[j].Priority })
-	var parts []string
-	for _, bf := range bfs {
-		parts = append(parts, fmt.Sprintf("%s@%d", bf.Name, bf.Priority))
-	}
-	return strings.Join(parts, " "), byName
+	return bfs
 }
 
-// makeLegacy moves the port's shortbridge filter to priority 1, where
-// trellis put it before impairments existed.
-func makeLegacy(t *testing.T, port int) {
+// makeLegacy gives the port a shortbridge filter at priority 1, where trellis put it before
+// impairments existed (and before tcx), in place of its shortbridge.
+func makeLegacy(t *testing.T, port, peer int) {
 	t.Helper()
-	_, fs := ingressLayout(t, port)
-	sb := fs[shortbridgeFilterName]
+	if err := AttachShortbridgeOn(HookClsact, port, peer, false); err != nil {
+		t.Fatal(err)
+	}
+	var sb *netlink.BpfFilter
+	for _, bf := range ingressFilters(t, port) {
+		if bf.Name == shortbridgeFilterName {
+			sb = bf
+		}
+	}
+	if sb == nil {
+		t.Fatalf("no %s filter on port %d", shortbridgeFilterName, port)
+	}
 	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(sb.Id))
 	if err != nil {
 		t.Fatal(err)
@@ -299,10 +333,31 @@ func makeLegacy(t *testing.T, port int) {
 	}
 }
 
+// TestImpairWithShortbridge checks, on each hook the kernel has, that the impairment runs
+// before the shortbridge, stays in front of it when the shortbridge is replaced live, and
+// moves a forwarding filter of an old trellis out of its way.
 func TestImpairWithShortbridge(t *testing.T) {
 	needRoot(t)
+	for _, hook := range testHooks(t) {
+		t.Run(string(hook), func(t *testing.T) {
+			useHook(t, hook)
+			impairWithShortbridge(t, hook)
+		})
+	}
+}
+
+func impairWithShortbridge(t *testing.T, hook Hook) {
 	l := impairedLink(t)
-	const want = impairFilterName + "@1 " + shortbridgeFilterName + "@2"
+	sbKey, imKey := "tcx:"+shortbridgeProgName, "tcx:"+impairProgName
+	want := imKey + " " + sbKey
+	// On an old port, the impairment goes in front of the legacy filter, on tcx or at
+	// priority 1 (the filter moved to 2).
+	wantLegacy, legacyKey := imKey+" "+shortbridgeFilterName+"@1", shortbridgeFilterName
+	if hook == HookClsact {
+		sbKey, imKey = shortbridgeFilterName, impairFilterName
+		want = impairFilterName + "@1 " + shortbridgeFilterName + "@2"
+		wantLegacy = want
+	}
 	ping := func(what string) {
 		t.Helper()
 		if err := icmpEcho(l.a, l.b.addr, 2*time.Second); err != nil {
@@ -311,7 +366,7 @@ func TestImpairWithShortbridge(t *testing.T) {
 	}
 
 	impairA(t, l, Impairment{Duplicate: 50})
-	layout, fs := ingressLayout(t, l.a.port)
+	layout, ids := ingressLayout(t, l.a.port)
 	if layout != want {
 		t.Fatalf("port A ingress: %s, want %s", layout, want)
 	}
@@ -334,35 +389,36 @@ func TestImpairWithShortbridge(t *testing.T) {
 
 	// The shortbridge is still replaced in place, in front of nothing but
 	// behind the impairment, whose program stays.
-	sbID, imID := fs[shortbridgeFilterName].Id, fs[impairFilterName].Id
+	sbID, imID := ids[sbKey], ids[imKey]
 	if err := AttachShortbridge(l.a.port, l.b.port, true); err != nil {
 		t.Fatal(err)
 	}
-	layout, fs = ingressLayout(t, l.a.port)
-	if layout != want || fs[shortbridgeFilterName].Id == sbID || fs[impairFilterName].Id != imID {
+	layout, ids = ingressLayout(t, l.a.port)
+	if layout != want || ids[sbKey] == sbID || ids[imKey] != imID {
 		t.Fatalf("after replacing the shortbridge: %s (sb %d -> %d, impair %d -> %d), want %s, a new sb, the same impair",
-			layout, sbID, fs[shortbridgeFilterName].Id, imID, fs[impairFilterName].Id, want)
+			layout, sbID, ids[sbKey], imID, ids[imKey], want)
 	}
-	l.progIDs = append(l.progIDs, ebpf.ProgramID(fs[shortbridgeFilterName].Id))
+	l.progIDs = append(l.progIDs, ids[sbKey])
 	ping("after replacing the shortbridge")
 	// Duplicates cross the new forwarding program too.
 	if extra := extraOf(seqFrames(t, l.a, l.b, 2000)); !within(extra, 50, 4) {
 		t.Errorf("duplicates %.2f%% through the new shortbridge, want 50 ± 4 %%", extra)
 	}
 
-	// A port set up before impairments existed: SetImpairment moves its
-	// shortbridge (the same program) to priority 2 first.
-	makeLegacy(t, l.b.port)
-	_, fs = ingressLayout(t, l.b.port)
-	legacyID := fs[shortbridgeFilterName].Id
+	// A port set up before impairments existed: SetImpairment puts the impairment in front of
+	// its shortbridge (the same program).
+	makeLegacy(t, l.b.port, l.a.port)
+	_, ids = ingressLayout(t, l.b.port)
+	legacyID := ids[legacyKey]
+	l.progIDs = append(l.progIDs, legacyID)
 	if err := SetImpairment(l.b.port, Impairment{Loss: 1}); err != nil {
 		t.Fatal(err)
 	}
-	layout, fs = ingressLayout(t, l.b.port)
-	if layout != want || fs[shortbridgeFilterName].Id != legacyID {
-		t.Fatalf("port B after SetImpairment: %s (sb %d, was %d), want %s with the same sb", layout, fs[shortbridgeFilterName].Id, legacyID, want)
+	layout, ids = ingressLayout(t, l.b.port)
+	if layout != wantLegacy || ids[legacyKey] != legacyID {
+		t.Fatalf("port B after SetImpairment: %s (sb %d, was %d), want %s with the same sb", layout, ids[legacyKey], legacyID, wantLegacy)
 	}
-	l.progIDs = append(l.progIDs, ebpf.ProgramID(fs[impairFilterName].Id))
+	l.progIDs = append(l.progIDs, ids[imKey])
 	if err := icmpEcho(l.b, l.a.addr, 2*time.Second); err != nil {
 		t.Fatalf("ping B->A after the move: %v", err)
 	}
@@ -371,12 +427,16 @@ func TestImpairWithShortbridge(t *testing.T) {
 	if err := SetImpairment(l.b.port, Impairment{}); err != nil {
 		t.Fatal(err)
 	}
-	makeLegacy(t, l.b.port)
+	makeLegacy(t, l.b.port, l.a.port)
 	if err := AttachShortbridge(l.b.port, l.a.port, false); err != nil {
 		t.Fatal(err)
 	}
-	if layout, _ := ingressLayout(t, l.b.port); layout != shortbridgeFilterName+"@2" {
-		t.Fatalf("port B after AttachShortbridge on a legacy port: %s, want %s@2", layout, shortbridgeFilterName)
+	wantOne := sbKey
+	if hook == HookClsact {
+		wantOne = shortbridgeFilterName + "@2"
+	}
+	if layout, _ := ingressLayout(t, l.b.port); layout != wantOne {
+		t.Fatalf("port B after AttachShortbridge on a legacy port: %s, want %s", layout, wantOne)
 	}
 	if err := icmpEcho(l.b, l.a.addr, 2*time.Second); err != nil {
 		t.Fatalf("ping B->A after reattaching: %v", err)
@@ -410,8 +470,12 @@ func TestImpairLANPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	impairA(t, l, Impairment{Loss: 20})
-	if layout, _ := ingressLayout(t, l.a.port); layout != impairFilterName+"@1" {
-		t.Fatalf("LAN port ingress: %s, want %s@1 alone", layout, impairFilterName)
+	want := impairFilterName + "@1"
+	if hook, _ := PortHook(); hook == HookTCX {
+		want = "tcx:" + impairProgName
+	}
+	if layout, _ := ingressLayout(t, l.a.port); layout != want {
+		t.Fatalf("LAN port ingress: %s, want %s alone", layout, want)
 	}
 	loss, _ := lossOf(seqFrames(t, l.a, l.b, 5000))
 	t.Logf("loss through the bridge: %.2f%%", loss)

@@ -293,6 +293,10 @@ func attachLANPrograms(h *netlink.Handle, base *ebpf.CollectionSpec, maps *lanSh
 		if err := replaceForwardFilter(h, filter); err != nil {
 			return fmt.Errorf("member %d: %w", m.Ifindex, err)
 		}
+		// A shortbridge on the member's tcx ingress would run before the filter.
+		if err := detachTCXNamed(m.Ifindex, shortbridgeProgName); err != nil {
+			return fmt.Errorf("member %d: %w", m.Ifindex, err)
+		}
 	}
 	return nil
 }

@@ -3,8 +3,11 @@
 // of node interfaces) of Trellis's virtual networks, and the Go code that
 // loads them and attaches them to those ports.
 //
-// Programs are attached as classic tc filters (cls_bpf in direct-action mode
-// under a clsact qdisc), not as tcx links and not pinned on bpffs: a tc filter
+// The shortbridge and the impairment programs go on a port's tcx ingress
+// where the kernel has tcx (Linux 6.6), and otherwise, like the other
+// programs, are classic tc filters (cls_bpf in direct-action mode under a
+// clsact qdisc); see hook.go. None is attached through a bpf link or pinned
+// on bpffs: a tcx program attached with BPF_PROG_ATTACH, like a tc filter,
 // lives exactly as long as its device, so deleting a port removes its
 // programs too, and nothing outlives the port or needs separate cleanup.
 package dataplane
@@ -97,8 +100,10 @@ func newShortbridgeProgram(peerIfindex int, deliverPeer bool) (*ebpf.Program, er
 }
 
 // AttachShortbridge loads a shortbridge program whose target is peerIfindex and attaches it
-// to the tc ingress of the port with index portIfindex (adding a clsact qdisc if there is none),
-// replacing any shortbridge program already there. deliverPeer selects bpf_redirect_peer.
+// to the ingress of the port with index portIfindex, on the hook PortHook chose (tcx, or a tc
+// filter under a clsact qdisc, added if there is none), replacing the port's forwarding
+// program (shortbridge, EGRE encapsulation or LAN) wherever it is. deliverPeer selects
+// bpf_redirect_peer.
 //
 // With deliverPeer false every frame is sent out of the peer port's egress
 // (bpf_redirect), where a qdisc such as a rate shaper applies; with it true
@@ -108,16 +113,46 @@ func newShortbridgeProgram(peerIfindex int, deliverPeer bool) (*ebpf.Program, er
 // It is safe to call concurrently, for different ports or for the same one
 // (the last call wins).
 func AttachShortbridge(portIfindex, peerIfindex int, deliverPeer bool) error {
-	if portIfindex <= 0 {
+	hook, err := PortHook()
+	if err != nil {
+		return err
+	}
+	return AttachShortbridgeOn(hook, portIfindex, peerIfindex, deliverPeer)
+}
+
+// AttachShortbridgeOn is AttachShortbridge on the given hook (the bench measures the clsact
+// one on a kernel that has tcx). HookTCX on a kernel without tcx fails.
+func AttachShortbridgeOn(hook Hook, portIfindex, peerIfindex int, deliverPeer bool) error {
+	if portIfindex <= 0 || portIfindex > int(^uint32(0)>>1) {
 		return fmt.Errorf("dataplane: attach shortbridge: invalid port ifindex %d", portIfindex)
 	}
 	if peerIfindex <= 0 || peerIfindex > int(^uint32(0)>>1) {
 		return fmt.Errorf("dataplane: attach shortbridge on port %d: invalid peer ifindex %d", portIfindex, peerIfindex)
 	}
-	if err := attachShortbridge(portIfindex, peerIfindex, deliverPeer); err != nil {
-		return fmt.Errorf("dataplane: attach shortbridge on port %d (peer %d): %w", portIfindex, peerIfindex, err)
+	attach := attachShortbridge
+	if hook == HookTCX {
+		attach = attachShortbridgeTCX
+	}
+	if err := attach(portIfindex, peerIfindex, deliverPeer); err != nil {
+		return fmt.Errorf("dataplane: attach shortbridge on port %d (peer %d, %s): %w", portIfindex, peerIfindex, hook, err)
 	}
 	return nil
+}
+
+// attachShortbridgeTCX puts the shortbridge on the port's tcx ingress, in the place of the
+// one there or at the tail (after an impairment), then takes a forwarding filter off the
+// port's clsact: until then the tcx program runs first, so no frame finds the port without a
+// forwarding program, and none meets two.
+func attachShortbridgeTCX(portIfindex, peerIfindex int, deliverPeer bool) error {
+	prog, err := newShortbridgeProgram(peerIfindex, deliverPeer)
+	if err != nil {
+		return err
+	}
+	defer prog.Close() // the attachment holds its own reference
+	if err := attachTCX(portIfindex, prog, shortbridgeProgName, false); err != nil {
+		return err
+	}
+	return deleteForwardFilters(portIfindex)
 }
 
 func attachShortbridge(portIfindex, peerIfindex int, deliverPeer bool) error {
@@ -152,9 +187,11 @@ func attachShortbridge(portIfindex, peerIfindex int, deliverPeer bool) error {
 		if err := h.FilterReplace(filter); err != nil {
 			return fmt.Errorf("replacing tc ingress filter: %w", err)
 		}
-		return nil
+	} else if err := replaceForwardFilter(h, filter); err != nil {
+		return err
 	}
-	return replaceForwardFilter(h, filter)
+	// A shortbridge left on tcx (attached under another hook choice) would run first.
+	return detachTCXNamed(portIfindex, shortbridgeProgName)
 }
 
 // ensureClsact adds a clsact qdisc to the port unless it already has one.
@@ -186,9 +223,20 @@ func addClsact(portIfindex int) (bool, error) {
 	return true, nil
 }
 
-// ShortbridgeAttached reports whether a shortbridge filter (recognised by its
-// name) is on the tc ingress of the port with index portIfindex.
+// ShortbridgeAttached reports whether a shortbridge program is on the ingress of the port with
+// index portIfindex: on its tcx ingress (recognised by the program's name), or as a tc filter
+// (recognised by the filter's name).
 func ShortbridgeAttached(portIfindex int) (bool, error) {
+	if kernelHasTCX() {
+		ps, _, err := tcxIngress(portIfindex, shortbridgeProgName)
+		if err != nil {
+			return false, fmt.Errorf("dataplane: shortbridge attached on port %d: %w", portIfindex, err)
+		}
+		closeTCX(ps)
+		if len(ps) > 0 {
+			return true, nil
+		}
+	}
 	link, err := netlink.LinkByIndex(portIfindex)
 	if err != nil {
 		return false, fmt.Errorf("dataplane: shortbridge attached on port %d: %w", portIfindex, err)

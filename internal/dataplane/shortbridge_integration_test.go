@@ -61,11 +61,20 @@ type testLink struct {
 	progIDs []ebpf.ProgramID
 }
 
+// TestShortbridge runs on each hook the kernel has (tcx and clsact).
 func TestShortbridge(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (network namespaces, veth, tc, bpf)")
 	}
+	for _, hook := range testHooks(t) {
+		t.Run(string(hook), func(t *testing.T) {
+			useHook(t, hook)
+			testShortbridge(t, hook)
+		})
+	}
+}
 
+func testShortbridge(t *testing.T, hook Hook) {
 	l := setupTestLink(t)
 
 	// Before anything is attached the ports are plain unconnected veth ends.
@@ -94,9 +103,9 @@ func TestShortbridge(t *testing.T) {
 				if err != nil || !ok {
 					t.Fatalf("ShortbridgeAttached(%s) = %v, %v; want true, nil", n.portName, ok, err)
 				}
-				ids := shortbridgeProgIDs(t, n.port)
+				ids := shortbridgeProgIDs(t, n.port, hook)
 				if len(ids) != 1 {
-					t.Fatalf("%s has %d shortbridge filters, want exactly 1", n.portName, len(ids))
+					t.Fatalf("%s has %d shortbridge programs, want exactly 1", n.portName, len(ids))
 				}
 				l.progIDs = append(l.progIDs, ids...)
 			}
@@ -186,26 +195,21 @@ func attachConcurrently(t *testing.T, l *testLink, deliverPeer bool) {
 	}
 }
 
-// shortbridgeProgIDs returns the program ids of the bpf filters on the
-// port's ingress, failing on any that is not a shortbridge.
-func shortbridgeProgIDs(t *testing.T, port int) []ebpf.ProgramID {
+// shortbridgeProgIDs returns the ids of the programs on the port's ingress (tcx and tc
+// filters), failing on any that is not a shortbridge on hook.
+func shortbridgeProgIDs(t *testing.T, port int, hook Hook) []ebpf.ProgramID {
 	t.Helper()
-	link, err := netlink.LinkByIndex(port)
-	if err != nil {
-		t.Fatal(err)
+	want := shortbridgeFilterName + "@2"
+	if hook == HookTCX {
+		want = "tcx:" + shortbridgeProgName
 	}
-	filters, err := netlink.FilterList(link, netlink.HANDLE_MIN_INGRESS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	layout, byName := ingressLayout(t, port)
 	var ids []ebpf.ProgramID
-	for _, f := range filters {
-		if bf, ok := f.(*netlink.BpfFilter); ok {
-			if bf.Name != shortbridgeFilterName {
-				t.Errorf("unexpected bpf filter %q on port %d", bf.Name, port)
-			}
-			ids = append(ids, ebpf.ProgramID(bf.Id))
+	for _, part := range strings.Fields(layout) {
+		if part != want {
+			t.Errorf("unexpected program %q on port %d (want %s)", part, port, want)
 		}
+		ids = append(ids, byName[strings.TrimSuffix(part, "@2")])
 	}
 	return ids
 }
@@ -245,6 +249,10 @@ func dropEgress(t *testing.T, l *testLink) {
 	}
 	defer prog.Close()
 	for _, n := range []*testNode{l.a, l.b} {
+		// A port with its shortbridge on tcx has no clsact qdisc yet.
+		if err := ensureClsact(n.port); err != nil {
+			t.Fatal(err)
+		}
 		f := &netlink.BpfFilter{
 			FilterAttrs: netlink.FilterAttrs{
 				LinkIndex: n.port,

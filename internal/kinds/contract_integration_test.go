@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/kinds"
 	_ "github.com/trellisnet/trellis/internal/kinds/all"
@@ -296,6 +298,24 @@ func devices(t *testing.T) string {
 				if bf, ok := f.(*netlink.BpfFilter); ok {
 					b.WriteString(" filter:" + bf.Name)
 				}
+			}
+		}
+		// Programs on the device's tcx hooks (the shortbridge and impairments where the
+		// kernel has tcx), by name.
+		for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+			res, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: at})
+			if err != nil {
+				continue // no tcx in this kernel
+			}
+			for _, ap := range res.Programs {
+				name := fmt.Sprint(ap.ID)
+				if p, err := ebpf.NewProgramFromID(ap.ID); err == nil {
+					if info, err := p.Info(); err == nil {
+						name = info.Name
+					}
+					p.Close()
+				}
+				b.WriteString(" " + at.String() + ":" + name)
 			}
 		}
 		b.WriteString("\n")

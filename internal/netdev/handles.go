@@ -12,8 +12,8 @@ import (
 // and close it after (socket, bind, registration with Go's poller, close): in a 1000-node up,
 // with a few requests per port, that was about 8% of trellis's CPU (perf record -a -g, 2026-11-26).
 // This package keeps routing sockets of the process's network namespace for reuse instead.
-// Every function of this package works in that namespace: none is to be called from a thread
-// that entered another (package netnsutil's Do).
+// A caller whose thread entered another namespace (package netnsutil's Do) gets a socket of
+// that namespace, opened for its request and closed after it.
 
 // maxIdleHandles is how many idle sockets are kept: about the number of workers that create
 // devices at once (package substrate).
@@ -21,13 +21,32 @@ const maxIdleHandles = 16
 
 var idle = make(chan *netlink.Handle, maxIdleHandles)
 
-// handle returns an idle routing socket, or a new one.
-func handle() (*netlink.Handle, error) {
+// homeNs is the inode of the network namespace the process started in: sockets are kept only
+// for requests made there.
+var homeNs = threadNs()
+
+// threadNs returns the inode of the calling thread's network namespace, or 0 if unknown.
+func threadNs() uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+// handle returns an idle routing socket, or a new one; kept tells whether it may be kept
+// after use (it is of the process's namespace).
+func handle() (h *netlink.Handle, kept bool, err error) {
+	if ns := threadNs(); ns == 0 || ns != homeNs {
+		h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+		return h, false, err
+	}
 	select {
 	case h := <-idle:
-		return h, nil
+		return h, true, nil
 	default:
-		return netlink.NewHandle(unix.NETLINK_ROUTE)
+		h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+		return h, true, err
 	}
 }
 
@@ -50,11 +69,15 @@ func release(h *netlink.Handle, err error) {
 
 // Do runs f with a routing socket of the process's network namespace, kept for reuse.
 func Do(f func(h *netlink.Handle) error) error {
-	h, err := handle()
+	h, kept, err := handle()
 	if err != nil {
 		return err
 	}
 	err = f(h)
+	if !kept {
+		h.Close()
+		return err
+	}
 	release(h, err)
 	return err
 }

@@ -28,9 +28,9 @@ func TestReleaseKeepsAnsweredSockets(t *testing.T) {
 			for len(idle) > 0 {
 				(<-idle).Close()
 			}
-			h, err := handle()
-			if err != nil {
-				t.Fatal(err)
+			h, kept, err := handle()
+			if err != nil || !kept {
+				t.Fatalf("handle in the process's namespace: kept %v, %v", kept, err)
 			}
 			release(h, tt.err)
 			if got := len(idle) == 1; got != tt.kept {

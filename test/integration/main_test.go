@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/vishvananda/netlink"
@@ -888,6 +889,17 @@ func (s *hostSnapshot) findProgHolders() {
 				if bf, ok := f.(*netlink.BpfFilter); ok && bf.Id > 0 {
 					s.linkOf[uint32(bf.Id)] = append(s.linkOf[uint32(bf.Id)], l.Attrs().Name+" "+dir.name)
 				}
+			}
+		}
+		// Programs on the device's tcx hooks (the shortbridge and impairments where the
+		// kernel has tcx).
+		for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+			res, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: at})
+			if err != nil {
+				continue // no tcx in this kernel
+			}
+			for _, ap := range res.Programs {
+				s.linkOf[uint32(ap.ID)] = append(s.linkOf[uint32(ap.ID)], l.Attrs().Name+" "+at.String())
 			}
 		}
 	}

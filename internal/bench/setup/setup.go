@@ -34,7 +34,7 @@ var kinds = []Kind{
 	{Name: Direct, Desc: "no node under test: the source's veth ends in the sink (the generator's ceiling)", build: buildDirect},
 	{Name: "native", Desc: "a plain network namespace forwards in the kernel, veths to source and sink, no trellis (figure 6a)", build: buildNative},
 	{Name: "shortbridge", Desc: "trellis: source, node under test and sink are nodes of one network; links use the shortbridge (eBPF, figure 6f without tunnels)", build: trellisSetup(spec.Shortbridge, false)},
-	{Name: "shortbridge-tcx", Desc: "prototype: as shortbridge, with the ports' programs on their tcx ingress instead of a tc filter under clsact (no classifier chain around the program)", build: tcxSetup},
+	{Name: "shortbridge-tcx", Desc: "as shortbridge, with the ports' programs on their tcx ingress (TRELLIS_PORT_HOOK=tcx) instead of as tc filters under clsact qdiscs", build: tcxSetup},
 	{Name: "shortbridge-xdp", Desc: "prototype: as shortbridge, with XDP on the ports redirecting through a device map to the other port, and a passing XDP program on the nodes' interfaces (frames cross as XDP frames, converted from and to skbs)", build: xdpSetup},
 	{Name: "bridge", Desc: "trellis: as shortbridge, with a Linux bridge per link (figure 6d without tunnels)", build: trellisSetup(spec.Bridge, false)},
 	{Name: "lan", Desc: "trellis: as shortbridge, with the eBPF LAN connector (learning table, flooding by cloning) per link", build: trellisSetup("lan", false)},

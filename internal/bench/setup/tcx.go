@@ -13,10 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tcxSetup builds the prototype setup shortbridge-tcx (issue 16, item 6): the shortbridge
-// setup, whose port programs are then moved from their clsact filters to the ports' tcx
-// ingress (dataplane.AttachShortbridgeTCX), to measure what the tc classifier around the
-// program costs.
+// tcxSetup builds the setup shortbridge-tcx: the shortbridge setup, whose port programs are
+// then moved from cls_bpf filters under clsact qdiscs (the connectors' default path) to the
+// ports' tcx ingress (TRELLIS_PORT_HOOK=tcx), to measure what the tc classifier around the
+// program costs against tcx in the same run.
 func tcxSetup(h *Harness, nets int) (*Rig, error) {
 	g := h.NewRig("shortbridge-tcx")
 	g.Nets = nets
@@ -44,7 +44,7 @@ func toTCX(b *BenchNet) error {
 			idx[i] = lk.Attrs().Index
 		}
 		for i := range idx {
-			if err := dataplane.AttachShortbridgeTCX(idx[i], idx[1-i], true); err != nil {
+			if err := dataplane.AttachShortbridgeOn(dataplane.HookTCX, idx[i], idx[1-i], true); err != nil {
 				return err
 			}
 		}

@@ -9,45 +9,6 @@ import (
 	"time"
 )
 
-// TestShortbridgeTCX moves the shortbridge of both ports of a link to their tcx ingress and
-// checks that the clsact filter is gone and that IPv4 (with ARP) and non-IP frames still cross
-// both ways; and that a port without a clsact qdisc is refused.
-func TestShortbridgeTCX(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, veth, tc, bpf)")
-	}
-	l := setupTestLink(t)
-	err := AttachShortbridgeTCX(l.a.port, l.b.port, true)
-	if !errors.Is(err, ErrTCXAttach) {
-		t.Fatalf("AttachShortbridgeTCX on a port without clsact = %v; want ErrTCXAttach", err)
-	}
-	attachConcurrently(t, l, true)
-	for _, p := range [][2]*testNode{{l.a, l.b}, {l.b, l.a}} {
-		if err := AttachShortbridgeTCX(p[0].port, p[1].port, true); err != nil {
-			t.Fatal(err)
-		}
-		if ok, err := ShortbridgeAttached(p[0].port); err != nil || ok {
-			t.Fatalf("ShortbridgeAttached(%s) after the move to tcx = %v, %v; want false, nil", p[0].portName, ok, err)
-		}
-	}
-	flushNeighbours(t, l.a)
-	flushNeighbours(t, l.b)
-	for _, c := range []struct {
-		name     string
-		from, to *testNode
-	}{{"A->B", l.a, l.b}, {"B->A", l.b, l.a}} {
-		if err := icmpEcho(c.from, c.to.addr, 2*time.Second); err != nil {
-			t.Fatalf("ping %s over tcx: %v", c.name, err)
-		}
-		if !hasNeighbour(t, c.from, c.to.addr, c.to.mac) {
-			t.Fatalf("%s: no ARP entry for %v (%v)", c.name, c.to.addr, c.to.mac)
-		}
-		if err := sendRawFrame(c.from, c.to); err != nil {
-			t.Fatalf("non-IP frame %s over tcx: %v", c.name, err)
-		}
-	}
-}
-
 // TestShortbridgeXDP puts the XDP prototype on both ports of a link (and the passing program on
 // the nodes' interfaces) and checks that IPv4 (with ARP) and non-IP frames cross both ways as
 // XDP frames: with the ports' tc filters removed, nothing else could carry them.
