@@ -84,11 +84,11 @@ func checkCache(t *testing.T, conn *Conn, node netns.NsHandle, pid int) {
 	defer w.Close()
 	c := NewCache(w)
 	w.Sync()
-	links, addrs, err := c.Read(conn, nsid)
+	links, addrs, err := c.Read(nsid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _, _ := c.Read(conn, nsid)
+	again, _, _ := c.Read(nsid)
 	if len(links) == 0 || &again[0] != &links[0] {
 		t.Errorf("a second read without a change was not the kept one")
 	}
@@ -108,7 +108,7 @@ func checkCache(t *testing.T, conn *Conn, node netns.NsHandle, pid int) {
 	if w.Version(nsid) == v {
 		t.Fatalf("the watch heard no change after an address was added in namespace %d", nsid)
 	}
-	_, now, err := c.Read(conn, nsid)
+	_, now, err := c.Read(nsid)
 	has := func(as []Addr) bool {
 		return slices.ContainsFunc(as, func(a Addr) bool { return a.Prefix.String() == "10.9.9.9/32" })
 	}

@@ -163,9 +163,9 @@ const cacheBound = 1 << 14
 func NewCache(w *Watch) *Cache { return &Cache{w: w, ns: map[int]cached{}} }
 
 // Read returns the devices and addresses of the namespace with id nsid: those kept if no
-// change was heard since they were read, otherwise read through conn now (and kept). The
-// caller must not change them.
-func (c *Cache) Read(conn *Conn, nsid int) ([]Link, []Addr, error) {
+// change was heard since they were read, otherwise read now, through a Conn of its own (and
+// kept). The caller must not change them.
+func (c *Cache) Read(nsid int) ([]Link, []Addr, error) {
 	v := c.w.Version(nsid)
 	c.mu.Lock()
 	e, ok := c.ns[nsid]
@@ -173,6 +173,11 @@ func (c *Cache) Read(conn *Conn, nsid int) ([]Link, []Addr, error) {
 	if ok && e.v == v {
 		return e.links, e.addrs, nil
 	}
+	conn, err := Dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close()
 	links, err := conn.Links(nsid)
 	if err != nil {
 		return nil, nil, err

@@ -118,23 +118,26 @@ func InspectWith(st *state.Store, name string, rd *Reader) (*NetworkInfo, error)
 	var wg sync.WaitGroup
 	wg.Go(func() { root, rootErr = readRootDevices(shaped(rec.Plan)) })
 	found, err := Running(st, rec.Plan)
-	wg.Wait()
 	if err != nil {
+		wg.Wait()
 		return nil, err
-	}
-	if rootErr != nil {
-		return nil, rootErr
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	env := &kinds.Env{Store: st, Plan: rec.Plan}
 	info := &NetworkInfo{Name: rec.Name, NetID: rec.NetID, Host: rec.Plan.Host, Tunnel: rec.Plan.Tunnel, Status: rec.Status, File: rec.File}
 	var seen map[string]ifaceSeen
-	var nsids map[string]int
-	if rd != nil {
-		nsids = nodeNsIDs(rec.Plan, root.devs)
+	info.Nodes, seen = readNodes(ctx, env, rec.Plan, found, rd, func() map[string]int {
+		wg.Wait()
+		if rd == nil || rootErr != nil {
+			return nil
+		}
+		return nodeNsIDs(rec.Plan, root.devs)
+	})
+	wg.Wait()
+	if rootErr != nil {
+		return nil, rootErr
 	}
-	info.Nodes, seen = readNodes(ctx, env, rec.Plan, found, rd, nsids)
 	for i, n := range rec.Plan.Nodes {
 		info.Nodes[i].Engines = enginesInfo(st, rec.NetID, n, root.devs)
 	}

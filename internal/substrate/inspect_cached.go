@@ -34,21 +34,6 @@ func (r *Reader) sync() { r.watch.Sync() }
 // Close stops hearing.
 func (r *Reader) Close() error { return r.watch.Close() }
 
-// cachedInterfaces lists the interfaces of the namespace with id nsid, of process pid, from
-// the cache (read through conn when it changed), with the counters read now, keeping what
-// links show of them in seen.
-func (r *Reader) cachedInterfaces(conn *rtnl.Conn, pid, nsid int, seen map[string]ifaceSeen) ([]InterfaceInfo, error) {
-	links, addrs, err := r.cache.Read(conn, nsid)
-	if err != nil {
-		return nil, err
-	}
-	counters, err := devCounters(pid)
-	if err != nil {
-		return nil, err
-	}
-	return interfaceInfos(links, addrs, counters, seen), nil
-}
-
 // interfaceInfos makes the interfaces of links and addrs, keeping in seen what links show of
 // them: their counters from counters where it has them (by name), else from links.
 func interfaceInfos(links []rtnl.Link, addrs []rtnl.Addr, counters map[string]rtnl.Stats, seen map[string]ifaceSeen) []InterfaceInfo {

@@ -23,32 +23,33 @@ type nodeRead struct {
 	seen map[string]ifaceSeen // its interfaces by name
 }
 
-// readNodes reads the nodes of plan p that run (found), a few at a time, through rd's cache
-// if rd is not nil (nsids are the nodes' namespace ids, from their ports). It returns the
-// nodes in the plan's order and their interfaces by "node:interface".
-func readNodes(ctx context.Context, env *kinds.Env, p *plan.Plan, found map[string]kinds.Instance, rd *Reader, nsids map[string]int) ([]NodeInfo, map[string]ifaceSeen) {
+// readNodes reads the nodes of plan p that run (found), a few at a time, in two rounds: what
+// needs no namespace id (each node's use of its cgroup, and with rd its devices' counters)
+// while the root namespace's devices are read, then, once nsids (the nodes' namespace ids,
+// from their ports) returns, their interfaces: through rd's cache if rd is not nil. It
+// returns the nodes in the plan's order and their interfaces by "node:interface".
+func readNodes(ctx context.Context, env *kinds.Env, p *plan.Plan, found map[string]kinds.Instance, rd *Reader, nsids func() map[string]int) ([]NodeInfo, map[string]ifaceSeen) {
 	reads := make([]nodeRead, len(p.Nodes))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(2*runtime.GOMAXPROCS(0), len(p.Nodes)) {
-		wg.Go(func() {
-			var cr *cachedRead
-			if rd != nil {
-				if conn, err := rtnl.Dial(); err == nil {
-					defer conn.Close()
-					cr = &cachedRead{rd: rd, conn: conn, nsids: nsids}
-				}
-			}
-			for i := range work {
-				reads[i] = readNode(ctx, env, p.Nodes[i], found, cr)
-			}
-		})
-	}
-	for i := range p.Nodes {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	counters := make([]map[string]rtnl.Stats, len(p.Nodes))
+	forEach(len(p.Nodes), func(i int) {
+		n := p.Nodes[i]
+		in, ok := found[n.Name]
+		reads[i] = nodeRead{info: NodeInfo{Name: n.Name, Kind: n.Kind, PID: in.PID, Running: ok && in.PID != 0}, seen: map[string]ifaceSeen{}}
+		if !reads[i].info.Running {
+			reads[i].info.PID = 0
+			return
+		}
+		reads[i].info.Usage = usage(env, in)
+		if rd != nil && !describes(n.Kind) {
+			counters[i], _ = devCounters(in.PID) // none: read with the interfaces below
+		}
+	})
+	ids := nsids()
+	forEach(len(p.Nodes), func(i int) {
+		if reads[i].info.Running {
+			readInterfaces(ctx, env, p.Nodes[i], found[p.Nodes[i].Name], rd, ids, counters[i], &reads[i])
+		}
+	})
 	nodes := make([]NodeInfo, len(reads))
 	seen := map[string]ifaceSeen{}
 	for i, r := range reads {
@@ -60,45 +61,50 @@ func readNodes(ctx context.Context, env *kinds.Env, p *plan.Plan, found map[stri
 	return nodes, seen
 }
 
-// cachedRead is what a reader goroutine needs to read nodes through a Reader's cache.
-type cachedRead struct {
-	rd    *Reader
-	conn  *rtnl.Conn
-	nsids map[string]int
+// forEach calls f for 0 to n-1, a few at a time.
+func forEach(n int, f func(i int)) {
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(2*runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			for i := range work {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
 }
 
-// readNode reads one node: its interfaces (for a Describer kind, what it describes; through
-// cr's cache if cr is not nil and knows the node's namespace id) and what it uses.
-func readNode(ctx context.Context, env *kinds.Env, n *plan.Node, found map[string]kinds.Instance, cr *cachedRead) nodeRead {
-	in, ok := found[n.Name]
-	r := nodeRead{info: NodeInfo{Name: n.Name, Kind: n.Kind, PID: in.PID, Running: ok && in.PID != 0}, seen: map[string]ifaceSeen{}}
-	if !r.info.Running {
-		r.info.PID = 0
-		return r
+// describes tells whether nodes of kind describe their interfaces themselves (kinds.Describer).
+func describes(kind string) bool {
+	k, _ := kinds.NodeKind(kind)
+	_, ok := k.(kinds.Describer)
+	return ok
+}
+
+// readInterfaces reads the interfaces of running node n (instance in) into r: for a Describer
+// kind, what it describes; else through rd's cache with counters (read before) if rd is not
+// nil and ids has the node's namespace id, else from a socket in its namespace.
+func readInterfaces(ctx context.Context, env *kinds.Env, n *plan.Node, in kinds.Instance, rd *Reader, ids map[string]int, counters map[string]rtnl.Stats, r *nodeRead) {
+	k, _ := kinds.NodeKind(n.Kind)
+	if k == nil {
+		return
 	}
-	if k, _ := kinds.NodeKind(n.Kind); k != nil {
-		if d, ok := k.(kinds.Describer); ok {
-			describe(ctx, env, d, in, &r)
-		} else if nsid, ok := cr.nsid(n.Name); ok {
-			var err error
-			if r.info.Interfaces, err = cr.rd.cachedInterfaces(cr.conn, in.PID, nsid, r.seen); err != nil {
-				r.info.Interfaces = interfaces(in.PID, r.seen)
-			}
-		} else {
-			r.info.Interfaces = interfaces(in.PID, r.seen)
+	if d, ok := k.(kinds.Describer); ok {
+		describe(ctx, env, d, in, r)
+		return
+	}
+	if nsid, ok := ids[n.Name]; ok && rd != nil && counters != nil {
+		if links, addrs, err := rd.cache.Read(nsid); err == nil {
+			r.info.Interfaces = interfaceInfos(links, addrs, counters, r.seen)
+			return
 		}
 	}
-	r.info.Usage = usage(env, in)
-	return r
-}
-
-// nsid returns the namespace id of node name, if cr is not nil and knows it.
-func (cr *cachedRead) nsid(name string) (int, bool) {
-	if cr == nil {
-		return 0, false
-	}
-	id, ok := cr.nsids[name]
-	return id, ok
+	r.info.Interfaces = interfaces(in.PID, r.seen)
 }
 
 // describe fills in a Describer node's interfaces, threads and notes.
