@@ -61,10 +61,11 @@ func remove(st *state.Store, rec *state.Record) error {
 		}
 	}
 	// Ports vanish with their nodes' network namespaces, which the kernel frees in batches
-	// after the nodes' processes have ended (above), on a worker of its own: down does not
-	// wait for that (an up of the network does, leftovers). What else remains (bridges,
-	// tunnel devices) is deleted here.
-	if err := deleteDevices(rec.NetID, false); err != nil {
+	// after the nodes' processes have ended (above), on a worker of its own: down waits for
+	// that while the kernel makes progress, and deletes the ports whose namespace something
+	// still holds (a TCP connection a node left sending into a slow link keeps it for
+	// minutes). What else remains (bridges, tunnel devices) is deleted at once.
+	if err := deleteDevices(rec.NetID, portsStall); err != nil {
 		return err
 	}
 	return st.Delete(rec.Name)
@@ -113,21 +114,27 @@ func removeTunnels(ctx context.Context, st *state.Store, p *plan.Plan) error {
 	return nil
 }
 
-// portsGone is how long deleteDevices waits for the kernel to delete ports itself.
+// portsGone is how long deleteDevices waits at most for the kernel to delete ports itself.
 const portsGone = 10 * time.Second
+
+// portsStall is how long down waits for the kernel to delete another port before it deletes
+// those left itself.
+const portsStall = time.Second
 
 // deleteDevices deletes the substrate devices of network netID but its container ports, which
 // the kernel deletes itself with the network namespaces of their nodes once these have ended.
-// With waitPorts it waits for those ports to go too, at most portsGone, then deletes the
-// ports left (their namespace is held by some process).
-func deleteDevices(netID string, waitPorts bool) error {
-	deadline := time.Now().Add(portsGone)
+// It waits for those ports to go too, at most portsGone in all and stall without one going,
+// then deletes the ports left (their namespace is held by some process or socket).
+func deleteDevices(netID string, stall time.Duration) error {
+	start := time.Now()
+	deadline, lastGone, lastPorts := start.Add(portsGone), start, -1
 	for {
 		devs, err := devicesOf(netID)
 		if err != nil {
 			return err
 		}
-		late, ports := time.Now().After(deadline), 0
+		now := time.Now()
+		late, ports := now.After(deadline) || now.Sub(lastGone) > stall, 0
 		for _, d := range devs {
 			if plan.DeviceKind(d.Attrs().Name) == 'p' && !late {
 				ports++
@@ -137,8 +144,11 @@ func deleteDevices(netID string, waitPorts bool) error {
 				return fmt.Errorf("deleting %s: %w", d.Attrs().Name, err)
 			}
 		}
-		if ports == 0 || !waitPorts {
+		if ports == 0 {
 			return nil
+		}
+		if ports != lastPorts {
+			lastGone, lastPorts = now, ports
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -241,5 +241,5 @@ func leftovers(env *kinds.Env) (map[string]kinds.Instance, error) {
 	if err != nil || len(running) > 0 {
 		return running, err
 	}
-	return running, deleteDevices(env.Plan.NetID, true)
+	return running, deleteDevices(env.Plan.NetID, portsGone)
 }
