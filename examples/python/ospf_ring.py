@@ -36,11 +36,19 @@ def route_dev(node, addr):
     return m.group(1) if m else None
 
 
+def ospf_full(node):
+    """How many of node's OSPF neighbours (BIRD) are in state Full."""
+    return node.cmd(["birdc", "-s", "/run/bird/bird.ctl", "show", "ospf", "neighbors"]).count("Full/")
+
+
 def main():
     with trellis.up(RING) as net:
         print(net)
         r1, r3 = net.nodes["r1"], net.nodes["r3"]
-        wait_for("OSPF", lambda: r1.run(["ping", "-c1", "-W1", "10.255.0.3"]).ok)
+        # Converged: both of r1's neighbours Full, and every loopback answering (a loopback can
+        # answer the long way round while an adjacency is still forming).
+        wait_for("OSPF", lambda: ospf_full(r1) == 2
+                 and all(r1.run(["ping", "-c1", "-W1", f"10.255.0.{i}"]).ok for i in (2, 3, 4)))
         print("r1's routes once OSPF has converged:")
         print(r1.cmd("ip route"))
 
