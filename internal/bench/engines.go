@@ -254,7 +254,9 @@ func tcpMbps(src, sink int, secs string) (float64, error) {
 	if _, err := nodeOutput(sink, "iperf3", "-s", "-1", "-D"); err != nil {
 		return 0, err
 	}
-	time.Sleep(200 * time.Millisecond)
+	if err := waitListening(context.Background(), sink, 5201, 10*time.Second); err != nil {
+		return 0, fmt.Errorf("iperf3 server: %w", err)
+	}
 	out, err := nodeOutput(src, "iperf3", "-c", "10.8.2.2", "-t", secs, "-J")
 	if err != nil {
 		return 0, err

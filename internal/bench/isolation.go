@@ -121,7 +121,9 @@ func (r *runner) isoCell(g *setup.Rig, b *setup.BenchNet, iperf string, rate flo
 		return m, err
 	}
 	defer func() { srv.Process.Kill(); srv.Wait() }()
-	time.Sleep(200 * time.Millisecond) // the server listens
+	if err := waitListening(r.ctx, b.PIDs["sink"], 5201, 10*time.Second); err != nil {
+		return m, fmt.Errorf("iperf3 server: %w", err)
+	}
 	secs := strconv.FormatFloat(dur.Seconds(), 'f', 1, 64)
 	cli, err := node.Command(b.PIDs["src"], iperf, "-c", setup.SinkIP.String(), "-p", "5201", "-u", "-b", flow2Rate, "-l", flow2Len, "-t", secs, "--json")
 	if err != nil {
@@ -168,8 +170,11 @@ func (r *runner) isoCell(g *setup.Rig, b *setup.BenchNet, iperf string, rate flo
 		} `json:"end"`
 		Error string `json:"error"`
 	}
-	if jerr := json.Unmarshal(out.Bytes(), &res); jerr != nil || res.Error != "" {
-		return m, fmt.Errorf("iperf3 (%v): %s %v", err, res.Error, jerr)
+	if jerr := json.Unmarshal(out.Bytes(), &res); jerr != nil {
+		return m, fmt.Errorf("iperf3 (%v): its output: %w", err, jerr)
+	}
+	if res.Error != "" {
+		return m, fmt.Errorf("iperf3: %s", res.Error)
 	}
 	m.loss, m.jitter = res.End.Sum.Lost, res.End.Sum.Jitter
 	if math.IsNaN(m.loss) {
