@@ -68,7 +68,7 @@ then its output shows; -i passes standard input.`,
 			argv := args[2:]
 			if len(argv) == 0 {
 				argv = []string{"/bin/bash"}
-				if _, err := os.Stat("/bin/bash"); err != nil {
+				if !node.HasProgram(pid, "/bin/bash") { // a node with `rootfs:` may lack it
 					argv = []string{"/bin/sh"}
 				}
 			}

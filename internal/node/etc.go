@@ -19,11 +19,55 @@ import (
 // read on the host is left out (/etc/shadow, private keys), unless it belongs to a system
 // service's own user (uid 1 to 999, e.g. /etc/frr/daemons, 0640 frr:frr): a node's root is an
 // unprivileged uid on the host, and its /etc holds no host secret.
+//
+// A node with its own root directory (`rootfs: DIR`) has DIR/etc as the lower layer instead,
+// copied the same way once per network and DIR (RootfsEtcTemplate), but whole: DIR is the
+// user's, not the host's, and its files (its /etc/shadow, its daemons' keys) are the node's.
+// An entry owned by a uid or gid beyond UIDRange (e.g. a tree unpacked by a user with subuids)
+// is given to the node's root.
 
 // EtcTemplate makes the etc template of a network whose uids start at base, in dir, unless it
 // exists. It builds the copy beside dir and renames it into place, so that a crash never
 // leaves half a template.
 func EtcTemplate(src, dir string, base uint32) error {
+	return template(src, dir, base, hostOwners)
+}
+
+// RootfsEtcTemplate makes the etc template of the nodes of a network whose uids start at base
+// that have rootfs as their root: a copy of rootfs/etc in dir, unless it exists, made as
+// EtcTemplate makes its copy.
+func RootfsEtcTemplate(rootfs, dir string, base uint32) error {
+	src := filepath.Join(rootfs, "etc")
+	if fi, err := os.Lstat(src); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory", ErrRootfs, src)
+	}
+	return template(src, dir, base, rootfsOwners)
+}
+
+// ErrRootfs is returned when a node's root directory cannot serve.
+var ErrRootfs = errors.New("node root directory")
+
+// owners says whether an entry of a copied /etc goes into the nodes, and which of the node's
+// uid and gid own it there.
+type owners func(mode fs.FileMode, uid, gid uint32) (nuid, ngid uint32, ok bool)
+
+// hostOwners: the host's /etc without its secrets, owners kept (copied).
+func hostOwners(mode fs.FileMode, uid, gid uint32) (uint32, uint32, bool) {
+	return uid, gid, copied(mode, uid, gid)
+}
+
+// rootfsOwners: all of a rootfs's /etc, owners beyond the node's range given to its root.
+func rootfsOwners(_ fs.FileMode, uid, gid uint32) (uint32, uint32, bool) {
+	if uid >= UIDRange {
+		uid = 0
+	}
+	if gid >= UIDRange {
+		gid = 0
+	}
+	return uid, gid, true
+}
+
+func template(src, dir string, base uint32, own owners) error {
 	etcMu.Lock() // the nodes of a network start in parallel: one copy is enough
 	defer etcMu.Unlock()
 	if _, err := os.Stat(dir); err == nil {
@@ -37,7 +81,7 @@ func EtcTemplate(src, dir string, base uint32) error {
 		return err
 	}
 	os.Remove(tmp) // copyTree makes it, with src's mode and owner
-	err = copyTree(src, tmp, base)
+	err = copyTree(src, tmp, base, own)
 	if err == nil {
 		err = os.Rename(tmp, dir)
 		if errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTEMPTY) {
@@ -53,8 +97,8 @@ func EtcTemplate(src, dir string, base uint32) error {
 
 var etcMu sync.Mutex
 
-// copyTree copies what copied says of src to dst, owners shifted by base, modes kept.
-func copyTree(src, dst string, base uint32) error {
+// copyTree copies what own says of src to dst, owners as own says shifted by base, modes kept.
+func copyTree(src, dst string, base uint32, own owners) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if path != src && errors.Is(err, fs.ErrPermission) {
@@ -67,7 +111,8 @@ func copyTree(src, dst string, base uint32) error {
 			return nil // gone meanwhile
 		}
 		st := fi.Sys().(*syscall.Stat_t)
-		if path != src && !copied(fi.Mode(), st.Uid, st.Gid) {
+		uid, gid, ok := own(fi.Mode(), st.Uid, st.Gid)
+		if !ok && path != src {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
@@ -78,7 +123,7 @@ func copyTree(src, dst string, base uint32) error {
 		if err := copyEntry(path, to, fi); err != nil || !exists(to) {
 			return err
 		}
-		if err := os.Lchown(to, int(base+st.Uid), int(base+st.Gid)); err != nil {
+		if err := os.Lchown(to, int(base+uid), int(base+gid)); err != nil {
 			return err
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {

@@ -42,6 +42,24 @@ func Command(pid int, argv ...string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
+// HasProgram says whether the file system of the node whose init is pid has an executable
+// file at path (absolute), its symbolic links resolved in the node's root as the node resolves
+// them: a node with `rootfs:` has only its directory's programs.
+func HasProgram(pid int, path string) bool {
+	root, err := unix.Open(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, "."+path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mode&0o111 != 0
+}
+
 // JoinMain is the JoinArg sub-command, run on the host: args are the node init's pid, "--"
 // and a command line. It moves itself into the init's control groups, then executes the
 // command, which inherits them.

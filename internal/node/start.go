@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,9 @@ type Options struct {
 	// Etc is the network's etc template (EtcTemplate): the lower layer of the node's /etc.
 	// The init, an unprivileged uid on the host, must be able to reach it by its path.
 	Etc string
+	// Rootfs is the node's own root directory (absolute, without symbolic links), whose etc
+	// template (RootfsEtcTemplate) Etc is; "": the host's root.
+	Rootfs string
 	// Cgroup is the node's control group, made with its limits; nil: none.
 	Cgroup *cgroup.Group
 }
@@ -39,13 +43,16 @@ func Start(marker []string, cfg Config, opt Options) (int, error) {
 	if opt.UIDBase == 0 || opt.Etc == "" {
 		return 0, fmt.Errorf("starting node: %w", ErrNoUIDBase)
 	}
-	cfg.UIDBase, cfg.Etc = opt.UIDBase, opt.Etc
+	if opt.Rootfs != "" && !filepath.IsAbs(opt.Rootfs) {
+		return 0, fmt.Errorf("starting node: %w: %s is not an absolute path", ErrRootfs, opt.Rootfs)
+	}
+	cfg.UIDBase, cfg.Etc, cfg.Rootfs = opt.UIDBase, opt.Etc, opt.Rootfs
 	p, err := openPipes(opt)
 	if err != nil {
 		return 0, fmt.Errorf("starting node: %w", err)
 	}
 	defer p.close()
-	req := nodeinit.SpawnRequest{Marker: marker, UIDBase: cfg.UIDBase, Etc: cfg.Etc, TmpfsSize: cfg.TmpfsSize, Cgroup: p.cgroup != nil}
+	req := nodeinit.SpawnRequest{Marker: marker, UIDBase: cfg.UIDBase, Etc: cfg.Etc, Rootfs: cfg.Rootfs, TmpfsSize: cfg.TmpfsSize, Cgroup: p.cgroup != nil}
 	files := []*os.File{p.conf, p.readyW}
 	if p.cgroup != nil {
 		files = append(files, p.cgroup)

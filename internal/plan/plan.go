@@ -214,7 +214,8 @@ func Digest(nd *spec.Node) string {
 		Cpuset   string           `json:",omitempty"` // limits: absent (and digests unchanged) when not given
 		Pids     int64            `json:",omitempty"`
 		VM       *spec.VMSettings `json:",omitempty"` // a VM's knobs
-	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids, nd.VM}) // maps marshal in key order
+		Rootfs   string           `json:",omitempty"` // a container's own root directory
+	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids, nd.VM, nd.Rootfs}) // maps marshal in key order
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
 }

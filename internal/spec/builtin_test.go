@@ -3,7 +3,7 @@ package spec
 // The kinds trellis registers (internal/kinds/*), registered here for the spec tests, which
 // cannot import those packages (they import spec).
 func init() {
-	RegisterNodeKind(DefaultNodeKind, NodeKind{})
+	RegisterNodeKind(DefaultNodeKind, NodeKind{Rootfs: true})
 	RegisterNodeKind("vm", NodeKind{VM: true})
 	RegisterLinkKind(Shortbridge, LinkKind{MinEndpoints: 2, MaxEndpoints: 2})
 	RegisterLinkKind(Bridge, LinkKind{MinEndpoints: 2})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 )
 
@@ -84,6 +85,9 @@ func checkNodeInvariants(n *Network, nd *Node, seen map[string]bool, bad func(st
 		if !fileInWritableDir(f.Path) {
 			bad("node %s: file %q", nd.Name, f.Path)
 		}
+	}
+	if nd.Rootfs != "" && (!filepath.IsAbs(nd.Rootfs) || filepath.Clean(nd.Rootfs) == "/") {
+		bad("node %s: rootfs %q", nd.Name, nd.Rootfs)
 	}
 	for k := range nd.Sysctl {
 		if !sysctlOK(k) {

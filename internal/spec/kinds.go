@@ -13,6 +13,8 @@ type NodeKind struct {
 	Check func(n *Network, nd *Node) []*Error
 	// VM says the kind takes the `vm:` settings; a node of another kind may not have them.
 	VM bool
+	// Rootfs says the kind takes `rootfs:`, a node's own root directory.
+	Rootfs bool
 }
 
 // LinkKind is what the spec layer needs of a link kind, named by a link's `connector:`: how

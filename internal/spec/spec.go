@@ -79,6 +79,9 @@ type Node struct {
 	Pids int64 `json:",omitempty"`
 	// VM holds a VM node's tuning knobs (`vm:`), for node kinds that take them.
 	VM *VMSettings `json:",omitempty"`
+	// Rootfs is the node's own root directory (`rootfs:`, rootfs.go), absolute and without
+	// symbolic links; "" means the host's root.
+	Rootfs string `json:",omitempty"`
 	// Engines are the node's parallel forwarding engines (docs/design.md, decision 12); none
 	// for a node that forwards by itself. Dispatch is set when Engines are.
 	Engines  []Engine  `json:",omitempty"`

@@ -106,6 +106,7 @@ func (p *parser) validate(n *Network) {
 		if nd.VM != nil && !k.VM {
 			p.add(n.NodeError(nd, "vm", fmt.Sprintf("a %s node has no VM settings", nd.Kind), "remove `vm:`, or make the node `kind: vm`"))
 		}
+		p.validateRootfs(n, nd, k)
 		if k.Check != nil {
 			p.add(k.Check(n, nd)...)
 		}

@@ -5,6 +5,7 @@ package state
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -142,10 +143,20 @@ func (s *Store) EtcDir(name string) string {
 	return filepath.Join(RunDir, s.ID, "etc", name)
 }
 
-// Delete removes a network's record, uid range, /etc copy, lock and logs.
+// RootfsEtcDir is where the copy of rootfs/etc that the network's nodes with root directory
+// rootfs (`rootfs:`) see is kept: one per network and rootfs, beside EtcDir, with the copies
+// of the network's other rootfs directories.
+func (s *Store) RootfsEtcDir(name, rootfs string) string {
+	sum := sha256.Sum256([]byte(rootfs))
+	return filepath.Join(s.rootfsEtcDirs(name), hex.EncodeToString(sum[:8]))
+}
+
+func (s *Store) rootfsEtcDirs(name string) string { return s.EtcDir(name) + "+rootfs" }
+
+// Delete removes a network's record, uid range, /etc copies, lock and logs.
 func (s *Store) Delete(name string) error {
 	partial, _ := filepath.Glob(s.EtcDir(name) + ".tmp*") // copies a killed trellis was making
-	for _, d := range append([]string{s.LogDir(name), s.EtcDir(name)}, partial...) {
+	for _, d := range append([]string{s.LogDir(name), s.EtcDir(name), s.rootfsEtcDirs(name)}, partial...) {
 		if err := os.RemoveAll(d); err != nil {
 			return err
 		}

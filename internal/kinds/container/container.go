@@ -21,7 +21,7 @@ import (
 // Name is the kind's name in topology files.
 const Name = "container"
 
-func init() { kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check}) }
+func init() { kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check, Rootfs: true}) }
 
 // NotReady is the digest Running gives a node whose init has not finished setting it up (its
 // trellis was killed while starting it).
@@ -54,7 +54,7 @@ func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 // Start starts the node's init process with its files, then sets the node's sysctls (except
 // those of interfaces that are link endpoints, which Port sets) and its loopback addresses.
 func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Instance, error) {
-	cfg := node.Config{Hostname: n.Name, Etc: env.Store.EtcDir(env.Plan.Network)}
+	cfg := node.Config{Hostname: n.Name}
 	for _, f := range n.Files {
 		cfg.Files = append(cfg.Files, node.File{Path: f.Path, Content: f.Content, Mode: f.Mode, Owner: f.Owner})
 	}
@@ -63,11 +63,10 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	if err != nil {
 		return in, err
 	}
-	etc := env.Store.EtcDir(env.Plan.Network)
-	if err := node.EtcTemplate("/etc", etc, base); err != nil {
+	opt, err := etcTemplate(env, n, base)
+	if err != nil {
 		return in, err
 	}
-	opt := node.Options{UIDBase: base, Etc: etc}
 	if opt.Cgroup, err = createGroup(env, n); err != nil {
 		return in, err
 	}
@@ -102,6 +101,17 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 		}
 	}
 	return in, node.MarkReady(pid)
+}
+
+// etcTemplate makes (once per network, and per root directory) the lower layer of node n's
+// /etc: a copy of the host's /etc, or of its rootfs's.
+func etcTemplate(env *kinds.Env, n *plan.Node, base uint32) (node.Options, error) {
+	opt := node.Options{UIDBase: base, Etc: env.Store.EtcDir(env.Plan.Network), Rootfs: n.Rootfs}
+	if n.Rootfs == "" {
+		return opt, node.EtcTemplate("/etc", opt.Etc, base)
+	}
+	opt.Etc = env.Store.RootfsEtcDir(env.Plan.Network, n.Rootfs)
+	return opt, node.RootfsEtcTemplate(n.Rootfs, opt.Etc, base)
 }
 
 // End kills the node's init without waiting for it to be gone (Stop waits).

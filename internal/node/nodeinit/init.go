@@ -34,6 +34,9 @@ const ExecArg = "__node-exec"
 type Config struct {
 	Hostname string
 	Etc      string // the etc template: the lower layer of the node's /etc
+	// Rootfs is the node's own root directory (absolute, without symbolic links); "": the
+	// host's root (rootfs.go).
+	Rootfs string `json:",omitempty"`
 	// TmpfsSize is the size in bytes of each private directory; 0: the default.
 	TmpfsSize uint64 `json:",omitempty"`
 	UIDBase   uint32 // the host uid of the node's root
@@ -159,6 +162,9 @@ func execMain(argv []string) {
 	path, err := exec.LookPath(argv[0])
 	if err == nil {
 		err = unix.Exec(path, argv, os.Environ())
+	}
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		err = fmt.Errorf("no such program in the node's file system (a node with `rootfs:` has only that directory's programs): %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "trellis: %s: %v\n", argv[0], err)
 	os.Exit(127)

@@ -1,6 +1,7 @@
 package nodeinit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,24 +29,28 @@ const ReadyFile = "/run/.trellis/ready"
 
 // mountPrivate makes the node's file system, as host root on the setup thread, in its own
 // mount namespace (spawnOne): the host's, read-only, with private writable directories
-// owned by the node's root and a private /etc. The node's init gets a locked copy of it.
+// owned by the node's root and a private /etc; or, with cfg.Rootfs, that directory as its root
+// (rootfs.go). The node's init gets a locked copy of it.
 func mountPrivate(cfg Config) error {
 	var etc *os.File
-	steps := []struct {
-		what string
-		do   func() error
-	}{
+	root := "/"
+	readOnly := step{"making the host file system read-only", func() error {
+		return unix.MountSetattr(-1, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+	}}
+	if cfg.Rootfs != "" {
+		root = cfg.Rootfs
+		readOnly = step{"root file system " + cfg.Rootfs, func() error { return bindRoot(cfg.Rootfs) }}
+	}
+	steps := []step{
 		{"making mounts private", func() error { return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }},
-		{"making the host file system read-only", func() error {
-			return unix.MountSetattr(-1, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
-		}},
+		readOnly,
 		// /proc and /sys (not what is mounted below them) stay writable: trellis writes the
 		// init's uid and gid maps in /proc, and the kernel lets the node mount a
 		// /proc or /sys of its own (`ip netns exec` does) only where the host's mount it would
 		// reveal is not locked read-only. Their files keep their host owners and modes.
 		{"/proc and /sys", func() error {
 			for _, p := range []string{"/proc", "/sys"} {
-				if err := unix.MountSetattr(-1, p, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
+				if err := unix.MountSetattr(-1, filepath.Join(root, p), 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
 					return fmt.Errorf("%s: %w", p, err)
 				}
 			}
@@ -55,46 +60,65 @@ func mountPrivate(cfg Config) error {
 			etc, err = os.OpenFile(cfg.Etc, unix.O_PATH|unix.O_DIRECTORY, 0) // /run/trellis goes under the node's /run
 			return err
 		}},
-		{"private directories", func() error { return mountTmpfs(cfg.TmpfsSize, cfg.UIDBase) }},
+		{"private directories", func() error { return mountTmpfs(root, cfg.TmpfsSize, cfg.UIDBase) }},
 		{"private /etc", func() error {
 			defer etc.Close()
-			return mountEtc(fmt.Sprintf("/proc/self/fd/%d", etc.Fd()), cfg.UIDBase)
+			return mountEtc(root, fmt.Sprintf("/proc/self/fd/%d", etc.Fd()), cfg.UIDBase)
 		}},
+	}
+	if cfg.Rootfs != "" {
+		steps = append(steps, step{"changing root to " + cfg.Rootfs, func() error { return pivot(cfg.Rootfs) }})
 	}
 	for _, s := range steps {
 		if err := s.do(); err != nil {
+			if etc != nil {
+				etc.Close()
+			}
 			return fmt.Errorf("%s: %w", s.what, err)
 		}
 	}
 	return nil
 }
 
+// step is one step of mountPrivate.
+type step struct {
+	what string
+	do   func() error
+}
+
 // mountTmpfs mounts the private directories, owned by the node's root (host uid base), and
 // makes ReadyFile, owned by host root: the node cannot mark itself ready.
-func mountTmpfs(size uint64, base uint32) error {
+func mountTmpfs(root string, size uint64, base uint32) error {
 	if size == 0 {
 		size = DefaultTmpfsSize
 	}
 	for _, d := range PrivateDirs {
-		if _, err := os.Stat(d.Path); err != nil {
-			continue // the host lacks it: nothing to hide
+		target, done, err := mountPoint(root, d.Path)
+		if errors.Is(err, errSkip) {
+			continue // the host (or rootfs) lacks it: nothing to hide
+		}
+		if err != nil {
+			return err
 		}
 		opts := fmt.Sprintf("mode=%s,size=%d,uid=%d,gid=%d", d.Mode, size, base, base)
-		if err := unix.Mount("tmpfs", d.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		err = unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
+		done()
+		if err != nil {
 			return fmt.Errorf("%s: %w", d.Path, err)
 		}
 	}
-	if err := os.MkdirAll(filepath.Dir(ReadyFile), 0o755); err != nil {
+	ready := filepath.Join(root, ReadyFile)
+	if err := os.MkdirAll(filepath.Dir(ready), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(ReadyFile, nil, 0o600) // empty: not ready (MarkReady)
+	return os.WriteFile(ready, nil, 0o600) // empty: not ready (MarkReady)
 }
 
 // mountEtc lays a writable overlay on the network's etc template (EtcTemplate), its upper
 // layer in the node's /run tmpfs: each node starts with the host's configuration, owners
 // mapped into the node, and changes only its own copy.
-func mountEtc(lower string, base uint32) error {
-	upper, work := "/run/.trellis/etc", "/run/.trellis/work"
+func mountEtc(root, lower string, base uint32) error {
+	upper, work := filepath.Join(root, "/run/.trellis/etc"), filepath.Join(root, "/run/.trellis/work")
 	for _, d := range []string{upper, work} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
@@ -107,5 +131,10 @@ func mountEtc(lower string, base uint32) error {
 	if err := os.Chown(upper, int(base), int(base)); err != nil {
 		return err
 	}
-	return unix.Mount("overlay", "/etc", "overlay", 0, "lowerdir="+lower+",upperdir="+upper+",workdir="+work)
+	target, done, err := mountPoint(root, "/etc")
+	if err != nil {
+		return err
+	}
+	defer done()
+	return unix.Mount("overlay", target, "overlay", 0, "lowerdir="+lower+",upperdir="+upper+",workdir="+work)
 }

@@ -46,6 +46,7 @@ type SpawnRequest struct {
 	Marker    []string // the init's command line (package node, Marker)
 	UIDBase   uint32   // host uid and gid of the node's root
 	Etc       string   // the etc template (Config.Etc)
+	Rootfs    string   `json:",omitempty"` // Config.Rootfs
 	TmpfsSize uint64   `json:",omitempty"` // Config.TmpfsSize
 	Cgroup    bool     `json:",omitempty"` // a cgroup v2 directory is the message's third file
 }
@@ -161,7 +162,7 @@ func spawnOne(req SpawnRequest, files []uintptr, cgroupFD int) (int, error) {
 			done <- result{0, fmt.Errorf("new mount namespace: %w", err)}
 			return
 		}
-		if err := mountPrivate(Config{UIDBase: req.UIDBase, Etc: req.Etc, TmpfsSize: req.TmpfsSize}); err != nil {
+		if err := mountPrivate(Config{UIDBase: req.UIDBase, Etc: req.Etc, Rootfs: req.Rootfs, TmpfsSize: req.TmpfsSize}); err != nil {
 			done <- result{0, err}
 			return
 		}
