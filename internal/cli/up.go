@@ -30,8 +30,8 @@ to match the file: only what differs is changed (see ` + "`trellis diff FILE`" +
 start, nodes that are removed stop, links that are added, removed or changed (rate, impairments,
 state, MTU, connector, members) are changed in place, and every other node keeps running
 untouched, its processes and routing adjacencies included. A node whose own settings changed
-(kind, loopback addresses, sysctl, files, exec) restarts, alone; the addresses of its link interfaces
-change live.
+(kind, loopback addresses, sysctl, files, exec, limits, rootfs) restarts, alone; the addresses
+of its link interfaces change live.
 
 The file is checked before anything changes, and every problem in it is reported. If creating
 fails half-way, what was created is removed again; if a live change fails, the network is taken

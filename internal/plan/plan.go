@@ -37,7 +37,7 @@ type Plan struct {
 type Node struct {
 	*spec.Node
 	// Digest identifies the node's own settings (kind, loopback addresses, sysctl, files,
-	// exec): a running node whose digest differs must restart to take the new settings. The
+	// exec, limits, rootfs): a running node whose digest differs must restart to take the new settings. The
 	// addresses of its link interfaces are not part of it: they change live, with the ports.
 	Digest string
 	// FEPorts, for a node with engines, name the substrate end of each engine's copy of each of

@@ -1,6 +1,8 @@
 package substrate
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,6 +41,15 @@ func diffPlan(t *testing.T, doc string, names *plan.Names) *plan.Plan {
 // TestDiff: what each edit of a file changes, as diff and live up say it, and whether the
 // change only sets links' settings in place.
 func TestDiff(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range spec.RootfsDirs {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name     string
 		edit     func(string) string
@@ -77,6 +88,9 @@ func TestDiff(t *testing.T) {
 		{"a node's sysctl restarts it", func(s string) string {
 			return strings.Replace(s, "  c:\n", "  c:\n    sysctl: {net.ipv4.ip_forward: 0}\n", 1)
 		}, []string{"! node c (restarts): sysctl changed"}, false},
+		{"a node's rootfs restarts it", func(s string) string {
+			return strings.Replace(s, "  c:\n", "  c:\n    rootfs: "+root+"\n", 1)
+		}, []string{"! node c (restarts): rootfs changed"}, false},
 		{"a node's loopback restarts it", func(s string) string {
 			return strings.Replace(s, "{eth1: [10.0.0.1/24]}", "{eth1: [10.0.0.1/24], lo: [10.255.0.1/32]}", 1)
 		}, []string{"! node a (restarts): loopback addresses changed"}, false},
