@@ -37,7 +37,7 @@ func makeBusyboxRoot(t *testing.T, marker string) string {
 		t.Fatal(err)
 	}
 	copyFile(t, bb, filepath.Join(root, busyboxPath[1:]), 0o755)
-	for _, applet := range []string{"sh", "cat", "ls", "touch", "ping", "mount", "umount", "readlink", "grep", "test", "ip", "id", "mknod"} {
+	for _, applet := range []string{"sh", "cat", "ls", "touch", "ping", "mount", "umount", "readlink", "grep", "test", "ip", "id", "mknod", "pwd"} {
 		if err := os.Symlink(busyboxPath, filepath.Join(root, "bin", applet)); err != nil {
 			t.Fatal(err)
 		}
@@ -140,6 +140,9 @@ func TestRootfs(t *testing.T) {
 		t.Errorf("node a ran %s, want the rootfs's %s", got, busyboxPath)
 	}
 	mustExec(t, e.state, net, "a", "cat", "/tmp/started") // exec: ran with the rootfs's /bin/sh
+	if got := strings.TrimSpace(mustExec(t, e.state, net, "a", "pwd")); got != "/" {
+		t.Errorf("trellis exec runs in %q, want the node's /", got)
+	}
 	if _, _, err := execIn(t, e.state, net, "a", "test", "-e", hostOnly); err == nil {
 		t.Errorf("node a sees the host's %s", hostOnly)
 	}

@@ -159,7 +159,13 @@ func execMain(argv []string) {
 		fmt.Fprintln(os.Stderr, "trellis: nothing to run")
 		os.Exit(2)
 	}
-	path, err := exec.LookPath(argv[0])
+	// nsenter's --wd=/ is the host's / (opened before it entered the node): in a node with its
+	// own root (`rootfs:`) that is not the node's /, and getcwd fails.
+	err := unix.Chdir("/")
+	var path string
+	if err == nil {
+		path, err = exec.LookPath(argv[0])
+	}
 	if err == nil {
 		err = unix.Exec(path, argv, os.Environ())
 	}
