@@ -19,7 +19,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # VM nodes (kind: vm): QEMU, without the GUI it recommends, qemu-img (qemu-utils: the overlay
-# of a disk image) and the static busybox that their guest image holds.
+# of a disk image) and the static busybox that their guest image holds (TestRootfs also builds
+# a node's own root directory from it).
 vm_missing=()
 for p in qemu-system-x86 qemu-utils busybox-static; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || vm_missing+=("$p")
