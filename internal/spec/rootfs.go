@@ -90,9 +90,9 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// HasShell says whether root directory dir has an executable /bin/sh, its symbolic links
+// hasShell says whether root directory dir has an executable /bin/sh, its symbolic links
 // resolved inside dir as the node will resolve them.
-func HasShell(dir string) bool {
+func hasShell(dir string) bool {
 	rfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
@@ -116,7 +116,7 @@ func (p *parser) validateRootfs(n *Network, nd *Node, k NodeKind) {
 			"remove `rootfs:`, and give the VM its own root file system with `vm: {disk: IMAGE}`"))
 	case !k.Rootfs:
 		p.add(n.NodeError(nd, "rootfs", fmt.Sprintf("a %s node takes no rootfs", nd.Kind), "remove `rootfs:`, or make the node `kind: container`"))
-	case len(nd.Exec) > 0 && !HasShell(nd.Rootfs):
+	case len(nd.Exec) > 0 && !hasShell(nd.Rootfs):
 		p.add(n.NodeError(nd, "exec", fmt.Sprintf("the node's rootfs %s has no executable /bin/sh to run the exec: commands with", nd.Rootfs),
 			"install a shell in it (e.g. a copy of busybox-static's /bin/busybox as bin/sh), or remove `exec:`"))
 	}

@@ -37,7 +37,7 @@ func makeBusyboxRoot(t *testing.T, marker string) string {
 		t.Fatal(err)
 	}
 	copyFile(t, bb, filepath.Join(root, busyboxPath[1:]), 0o755)
-	for _, applet := range []string{"sh", "cat", "ls", "touch", "ping", "mount", "umount", "readlink", "grep", "test", "ip", "id", "mknod", "pwd"} {
+	for _, applet := range []string{"sh", "cat", "ls", "touch", "ping", "mount", "umount", "readlink", "grep", "test", "ip", "id", "mknod", "pwd", "kill", "nsenter"} {
 		if err := os.Symlink(busyboxPath, filepath.Join(root, "bin", applet)); err != nil {
 			t.Fatal(err)
 		}
@@ -166,11 +166,19 @@ func TestRootfs(t *testing.T) {
 		{"reach the copies of /etc", "ls /run/trellis"},
 		{"write a kernel.* sysctl", "echo 7 > /proc/sys/kernel/panic"},
 		{"mknod a block device", "mknod /tmp/sda b 8 0"},
+		{"unmount a private directory", "umount /tmp"},
+		{"see host processes", fmt.Sprintf("test $(ls /proc | grep -c '^[0-9]') -gt 20 || kill -0 %d", os.Getpid())},
+		{"enter node b's network", fmt.Sprintf("nsenter --net=/proc/%d/ns/net true", inspect(t, e.state, net).node(t, "b").PID)},
 	}
 	for _, d := range denied {
-		if out, _, err := execIn(t, e.state, net, "a", "sh", "-c", d.cmd); err == nil {
+		out, errOut, err := execIn(t, e.state, net, "a", "sh", "-c", d.cmd)
+		if err == nil {
 			t.Errorf("%s (%q): allowed in node a: %q", d.name, d.cmd, out)
 		}
+		if strings.Contains(errOut, "not found") {
+			t.Errorf("%s (%q): the tree lacks a program: %s", d.name, d.cmd, errOut)
+		}
+		t.Logf("%s: %s", d.name, strings.TrimSpace(errOut))
 	}
 	// The root is mounted read-only, nosuid (the rootfs's set-user-ID programs do not change
 	// ids) and nodev.
