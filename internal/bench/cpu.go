@@ -49,83 +49,21 @@ func (r *runner) cpu() (err error) {
 			}
 		}
 	}
-	// Each setup at 70% of its own zero-loss rate: loaded alike, with NET_RX softirqs serving
-	// many frames each as they do near the peak (at a low rate each frame pays for a whole
-	// wake-up of the CPU), and without loss.
-	rates := map[string]float64{}
-	for _, s := range r.rep.Setups {
-		rates[s.Name] = 0.7 * s.ZeroLoss.Median
-		if rates[s.Name] <= 0 { // lost frames at every rate tried: half its peak
-			rates[s.Name] = 0.5 * s.Peak.Median
-		}
+	rates, err := r.cpuRates(rigs)
+	if err != nil {
+		return err
 	}
-	for _, g := range rigs[1:] {
-		if rates[g.Name] <= 0 { // no forwarding part in this run: find a rate quickly
-			t, err := g.Trial(r.ctx, 0, r.opt.Trial)
-			if err != nil {
-				return err
-			}
-			rates[g.Name] = 0.5 * t.Out
-		}
-	}
-	rateOf := func(g *setup.Rig) float64 { return rates[g.Name] }
 	for _, g := range rigs {
-		if _, err := g.Trial(r.ctx, rateOf(g), warmup); err != nil {
+		if _, err := g.Trial(r.ctx, rates[g.Name], warmup); err != nil {
 			return err
 		}
 	}
-	irqCharged := !measure.IRQTimeAccounting()
-	got := map[string][]cpuTrial{}
-	sinkAt := map[float64][]float64{} // the direct setup's cost on the forwarding CPU, by rate
-	for rep := 0; rep < r.opt.Repeat; rep++ {
-		for _, g := range rigs {
-			rates := []float64{rateOf(g)}
-			if g.Name == setup.Direct { // the sink's share at every rate used
-				rates = nil
-				for _, h := range rigs[1:] {
-					if !containsF(rates, rateOf(h)) {
-						rates = append(rates, rateOf(h))
-					}
-				}
-			}
-			for _, rate := range rates {
-				c, err := r.cpuTrial(meter, g, rate, r.opt.Trial, irqCharged)
-				if err != nil {
-					return err
-				}
-				if g.Name == setup.Direct {
-					sinkAt[rate] = append(sinkAt[rate], c.fwdNS/c.frames)
-				} else {
-					got[g.Name] = append(got[g.Name], c)
-				}
-			}
-		}
+	got, sinkAt, err := r.cpuTrials(meter, rigs, rates)
+	if err != nil {
+		return err
 	}
 	for _, g := range rigs[1:] {
-		rate := rateOf(g)
-		sink := result.StatOf(sinkAt[rate]).Median
-		if g.Tunnel {
-			sink = 0 // the sink is on machine A, not on the forwarding CPU
-		}
-		var raw, net, other, relay, busy []float64
-		for _, c := range got[g.Name] {
-			f := c.frames
-			if f == 0 {
-				f = math.NaN()
-			}
-			raw = append(raw, (c.fwdNS+c.relayNS)/f)
-			net = append(net, (c.fwdNS+c.relayNS)/f-sink)
-			other = append(other, c.otherNS/f)
-			relay = append(relay, c.relayNS/f)
-			busy = append(busy, c.busyNS/f)
-		}
-		res := &result.CPUResult{Setup: g.Name, RatePPS: rate, Raw: result.StatOf(raw), Net: result.StatOf(net), Other: result.StatOf(other), Busy: result.StatOf(busy), NodeMachineOnly: g.Tunnel}
-		if g.Name == "userspace" {
-			s := result.StatOf(relay)
-			res.Relay = &s
-		}
-		r.rep.CPU = append(r.rep.CPU, res)
-		r.logf("   %-16s %.0f ns per frame (raw %.0f, sink %.0f; other CPUs %.0f; busy %.0f) at %s\n", g.Name, res.Net.Median, res.Raw.Median, sink, res.Other.Median, res.Busy.Median, result.Kpps(rate))
+		r.cpuResult(g, rates[g.Name], got[g.Name], sinkAt)
 	}
 	var native []float64
 	for _, c := range r.rep.CPU {
@@ -139,6 +77,89 @@ func (r *runner) cpu() (err error) {
 		}
 	}
 	return nil
+}
+
+// cpuRates is the rate each setup is measured at: 70% of its own zero-loss rate, so that the
+// setups are loaded alike, with NET_RX softirqs serving many frames each as they do near the
+// peak (at a low rate each frame pays for a whole wake-up of the CPU), and without loss.
+func (r *runner) cpuRates(rigs []*setup.Rig) (map[string]float64, error) {
+	rates := map[string]float64{}
+	for _, s := range r.rep.Setups {
+		rates[s.Name] = 0.7 * s.ZeroLoss.Median
+		if rates[s.Name] <= 0 { // lost frames at every rate tried: half its peak
+			rates[s.Name] = 0.5 * s.Peak.Median
+		}
+	}
+	for _, g := range rigs[1:] {
+		if rates[g.Name] <= 0 { // no forwarding part in this run: find a rate quickly
+			t, err := g.Trial(r.ctx, 0, r.opt.Trial)
+			if err != nil {
+				return nil, err
+			}
+			rates[g.Name] = 0.5 * t.Out
+		}
+	}
+	return rates, nil
+}
+
+// cpuTrials measures every setup at its rate, Repeat times, and the direct setup (the sink's
+// share of the forwarding CPU) at every rate used, by rate.
+func (r *runner) cpuTrials(meter *measure.SoftirqMeter, rigs []*setup.Rig, rates map[string]float64) (map[string][]cpuTrial, map[float64][]float64, error) {
+	irqCharged := !measure.IRQTimeAccounting()
+	got := map[string][]cpuTrial{}
+	sinkAt := map[float64][]float64{}
+	for rep := 0; rep < r.opt.Repeat; rep++ {
+		for _, g := range rigs {
+			at := []float64{rates[g.Name]}
+			if g.Name == setup.Direct {
+				at = nil
+				for _, h := range rigs[1:] {
+					if !containsF(at, rates[h.Name]) {
+						at = append(at, rates[h.Name])
+					}
+				}
+			}
+			for _, rate := range at {
+				c, err := r.cpuTrial(meter, g, rate, r.opt.Trial, irqCharged)
+				if err != nil {
+					return nil, nil, err
+				}
+				if g.Name == setup.Direct {
+					sinkAt[rate] = append(sinkAt[rate], c.fwdNS/c.frames)
+				} else {
+					got[g.Name] = append(got[g.Name], c)
+				}
+			}
+		}
+	}
+	return got, sinkAt, nil
+}
+
+// cpuResult records setup g's CPU per frame from its trials at rate, less the sink's share.
+func (r *runner) cpuResult(g *setup.Rig, rate float64, trials []cpuTrial, sinkAt map[float64][]float64) {
+	sink := result.StatOf(sinkAt[rate]).Median
+	if g.Tunnel {
+		sink = 0 // the sink is on machine A, not on the forwarding CPU
+	}
+	var raw, net, other, relay, busy []float64
+	for _, c := range trials {
+		f := c.frames
+		if f == 0 {
+			f = math.NaN()
+		}
+		raw = append(raw, (c.fwdNS+c.relayNS)/f)
+		net = append(net, (c.fwdNS+c.relayNS)/f-sink)
+		other = append(other, c.otherNS/f)
+		relay = append(relay, c.relayNS/f)
+		busy = append(busy, c.busyNS/f)
+	}
+	res := &result.CPUResult{Setup: g.Name, RatePPS: rate, Raw: result.StatOf(raw), Net: result.StatOf(net), Other: result.StatOf(other), Busy: result.StatOf(busy), NodeMachineOnly: g.Tunnel}
+	if g.Name == "userspace" {
+		s := result.StatOf(relay)
+		res.Relay = &s
+	}
+	r.rep.CPU = append(r.rep.CPU, res)
+	r.logf("   %-16s %.0f ns per frame (raw %.0f, sink %.0f; other CPUs %.0f; busy %.0f) at %s\n", g.Name, res.Net.Median, res.Raw.Median, sink, res.Other.Median, res.Busy.Median, result.Kpps(rate))
 }
 
 // cpuTrial offers rate frames per second through g for dur and measures the CPU it costs.

@@ -136,7 +136,9 @@ func makeDir(dir, controller string) (made bool, err error) {
 			parents.Store(parent, true)
 		}
 		if err == nil {
+			dirMu.Lock()
 			err = os.Mkdir(dir, 0o755)
+			dirMu.Unlock()
 			if err == nil || errors.Is(err, os.ErrExist) {
 				return err == nil, nil
 			}
@@ -308,7 +310,7 @@ func (g *Group) Remove() error {
 	g.forgetFiles()
 	for _, dir := range g.dirs {
 		for {
-			err := syscall.Rmdir(dir)
+			err := rmdir(dir)
 			if err == nil || errors.Is(err, syscall.ENOENT) {
 				break
 			}
@@ -322,6 +324,18 @@ func (g *Group) Remove() error {
 	return nil
 }
 
+// dirMu serialises this process's making and removing of group directories. The kernel does
+// each under one machine-wide lock (cgroup_mutex), on which concurrent callers spin: a
+// 1000-node down spent a seventh of its CPU spinning there, taken from the kernel's own
+// freeing of the nodes' namespaces.
+var dirMu sync.Mutex
+
+func rmdir(dir string) error {
+	dirMu.Lock()
+	defer dirMu.Unlock()
+	return syscall.Rmdir(dir)
+}
+
 // removeIfEmpty removes the group directory dir if no group is left in it. A cgroup
 // directory's link count is 2 plus its subdirectories: the count, read without the kernel's
 // cgroup lock, spares the rmdir that would take that lock, machine-wide, only to fail while
@@ -329,7 +343,7 @@ func (g *Group) Remove() error {
 func removeIfEmpty(dir string) {
 	var st syscall.Stat_t
 	if syscall.Lstat(dir, &st) == nil && st.Nlink <= 2 {
-		syscall.Rmdir(dir) // fails if a group was made in it meanwhile
+		rmdir(dir) // fails if a group was made in it meanwhile
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/trellisnet/trellis/internal/bench"
 	"github.com/trellisnet/trellis/internal/bench/embed"
 	"github.com/trellisnet/trellis/internal/bench/measure"
@@ -21,28 +22,8 @@ import (
 	"github.com/trellisnet/trellis/internal/bench/setup"
 )
 
-func benchCmd(store storeFunc) *cobra.Command {
-	var (
-		quick    bool
-		out      string
-		markdown string
-		parts    string
-		setups   string
-		repeat   int
-		trial    time.Duration
-		size     int
-		flows    int
-		sizes    string
-		networks string
-		chains   string
-		mininet  bool
-		traces   []string
-		wtrace   string
-	)
-	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Measure forwarding, scaling, isolation, deploy speed, live changes and impairments on this machine",
-		Long: `Measure how fast this machine forwards through virtual networks, as the Trellis paper did:
+// benchLong is the help of `trellis bench`.
+const benchLong = `Measure how fast this machine forwards through virtual networks, as the Trellis paper did:
 a generator in a source namespace sends UDP frames through one node under test to a sink that
 counts and drops them, for each setup in turn (native kernel forwarding with no trellis; trellis
 nodes joined by shortbridge or bridge connectors; a user-space relay in a trellis node; and
@@ -80,59 +61,39 @@ every agent converged for 1 and 100 networks of 10 nodes (5 with --quick), count
 per network, and times the failover after a machine is lost (agents' lease 3s) (docs/cluster.md).
 --quick runs every part but the opt-in ones, shorter and fewer times, in under two minutes. An unknown name in
 --parts or --setups is an error that lists the known ones.
---parts embed runs the offline embedding simulator, which needs no root (docs/embedding.md).`,
-		Args: cobra.NoArgs,
+--parts embed runs the offline embedding simulator, which needs no root (docs/embedding.md).`
+
+// benchFlags are the flags of `trellis bench`.
+type benchFlags struct {
+	quick                        bool
+	out, markdown, parts, setups string
+	repeat, size, flows          int
+	trial                        time.Duration
+	sizes, networks, chains      string
+	mininet                      bool
+	traces                       []string
+	wtrace                       string
+}
+
+func benchCmd(store storeFunc) *cobra.Command {
+	var bf benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure forwarding, scaling, isolation, deploy speed, live changes and impairments on this machine",
+		Long:  benchLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opt := bench.DefaultOptions()
-			if quick {
-				opt = bench.QuickOptions()
-			}
-			f := cmd.Flags()
-			var err error
-			if f.Changed("parts") {
-				opt.Parts = splitList(parts)
-			}
-			if f.Changed("setups") {
-				opt.Setups = splitList(setups)
-			}
-			if f.Changed("repeat") {
-				opt.Repeat = repeat
-			}
-			if f.Changed("trial") {
-				opt.Trial = trial
-			}
-			if f.Changed("size") {
-				opt.Size = size
-			}
-			if f.Changed("flows") {
-				opt.Flows = flows
-			}
-			if f.Changed("mininet") {
-				opt.Mininet = mininet
-			}
-			for _, l := range []struct {
-				flag string
-				text string
-				dst  *[]int
-			}{{"sizes", sizes, &opt.Sizes}, {"networks", networks, &opt.Networks}, {"chains", chains, &opt.Chains}} {
-				if f.Changed(l.flag) {
-					if *l.dst, err = intList(l.text); err != nil {
-						return fmt.Errorf("--%s: %w", l.flag, err)
-					}
-				}
-			}
-			opt.Log = cmd.ErrOrStderr()
-			var runEmbed bool
-			opt.Parts, runEmbed = embed.TakePart(opt.Parts)
-			if err := opt.Check(); err != nil {
+			opt, runEmbed, err := bf.options(cmd.Flags())
+			if err != nil {
 				return err
 			}
+			opt.Log = cmd.ErrOrStderr()
 			st, err := store()
 			if err != nil {
 				return err
 			}
 			opt.StateDir = st.Dir
-			if err := os.MkdirAll(out, 0o755); err != nil {
+			if err := os.MkdirAll(bf.out, 0o755); err != nil {
 				return err
 			}
 			// Ctrl-C or SIGTERM stops the run at the end of the current trial; the setups are
@@ -151,51 +112,100 @@ per network, and times the failover after a machine is lost (agents' lease 3s) (
 				return runErr
 			}
 			if runEmbed && runErr == nil {
-				rep.Embed, runErr = embed.RunCLI(ctx, embed.Options{Quick: quick, Traces: traces, WriteTrace: wtrace, Log: opt.Log}, out)
+				rep.Embed, runErr = embed.RunCLI(ctx, embed.Options{Quick: bf.quick, Traces: bf.traces, WriteTrace: bf.wtrace, Log: opt.Log}, bf.out)
 			}
-			data, err := json.MarshalIndent(rep, "", "  ")
-			if err != nil {
-				return err
-			}
-			jsonPath := filepath.Join(out, "bench.json")
-			if err := os.WriteFile(jsonPath, append(data, '\n'), 0o644); err != nil {
-				return err
-			}
-			if runErr != nil {
-				return fmt.Errorf("%w (figures so far in %s)", runErr, jsonPath)
-			}
-			if err := report.Plot(rep, out); err != nil {
-				return fmt.Errorf("plots: %w", err)
-			}
-			if markdown != "" {
-				if err := report.WriteMarkdown(rep, markdown, out); err != nil {
-					return err
-				}
-			}
-			report.Summary(cmd.OutOrStdout(), rep)
-			fmt.Fprintf(cmd.OutOrStdout(), "figures: %s\n", jsonPath)
-			return nil
+			return bf.write(cmd.OutOrStdout(), rep, runErr)
 		},
 	}
 	def := bench.DefaultOptions()
 	f := cmd.Flags()
-	f.BoolVar(&quick, "quick", false, "every part, fewer and shorter trials: under two minutes")
-	f.StringVar(&out, "out", "bench-results", "directory for bench.json and the plots")
-	f.StringVar(&markdown, "markdown", "", "also write the tables and plots as a Markdown page to this file")
-	f.StringVar(&parts, "parts", strings.Join(def.Parts, ","), "parts to run, of "+strings.Join(bench.AllParts, ", "))
-	f.StringVar(&setups, "setups", strings.Join(def.Setups, ","), "forwarding setups (besides direct, the generator's ceiling), of "+strings.Join(setup.Names(), ", "))
-	f.IntVar(&repeat, "repeat", def.Repeat, "how many times each figure is measured (2 with --quick)")
-	f.DurationVar(&trial, "trial", def.Trial, "length of one generator run (250ms with --quick)")
-	f.IntVar(&size, "size", def.Size, "Ethernet frame size in bytes, without FCS")
-	f.IntVar(&flows, "flows", def.Flows, "UDP flows (source ports) per virtual network")
-	f.StringVar(&sizes, "sizes", joinInts(def.Sizes), "frame sizes of the sizes part (64,1500 with --quick)")
-	f.StringVar(&networks, "networks", joinInts(def.Networks), "parallel virtual networks of the scaling part (1,8 with --quick)")
-	f.StringVar(&chains, "chains", joinInts(def.Chains), "chain lengths (nodes) of the deploy part (10 with --quick)")
-	f.BoolVar(&mininet, "mininet", def.Mininet, "time Mininet on the same chains when it is installed")
-	f.StringArrayVar(&traces, "trace", nil, "embed part: replay this trace file instead of generated workloads (repeatable)")
-	f.StringVar(&wtrace, "write-trace", "", "embed part: write each generated instance to FILE-WORKLOAD-SEED.json")
+	f.BoolVar(&bf.quick, "quick", false, "every part, fewer and shorter trials: under two minutes")
+	f.StringVar(&bf.out, "out", "bench-results", "directory for bench.json and the plots")
+	f.StringVar(&bf.markdown, "markdown", "", "also write the tables and plots as a Markdown page to this file")
+	f.StringVar(&bf.parts, "parts", strings.Join(def.Parts, ","), "parts to run, of "+strings.Join(bench.AllParts, ", "))
+	f.StringVar(&bf.setups, "setups", strings.Join(def.Setups, ","), "forwarding setups (besides direct, the generator's ceiling), of "+strings.Join(setup.Names(), ", "))
+	f.IntVar(&bf.repeat, "repeat", def.Repeat, "how many times each figure is measured (2 with --quick)")
+	f.DurationVar(&bf.trial, "trial", def.Trial, "length of one generator run (250ms with --quick)")
+	f.IntVar(&bf.size, "size", def.Size, "Ethernet frame size in bytes, without FCS")
+	f.IntVar(&bf.flows, "flows", def.Flows, "UDP flows (source ports) per virtual network")
+	f.StringVar(&bf.sizes, "sizes", joinInts(def.Sizes), "frame sizes of the sizes part (64,1500 with --quick)")
+	f.StringVar(&bf.networks, "networks", joinInts(def.Networks), "parallel virtual networks of the scaling part (1,8 with --quick)")
+	f.StringVar(&bf.chains, "chains", joinInts(def.Chains), "chain lengths (nodes) of the deploy part (10 with --quick)")
+	f.BoolVar(&bf.mininet, "mininet", def.Mininet, "time Mininet on the same chains when it is installed")
+	f.StringArrayVar(&bf.traces, "trace", nil, "embed part: replay this trace file instead of generated workloads (repeatable)")
+	f.StringVar(&bf.wtrace, "write-trace", "", "embed part: write each generated instance to FILE-WORKLOAD-SEED.json")
 	cmd.AddCommand(relayCmd(), reportCmd(), cleanCmd(store))
 	return cmd
+}
+
+// options are the bench's options with the flags given on the command line; runEmbed tells
+// whether the embed part (run apart from the others) is among the parts.
+func (bf *benchFlags) options(f *pflag.FlagSet) (opt bench.Options, runEmbed bool, err error) {
+	opt = bench.DefaultOptions()
+	if bf.quick {
+		opt = bench.QuickOptions()
+	}
+	if f.Changed("parts") {
+		opt.Parts = splitList(bf.parts)
+	}
+	if f.Changed("setups") {
+		opt.Setups = splitList(bf.setups)
+	}
+	if f.Changed("repeat") {
+		opt.Repeat = bf.repeat
+	}
+	if f.Changed("trial") {
+		opt.Trial = bf.trial
+	}
+	if f.Changed("size") {
+		opt.Size = bf.size
+	}
+	if f.Changed("flows") {
+		opt.Flows = bf.flows
+	}
+	if f.Changed("mininet") {
+		opt.Mininet = bf.mininet
+	}
+	for _, l := range []struct {
+		flag string
+		text string
+		dst  *[]int
+	}{{"sizes", bf.sizes, &opt.Sizes}, {"networks", bf.networks, &opt.Networks}, {"chains", bf.chains, &opt.Chains}} {
+		if f.Changed(l.flag) {
+			if *l.dst, err = intList(l.text); err != nil {
+				return opt, false, fmt.Errorf("--%s: %w", l.flag, err)
+			}
+		}
+	}
+	opt.Parts, runEmbed = embed.TakePart(opt.Parts)
+	return opt, runEmbed, opt.Check()
+}
+
+// write saves a run's figures as OUT/bench.json, even those of a run that failed (runErr),
+// then, after a run that did not, the plots, the Markdown page and a summary on w.
+func (bf *benchFlags) write(w io.Writer, rep *result.Report, runErr error) error {
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	jsonPath := filepath.Join(bf.out, "bench.json")
+	if err := os.WriteFile(jsonPath, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return fmt.Errorf("%w (figures so far in %s)", runErr, jsonPath)
+	}
+	if err := report.Plot(rep, bf.out); err != nil {
+		return fmt.Errorf("plots: %w", err)
+	}
+	if bf.markdown != "" {
+		if err := report.WriteMarkdown(rep, bf.markdown, bf.out); err != nil {
+			return err
+		}
+	}
+	report.Summary(w, rep)
+	fmt.Fprintf(w, "figures: %s\n", jsonPath)
+	return nil
 }
 
 // relayCmd is the user-space forwarder that the userspace setup runs inside its node.

@@ -19,7 +19,9 @@ linux-image-amd64 kernel (downloaded once through apt), the trellis binary as th
 busybox, and the host's ip, ping, BIRD, iperf3 and tcpdump with their libraries; for nodes that
 run FRR (their exec or files name frr or vtysh), the same with the host's FRR. Images are kept
 in the cache under an ID made from their contents; 'trellis up' builds the image when an input
-changed (e.g. BIRD was upgraded), so building ahead only saves time.`,
+changed (e.g. BIRD was upgraded), so building ahead only saves time. A new image makes it remove
+all but the three newest, except those a running trellis holds (an up until it exits, a serve
+while it runs); 'image rm' refuses those.`,
 	}
 	cmd.PersistentFlags().StringVar(&cache, "cache", cache, "where images and kernels are kept (up uses $"+image.CacheEnv+", or "+image.DefaultCache+")")
 	frr := false

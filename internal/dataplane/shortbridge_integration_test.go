@@ -472,63 +472,10 @@ func nonce() []byte {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-// icmpEcho sends one ICMP echo request from inside from's namespace to dst
-// and waits for the matching reply: a ping done with a raw socket.
+// icmpEcho sends one small ICMP echo request from inside from's namespace to dst and waits
+// for the matching reply: a ping done with a raw socket.
 func icmpEcho(from *testNode, dst net.IP, timeout time.Duration) error {
-	fd, err := socketIn(from.ns, unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)
-	if err != nil {
-		return fmt.Errorf("icmp socket: %w", err)
-	}
-	defer unix.Close(fd)
-
-	payload := nonce()
-	id := binary.BigEndian.Uint16(payload)
-	const seq = 1
-	req := make([]byte, 8+len(payload))
-	req[0] = 8 // echo request
-	binary.BigEndian.PutUint16(req[4:], id)
-	binary.BigEndian.PutUint16(req[6:], seq)
-	copy(req[8:], payload)
-	binary.BigEndian.PutUint16(req[2:], inetChecksum(req))
-
-	to := &unix.SockaddrInet4{}
-	copy(to.Addr[:], dst.To4())
-	if err := unix.Sendto(fd, req, 0, to); err != nil {
-		return fmt.Errorf("sending echo request: %w", err)
-	}
-
-	deadline := time.Now().Add(timeout)
-	buf := make([]byte, 1500)
-	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return fmt.Errorf("no echo reply from %v within %v", dst, timeout)
-		}
-		tv := unix.NsecToTimeval(left.Nanoseconds())
-		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-			return err
-		}
-		n, _, err := unix.Recvfrom(fd, buf, 0)
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("receiving: %w", err)
-		}
-		pkt := buf[:n]
-		if len(pkt) < 20 {
-			continue
-		}
-		ihl := int(pkt[0]&0x0f) * 4
-		if len(pkt) < ihl+8 || !net.IP(pkt[12:16]).Equal(dst) {
-			continue
-		}
-		icmp := pkt[ihl:]
-		if icmp[0] == 0 && binary.BigEndian.Uint16(icmp[4:]) == id &&
-			binary.BigEndian.Uint16(icmp[6:]) == seq && bytes.Equal(icmp[8:], payload) {
-			return nil
-		}
-	}
+	return icmpEchoSized(from, dst, 0, timeout)
 }
 
 func inetChecksum(b []byte) uint16 {

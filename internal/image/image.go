@@ -88,29 +88,36 @@ func Build(ctx context.Context, cache string, s Spec, log io.Writer) (Image, err
 	}
 	id := c.id()
 	dir := filepath.Join(cache, "images", id)
-	if img, err := load(dir); err == nil {
+	for {
+		img, err := load(dir)
+		if err != nil {
+			fmt.Fprintf(log, "image: building %s (kernel %s, %d files)\n", id, k.Release, len(c.files))
+			if img, err = write(cache, dir, id, k, c); err != nil {
+				return img, err
+			}
+		}
+		if err := hold(dir); errors.Is(err, ErrNoImage) {
+			continue // pruned by another trellis meanwhile
+		} else if err != nil {
+			return Image{}, err
+		}
+		prune(cache, keep)
 		return img, nil
 	}
-	fmt.Fprintf(log, "image: building %s (kernel %s, %d files)\n", id, k.Release, len(c.files))
-	img, err := write(cache, dir, id, k, c)
-	if err == nil {
-		prune(cache, keep)
-	}
-	return img, err
 }
 
 // keep is how many images the cache keeps: every rebuilt trellis binary or upgraded program
 // makes a new one. A running VM does not need its image's files (QEMU read them at start).
 const keep = 3
 
-// prune removes all but the newest n images.
+// prune removes all but the newest n images, and leaves those a trellis holds (hold).
 func prune(cache string, n int) {
 	imgs, err := List(cache)
 	if err != nil {
 		return
 	}
 	for _, img := range imgs[min(n, len(imgs)):] {
-		os.RemoveAll(img.Dir)
+		removeUnheld(img.Dir)
 	}
 }
 
@@ -130,13 +137,16 @@ func List(cache string) ([]Image, error) {
 	return out, nil
 }
 
-// Remove deletes a cached image.
+// Remove deletes a cached image, unless a running trellis holds it (ErrInUse).
 func Remove(cache, id string) error {
 	dir := filepath.Join(cache, "images", filepath.Base(id))
 	if _, err := load(dir); err != nil {
 		return fmt.Errorf("%w: %s", ErrNoImage, id)
 	}
-	return os.RemoveAll(dir)
+	if err := removeUnheld(dir); err != nil {
+		return fmt.Errorf("image %s: %w", id, err)
+	}
+	return nil
 }
 
 func load(dir string) (Image, error) {

@@ -55,17 +55,7 @@ func TestVMBoot(t *testing.T) {
 				}
 				return
 			}
-			var es Errors
-			if !errors.As(err, &es) {
-				t.Fatalf("error %v, want spec.Errors", err)
-			}
-			var got []string
-			for _, e := range es {
-				got = append(got, strings.TrimPrefix(e.Error(), topo))
-			}
-			if !reflect.DeepEqual(got, c.errs) {
-				t.Errorf("errors\n got: %s\nwant: %s", strings.Join(got, "\n      "), strings.Join(c.errs, "\n      "))
-			}
+			wantErrors(t, err, topo, c.errs)
 		})
 	}
 }
@@ -79,5 +69,22 @@ func TestVMAgent(t *testing.T) {
 		if got := c.s.Agent(); got != c.want {
 			t.Errorf("%+v.Agent() = %v, want %v", c.s, got, c.want)
 		}
+	}
+}
+
+// wantErrors checks that err is a spec.Errors whose messages, without the file name topo, are
+// want in order.
+func wantErrors(t *testing.T, err error, topo string, want []string) {
+	t.Helper()
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("error %v, want spec.Errors", err)
+	}
+	var got []string
+	for _, e := range es {
+		got = append(got, strings.TrimPrefix(e.Error(), topo))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("errors\n got: %s\nwant: %s", strings.Join(got, "\n      "), strings.Join(want, "\n      "))
 	}
 }

@@ -183,41 +183,7 @@ func startIn(t testing.TB, stateDir, network, node string, argv ...string) *bgCm
 	t.Helper()
 	args := append([]string{"--state-dir", stateDir, "exec", network, node, "--"}, argv...)
 	cmd := exec.Command(trellisBin, args...)
-	b := &bgCmd{cmd: cmd, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, lines: make(chan string, 100), done: make(chan error, 1)}
-	cmd.Stderr = b.stderr
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s in %s/%s: %v", strings.Join(argv, " "), network, node, err)
-	}
-	go func() {
-		buf := make([]byte, 4096)
-		var line []byte
-		for {
-			n, err := pipe.Read(buf)
-			for _, c := range buf[:n] {
-				b.stdout.WriteByte(c)
-				if c == '\n' {
-					select {
-					case b.lines <- string(line):
-					default:
-					}
-					line = line[:0]
-				} else {
-					line = append(line, c)
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-		close(b.lines)
-		b.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() { cmd.Process.Kill() }) // harmless once it has exited and been waited for
-	return b
+	return startBg(t, cmd, fmt.Sprintf("%s in %s/%s", strings.Join(argv, " "), network, node))
 }
 
 // waitLine waits for the next line of standard output.

@@ -380,7 +380,7 @@ func mustHostRun(t testing.TB, argv ...string) string {
 }
 
 // startBg starts cmd and returns at once, as startIn does for `trellis exec`.
-func startBg(t *testing.T, cmd *exec.Cmd, what string) *bgCmd {
+func startBg(t testing.TB, cmd *exec.Cmd, what string) *bgCmd {
 	t.Helper()
 	b := &bgCmd{cmd: cmd, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, lines: make(chan string, 1000), done: make(chan error, 1)}
 	cmd.Stderr = b.stderr

@@ -139,20 +139,7 @@ func TestVMInterconnect(t *testing.T) {
 	})
 
 	t.Run("rate", func(t *testing.T) {
-		mustExec(t, e.state, "vmic", "m", "sh", "-c", "iperf3 -s -D -1 >/dev/null 2>&1")
-		time.Sleep(500 * time.Millisecond)
-		out := mustExec(t, e.state, "vmic", "a", "iperf3", "-c", "10.0.1.1", "-t", "3", "-J")
-		var res struct {
-			End struct {
-				SumReceived struct {
-					BitsPerSecond float64 `json:"bits_per_second"`
-				} `json:"sum_received"`
-			} `json:"end"`
-		}
-		if err := json.Unmarshal([]byte(out), &res); err != nil {
-			t.Fatalf("iperf3: %v\n%s", err, out)
-		}
-		got := res.End.SumReceived.BitsPerSecond / 10e6
+		got := iperfRate(t, e.state, "vmic", "m", "a", "10.0.1.1") / 10e6
 		t.Logf("a -> VM over a 10mbit link through a macvtap: %.2f of the rate", got)
 		if got > 1.1 || got < 0.5 {
 			t.Errorf("a -> VM: %.2f of the 10mbit rate, want at most 1.1 (and at least 0.5 even under emulation)", got)

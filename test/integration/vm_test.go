@@ -187,20 +187,7 @@ func TestVMNode(t *testing.T) {
 	})
 
 	t.Run("rate", func(t *testing.T) {
-		mustExec(t, e.state, "vmnet", "v", "sh", "-c", "iperf3 -s -D -1 >/dev/null 2>&1")
-		time.Sleep(500 * time.Millisecond)
-		out := mustExec(t, e.state, "vmnet", "a", "iperf3", "-c", "10.0.1.1", "-t", "3", "-J")
-		var res struct {
-			End struct {
-				SumReceived struct {
-					BitsPerSecond float64 `json:"bits_per_second"`
-				} `json:"sum_received"`
-			} `json:"end"`
-		}
-		if err := json.Unmarshal([]byte(out), &res); err != nil {
-			t.Fatalf("iperf3: %v\n%s", err, out)
-		}
-		got := res.End.SumReceived.BitsPerSecond / 10e6
+		got := iperfRate(t, e.state, "vmnet", "v", "a", "10.0.1.1") / 10e6
 		t.Logf("a -> VM over a 10mbit link: %.2f of the rate", got)
 		if got > 1.1 || got < 0.5 {
 			t.Errorf("a -> VM: %.2f of the 10mbit rate, want at most 1.1 (and at least 0.5 even under emulation)", got)
@@ -300,5 +287,25 @@ func vmTerminal(t *testing.T, state string) {
 	ptmx.WriteString("exit 5\n")
 	if err := cmd.Wait(); exitCode(err) != 5 {
 		t.Errorf("trellis exec with a terminal: %v, want the shell's exit code 5", err)
+	}
+}
+
+// iperfRate starts an iperf3 server in node server (slow to listen in a VM under emulation),
+// runs a 3-second TCP client in node client against addr, trying again while the connection
+// is refused, and returns the rate received, in bits per second.
+func iperfRate(t *testing.T, state, network, server, client, addr string) float64 {
+	t.Helper()
+	mustExec(t, state, network, server, "sh", "-c", "iperf3 -s -D -1 >/dev/null 2>&1")
+	for attempt := 0; ; attempt++ {
+		out, errOut, err := execIn(t, state, network, client, "iperf3", "-c", addr, "-t", "3", "-J")
+		var res iperfResult
+		jerr := json.Unmarshal([]byte(out), &res)
+		if err == nil && jerr == nil && res.Error == "" {
+			return res.End.SumReceived.BitsPerSecond
+		}
+		if attempt == 50 || !strings.Contains(res.Error+errOut, "refused") {
+			t.Fatalf("iperf3 client in %s: %v (%s)\n%s\n%s", client, err, res.Error, out, errOut)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
