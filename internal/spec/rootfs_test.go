@@ -1,11 +1,8 @@
 package spec
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
-	"strings"
 	"testing"
 )
 
@@ -90,17 +87,7 @@ func TestRootfs(t *testing.T) {
 				}
 				return
 			}
-			var es Errors
-			if !errors.As(err, &es) {
-				t.Fatalf("error %v, want spec.Errors", err)
-			}
-			var got []string
-			for _, e := range es {
-				got = append(got, strings.TrimPrefix(e.Error(), topo))
-			}
-			if !reflect.DeepEqual(got, c.errs) {
-				t.Errorf("errors\n got: %s\nwant: %s", strings.Join(got, "\n      "), strings.Join(c.errs, "\n      "))
-			}
+			wantErrors(t, err, topo, c.errs)
 		})
 	}
 }
