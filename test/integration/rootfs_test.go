@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // busyboxPath is where the test's root directory keeps busybox: a path the host lacks, so that
@@ -211,5 +212,35 @@ func TestRootfs(t *testing.T) {
 	e.assertClean()
 	if after := tree(t, root); !slices.Equal(after, before) {
 		t.Errorf("the rootfs changed:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// TestKillDuringUpRootfs kills `up` of a chain of nodes with their own root at several
+// moments (while the copy of the root's /etc is made, while nodes start); `down` then leaves
+// nothing, the copy included, and the root as it was.
+func TestKillDuringUpRootfs(t *testing.T) {
+	for _, delay := range []time.Duration{50 * time.Millisecond, 200 * time.Millisecond, 600 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			e := start(t)
+			root := makeBusyboxRoot(t, "kill")
+			before := tree(t, root)
+			topo := strings.ReplaceAll(chainTopo("rchain", 60), "    addresses:\n", "    rootfs: "+root+"\n    addresses:\n")
+			cmd := exec.Command(trellisBin, "--state-dir", e.state, "up", writeTopo(t, topo))
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(delay)
+			killProcess(cmd.Process)
+			err := cmd.Wait()
+			copies, _ := filepath.Glob("/run/trellis/*/etc/rchain+rootfs/*")
+			t.Logf("up killed after %v (%v); copies of the root's /etc: %v", delay, err, copies)
+			if out, errOut, err := trellis(t, e.state, "down", "rchain"); err != nil {
+				t.Errorf("down after a killed up: %v\n%s%s", err, out, errOut)
+			}
+			e.assertClean()
+			if after := tree(t, root); !slices.Equal(after, before) {
+				t.Errorf("the rootfs changed:\nbefore %v\nafter  %v", before, after)
+			}
+		})
 	}
 }
