@@ -9,10 +9,13 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A node's /etc is an overlay: its lower layer is a copy of the host's /etc made once per
-// network (an "etc template", in the state directory), its upper layer is in the node's /run.
+// network and trellis process (an "etc template"), its upper layer is in the node's /run.
 // In the copy, a file owned by host uid U (and gid G) below UIDRange is owned by base+U (base+G),
 // the network's uids, so that inside every node of the network it belongs to U as on the host
 // (bird's files to bird, frr's to frr), with the host's modes. What an unprivileged user may not
@@ -20,28 +23,31 @@ import (
 // service's own user (uid 1 to 999, e.g. /etc/frr/daemons, 0640 frr:frr): a node's root is an
 // unprivileged uid on the host, and its /etc holds no host secret.
 //
+// The copy is a tmpfs of its own, mounted nowhere (fsopen, fsmount): only this process's
+// descriptor and the overlays of the nodes started from it reach it, nothing of it is on disk,
+// and the kernel frees it with the last of them, so that neither `down` nor a crash leaves it
+// behind. (On a disk, as in /run/trellis on a host whose /run is not a tmpfs, making the
+// 1300 inodes of a copy took 0.4 to 1.5 s of every `up`.)
+//
 // A node with its own root directory (`rootfs: DIR`) has DIR/etc as the lower layer instead,
-// copied the same way once per network and DIR (RootfsEtcTemplate), but whole: DIR is the
-// user's, not the host's, and its files (its /etc/shadow, its daemons' keys) are the node's.
-// An entry owned by a uid or gid beyond UIDRange (e.g. a tree unpacked by a user with subuids)
-// is given to the node's root.
+// copied the same way (RootfsEtcTemplate), but whole: DIR is the user's, not the host's, and
+// its files (its /etc/shadow, its daemons' keys) are the node's. An entry owned by a uid or gid
+// beyond UIDRange (e.g. a tree unpacked by a user with subuids) is given to the node's root.
 
-// EtcTemplate makes the etc template of a network whose uids start at base, in dir, unless it
-// exists. It builds the copy beside dir and renames it into place, so that a crash never
-// leaves half a template.
-func EtcTemplate(src, dir string, base uint32) error {
-	return template(src, dir, base, hostOwners)
+// EtcTemplate returns the path of the etc template of a network whose uids start at base, made
+// from the host's /etc (src) unless this process has it already; the path stays valid until
+// release is called, which the caller does once the node's overlay is mounted (node.Start).
+func EtcTemplate(src string, base uint32) (path string, release func(), err error) {
+	return template(src, base, hostOwners)
 }
 
-// RootfsEtcTemplate makes the etc template of the nodes of a network whose uids start at base
-// that have rootfs as their root: a copy of rootfs/etc in dir, unless it exists, made as
-// EtcTemplate makes its copy.
-func RootfsEtcTemplate(rootfs, dir string, base uint32) error {
+// RootfsEtcTemplate is EtcTemplate for the nodes whose root is rootfs: a copy of rootfs/etc.
+func RootfsEtcTemplate(rootfs string, base uint32) (path string, release func(), err error) {
 	src := filepath.Join(rootfs, "etc")
 	if fi, err := os.Lstat(src); err != nil || !fi.IsDir() {
-		return fmt.Errorf("%w: %s is not a directory", ErrRootfs, src)
+		return "", nil, fmt.Errorf("%w: %s is not a directory", ErrRootfs, src)
 	}
-	return template(src, dir, base, rootfsOwners)
+	return template(src, base, rootfsOwners)
 }
 
 // ErrRootfs is returned when a node's root directory cannot serve.
@@ -67,35 +73,85 @@ func rootfsOwners(_ fs.FileMode, uid, gid uint32) (uint32, uint32, bool) {
 	return uid, gid, true
 }
 
-func template(src, dir string, base uint32, own owners) error {
-	etcMu.Lock() // the nodes of a network start in parallel: one copy is enough
-	defer etcMu.Unlock()
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".tmp")
-	if err != nil {
-		return err
-	}
-	os.Remove(tmp) // copyTree makes it, with src's mode and owner
-	err = copyTree(src, tmp, base, own)
-	if err == nil {
-		err = os.Rename(tmp, dir)
-		if errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTEMPTY) {
-			err = nil // made by another trellis meanwhile
-		}
-	}
-	if err != nil {
-		os.RemoveAll(tmp)
-		return fmt.Errorf("copy of %s for the nodes: %w", src, err)
-	}
-	return nil
+// templates are the etc templates this process holds, by source and uid base.
+var templates = struct {
+	sync.Mutex
+	m map[templateKey]*heldTemplate
+}{m: map[templateKey]*heldTemplate{}}
+
+type templateKey struct {
+	src  string
+	base uint32
 }
 
-var etcMu sync.Mutex
+type heldTemplate struct {
+	root  *os.File // the tmpfs, mounted nowhere
+	users int      // callers that have not released it
+	used  time.Time
+}
+
+// templateIdle is how long a template nobody uses is kept for the next node of its network (a
+// `trellis serve` applies many changes): then it is closed, and its nodes keep their copy.
+const templateIdle = time.Minute
+
+func template(src string, base uint32, own owners) (string, func(), error) {
+	templates.Lock() // the nodes of a network start in parallel: one copy is enough
+	defer templates.Unlock()
+	now := time.Now()
+	for k, t := range templates.m {
+		if t.users == 0 && now.Sub(t.used) > templateIdle {
+			t.root.Close()
+			delete(templates.m, k)
+		}
+	}
+	k := templateKey{src, base}
+	t := templates.m[k]
+	if t == nil {
+		root, err := memoryCopy(src, base, own)
+		if err != nil {
+			return "", nil, fmt.Errorf("copy of %s for the nodes: %w", src, err)
+		}
+		t = &heldTemplate{root: root}
+		templates.m[k] = t
+	}
+	t.users++
+	t.used = now
+	release := sync.OnceFunc(func() {
+		templates.Lock()
+		defer templates.Unlock()
+		t.users--
+		t.used = time.Now()
+	})
+	// Another process (the spawner) opens it through this one's descriptor.
+	return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), t.root.Fd()), release, nil
+}
+
+// memoryCopy copies src as own says into a new tmpfs mounted nowhere, made read-only once
+// filled, and returns its root.
+func memoryCopy(src string, base uint32, own owners) (*os.File, error) {
+	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("tmpfs: %w", err)
+	}
+	defer unix.Close(fsfd)
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return nil, fmt.Errorf("tmpfs: %w", err)
+	}
+	fd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("tmpfs: %w", err)
+	}
+	root := os.NewFile(uintptr(fd), src+" (copy)")
+	err = copyTree(src, fmt.Sprintf("/proc/self/fd/%d", fd), base, own)
+	if err == nil {
+		err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+	}
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	return root, nil
+}
 
 // copyTree copies what own says of src to dst, owners as own says shifted by base, modes kept.
 func copyTree(src, dst string, base uint32, own owners) error {
@@ -120,10 +176,16 @@ func copyTree(src, dst string, base uint32, own owners) error {
 		}
 		rel, _ := filepath.Rel(src, path)
 		to := filepath.Join(dst, rel)
-		if err := copyEntry(path, to, fi); err != nil || !exists(to) {
-			return err
+		if path != src { // dst, the copy's root, is there
+			if err := copyEntry(path, to, fi); err != nil || !exists(to) {
+				return err
+			}
 		}
-		if err := os.Lchown(to, int(base+uid), int(base+gid)); err != nil {
+		chown := os.Lchown
+		if path == src {
+			chown = os.Chown // dst may be a link to the root (/proc/self/fd/N)
+		}
+		if err := chown(to, int(base+uid), int(base+gid)); err != nil {
 			return err
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {

@@ -4,8 +4,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestCopied(t *testing.T) {
@@ -38,7 +41,7 @@ func TestEtcTemplate(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to give files owners")
 	}
-	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "etc")
+	src := t.TempDir()
 	files := []struct {
 		path     string
 		mode     fs.FileMode
@@ -71,9 +74,11 @@ func TestEtcTemplate(t *testing.T) {
 		}
 	}
 	const base = 1 << 20
-	if err := EtcTemplate(src, dst, base); err != nil {
+	dst, release, err := EtcTemplate(src, base)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer release()
 	for _, f := range files {
 		fi, err := os.Lstat(filepath.Join(dst, f.path))
 		want := copied(f.mode, uint32(f.uid), uint32(f.gid)) && f.path != "ssl/private/key.pem"
@@ -89,7 +94,59 @@ func TestEtcTemplate(t *testing.T) {
 			t.Errorf("%s: mode %v owner %d:%d, want %v %d:%d", f.path, fi.Mode().Perm(), st.Uid, st.Gid, f.mode.Perm(), base+f.uid, base+f.gid)
 		}
 	}
-	if err := EtcTemplate(src, dst, base); err != nil { // made already: kept
+	again, release2, err := EtcTemplate(src, base) // held already: the same copy
+	if err != nil {
 		t.Fatal(err)
+	}
+	release2()
+	if again != dst {
+		t.Errorf("a second EtcTemplate of the same network gave %s, want the first's %s", again, dst)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "probe"), nil, 0o644); err == nil {
+		t.Error("the template can be written: want it read-only")
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dst, &sfs); err != nil || sfs.Type != unix.TMPFS_MAGIC {
+		t.Errorf("the template is not a tmpfs (%v, type %#x)", err, sfs.Type)
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), src) {
+		t.Errorf("the template is mounted in this mount namespace:\n%s", mounts)
+	}
+}
+
+// A template nobody holds is closed after templateIdle; one held is kept.
+func TestEtcTemplateIdle(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs")
+	}
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "hosts"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	held, releaseHeld, err := EtcTemplate(src, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseHeld()
+	idle, releaseIdle, err := EtcTemplate(src, 2<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseIdle()
+	templates.Lock()
+	for _, t := range templates.m {
+		t.used = t.used.Add(-2 * templateIdle)
+	}
+	templates.Unlock()
+	_, release, err := EtcTemplate(src, 3<<20) // sweeps the idle
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if _, err := os.Stat(filepath.Join(held, "hosts")); err != nil {
+		t.Errorf("a held template was closed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(idle, "hosts")); err == nil {
+		t.Error("an idle template was kept")
 	}
 }

@@ -5,7 +5,6 @@ package state
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -134,38 +133,10 @@ func (s *Store) markPath(name string) string {
 	return filepath.Join(s.Dir, "networks", name+".changing")
 }
 
-// RunDir is where trellis keeps what nodes must reach by path: a directory that every user
-// may traverse (a state directory may not be), and that a reboot empties, as it ends the nodes.
-const RunDir = "/run/trellis"
-
-// EtcDir is where the copy of the host's /etc that a network's nodes see is kept (in RunDir).
-func (s *Store) EtcDir(name string) string {
-	return filepath.Join(RunDir, s.ID, "etc", name)
-}
-
-// RootfsEtcDir is where the copy of rootfs/etc that the network's nodes with root directory
-// rootfs (`rootfs:`) see is kept: one per network and rootfs, beside EtcDir, with the copies
-// of the network's other rootfs directories.
-func (s *Store) RootfsEtcDir(name, rootfs string) string {
-	sum := sha256.Sum256([]byte(rootfs))
-	return filepath.Join(s.rootfsEtcDirs(name), hex.EncodeToString(sum[:8]))
-}
-
-func (s *Store) rootfsEtcDirs(name string) string { return s.EtcDir(name) + "+rootfs" }
-
-// Delete removes a network's record, uid range, /etc copies, lock and logs.
+// Delete removes a network's record, uid range, lock and logs.
 func (s *Store) Delete(name string) error {
-	partial, _ := filepath.Glob(s.EtcDir(name) + ".tmp*") // copies a killed trellis was making
-	for _, d := range append([]string{s.LogDir(name), s.EtcDir(name), s.rootfsEtcDirs(name)}, partial...) {
-		if err := os.RemoveAll(d); err != nil {
-			return err
-		}
-	}
-	// RunDir's own directories go with their last network; another's may be using them.
-	for d := filepath.Dir(s.EtcDir(name)); d != filepath.Dir(RunDir); d = filepath.Dir(d) {
-		if os.Remove(d) != nil {
-			break
-		}
+	if err := os.RemoveAll(s.LogDir(name)); err != nil {
+		return err
 	}
 	if err := s.freeUIDs(name); err != nil {
 		return err

@@ -513,7 +513,8 @@ type hostSnapshot struct {
 	Progs  map[uint32]bool   // loaded eBPF program ids
 	Nodes  map[int]string    // pid -> command line of trellis-node processes
 	// Groups are the nodes' control groups ("HIERARCHY/trellis/STATEID.NETID.NODE"), the
-	// networks' /etc copies ("/run/trellis/STATEID/etc/NETWORK") and the uid range registry's
+	// networks' /etc copies where trellis kept them on disk before they moved to memory
+	// ("/run/trellis/STATEID/etc/NETWORK"), and the uid range registry's
 	// entries ("/var/lib/trellis-uid-ranges/BASE"), each with its state id.
 	Groups map[string]string
 	procs  map[int]*procEntry  // every process, for owners

@@ -238,7 +238,7 @@ func killNodes(dir string) error {
 		return err
 	}
 	for _, rec := range recs {
-		if err := st.Delete(rec.Name); err != nil { // its copy of /etc in /run/trellis too
+		if err := st.Delete(rec.Name); err != nil {
 			return err
 		}
 	}

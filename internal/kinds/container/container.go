@@ -63,10 +63,11 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	if err != nil {
 		return in, err
 	}
-	opt, err := etcTemplate(env, n, base)
+	opt, release, err := etcTemplate(n, base)
 	if err != nil {
 		return in, err
 	}
+	defer release() // once node.Start has returned: the node's /etc is mounted
 	if opt.Cgroup, err = createGroup(env, n); err != nil {
 		return in, err
 	}
@@ -103,15 +104,16 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	return in, node.MarkReady(pid)
 }
 
-// etcTemplate makes (once per network, and per root directory) the lower layer of node n's
-// /etc: a copy of the host's /etc, or of its rootfs's.
-func etcTemplate(env *kinds.Env, n *plan.Node, base uint32) (node.Options, error) {
-	opt := node.Options{UIDBase: base, Etc: env.Store.EtcDir(env.Plan.Network), Rootfs: n.Rootfs}
+// etcTemplate holds (made once per network, and per root directory) the lower layer of node
+// n's /etc: a copy of the host's /etc, or of its rootfs's.
+func etcTemplate(n *plan.Node, base uint32) (opt node.Options, release func(), err error) {
+	opt = node.Options{UIDBase: base, Rootfs: n.Rootfs}
 	if n.Rootfs == "" {
-		return opt, node.EtcTemplate("/etc", opt.Etc, base)
+		opt.Etc, release, err = node.EtcTemplate("/etc", base)
+	} else {
+		opt.Etc, release, err = node.RootfsEtcTemplate(n.Rootfs, base)
 	}
-	opt.Etc = env.Store.RootfsEtcDir(env.Plan.Network, n.Rootfs)
-	return opt, node.RootfsEtcTemplate(n.Rootfs, opt.Etc, base)
+	return opt, release, err
 }
 
 // End kills the node's init without waiting for it to be gone (Stop waits).

@@ -57,7 +57,8 @@ func mountPrivate(cfg Config) error {
 			return nil
 		}},
 		{"etc template " + cfg.Etc, func() (err error) {
-			etc, err = os.OpenFile(cfg.Etc, unix.O_PATH|unix.O_DIRECTORY, 0) // /run/trellis goes under the node's /run
+			// A tmpfs mounted nowhere, through trellis's descriptor (node.EtcTemplate).
+			etc, err = os.OpenFile(cfg.Etc, unix.O_PATH|unix.O_DIRECTORY, 0)
 			return err
 		}},
 		{"private directories", func() error { return mountTmpfs(root, cfg.TmpfsSize, cfg.UIDBase) }},
