@@ -3,12 +3,12 @@ package engines
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // guestWatchWait is how long the control VM's agent holds an opWatch that finds no change.
@@ -56,7 +56,7 @@ func (s *guestServer) handle(req wireReq) wireReply {
 		return s.changes(req.Flags&watchAll != 0)
 	}
 	if s.ops == nil {
-		h, err := netlink.NewHandle()
+		h, err := netlink.NewHandle(unix.NETLINK_ROUTE) // the guest's kernel may lack the others
 		if err != nil {
 			return errReply(err)
 		}
@@ -155,7 +155,7 @@ func (s *guestServer) rewatch() wireReply {
 	w := &guestWatch{stop: make(chan struct{}), ch: make(chan stamped, 4096)}
 	raw := make(chan []*rtMsg, 4096)
 	if err := watchRoutes(netns.None(), raw, w.stop, func(error) {}); err != nil {
-		return errReply(fmt.Errorf("route watch: %w", err))
+		return wireReply{Err: "route watch: " + err.Error()}
 	}
 	go func() { // stamps each receive with its time
 		defer close(w.ch)
@@ -170,12 +170,12 @@ func (s *guestServer) rewatch() wireReply {
 	s.watch = w
 	rt, err := openRtSock(netns.None())
 	if err != nil {
-		return errReply(err)
+		return wireReply{Err: err.Error()}
 	}
 	defer rt.close()
 	routes, err := rt.dump()
 	if err != nil {
-		return errReply(err)
+		return wireReply{Err: "route dump: " + err.Error()}
 	}
 	rep := s.reply(copiedOnly(routes))
 	rep.Full = true
@@ -184,7 +184,7 @@ func (s *guestServer) rewatch() wireReply {
 
 // reply carries routes and the guest's interfaces, which the host needs to read them.
 func (s *guestServer) reply(routes []*rtMsg) wireReply {
-	h, err := netlink.NewHandle()
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE) // the guest's kernel may lack the others
 	if err != nil {
 		return errReply(err)
 	}
