@@ -138,3 +138,78 @@ func waitMirrored(t *testing.T, state string, want int, what string) {
 			info.Mirror.Routes, want, info.Mirror.Errors, info.Mirror.LastError)
 	}
 }
+
+// pvrOSPFTopo is pvrMirrorTopo's chain with BIRD on r (in its VM) and r2 running OSPF: r
+// learns h2's subnet from r2, and r2 h1's from r.
+const pvrOSPFTopo = `name: pvro-it
+nodes:
+  h1:
+    addresses:
+      eth1: [10.96.1.1/24]
+    exec: ["ip route add default via 10.96.1.2"]
+  r:
+    kind: vm
+    engines: 2
+    sysctl: {net.ipv4.ip_forward: "1"}
+    addresses:
+      lo: [10.96.255.1/32]
+      eth1: [10.96.1.2/24]
+      eth2: [10.96.2.2/24]
+    files:
+      - {path: /etc/bird/bird.conf, content: "` + pvrBird + `"}
+    exec: ["mkdir -p /run/bird", "bird -c /etc/bird/bird.conf -s /run/bird/bird.ctl"]
+  r2:
+    sysctl: {net.ipv4.ip_forward: "1"}
+    addresses:
+      lo: [10.96.255.2/32]
+      eth1: [10.96.2.3/24]
+      eth2: [10.96.3.3/24]
+    files:
+      - {path: /etc/bird/bird.conf, content: "` + pvrBird + `"}
+    exec: ["mkdir -p /run/bird", "bird -c /etc/bird/bird.conf -s /run/bird/bird.ctl"]
+  h2:
+    addresses:
+      eth1: [10.96.3.1/24]
+    exec:
+      - ip route add default via 10.96.3.3
+      - python3 -c 'import socket; s = socket.socket(2, 2); s.bind(("", 9000)); [s.recv(2048) for _ in iter(int, 1)]' >/dev/null 2>&1 &
+links:
+  - endpoints: [h1:eth1, r:eth1]
+  - endpoints: [r:eth2, r2:eth1]
+  - endpoints: [r2:eth2, h2:eth1]
+`
+
+// pvrBird is both routers' BIRD configuration, as a YAML double-quoted string: OSPF on the
+// link between them, their other interface and loopback announced as stubs.
+const pvrBird = `protocol device { scan time 10; }\n` +
+	`protocol kernel { ipv4 { import none; export all; }; }\n` +
+	`protocol ospf v2 { ipv4 { import all; export none; };\n` +
+	`  area 0 { interface \"eth1\", \"eth2\" { type ptp; hello 1; dead 4; }; interface \"lo\" { stub yes; }; }; }\n`
+
+// TestVMEnginesOSPF checks a VM node with engines running BIRD: the route to h2's subnet it
+// learns by OSPF from the container router r2 reaches its engine VMs, which forward h1's
+// traffic on it.
+func TestVMEnginesOSPF(t *testing.T) {
+	needQEMU(t)
+	e := start(t)
+	file := writeTopo(t, pvrOSPFTopo)
+	mustTrellis(t, e.state, "up", file)
+	t0 := time.Now()
+	if !eventually(60*time.Second, func() bool { return tryPing(t, e.state, "pvro-it", "h1", "10.96.3.1") == nil }) {
+		out, _, _ := execIn(t, e.state, "pvro-it", "r", "ip", "route")
+		info, _ := engines(t, e.state, "pvro-it", "r")
+		t.Fatalf("60 s after up, h1 does not reach h2; r's routes:\n%s\nmirror: %+v", out, info.Mirror)
+	}
+	out := mustExec(t, e.state, "pvro-it", "r", "ip", "route", "show", "10.96.3.0/24")
+	if !strings.Contains(out, "proto bird") {
+		t.Fatalf("r's route to h2's subnet is not BIRD's: %q", out)
+	}
+	t.Logf("OSPF: h1 reached h2 %v after up; r's route: %s", time.Since(t0).Round(time.Second), strings.TrimSpace(out))
+	before := feRx(t, e.state, "pvro-it", "r")
+	sendUDP(t, e.state, "pvro-it", "h1", "10.96.3.1", 42000, 30)
+	if d := deltas(t, e.state, "pvro-it", "r", before, 30); d[0]+d[1] < 30 {
+		t.Errorf("30 UDP frames from h1 to h2 on the OSPF route: engine VMs received %v; want all through them", d)
+	}
+	mustTrellis(t, e.state, "down", "pvro-it")
+	e.assertClean()
+}
