@@ -86,6 +86,7 @@ func TestVMEnginesMirror(t *testing.T) {
 	t0 := time.Now()
 	mustExec(t, e.state, "pvrm-it", "r", "ip", "route", "add", "10.95.3.0/24", "via", "10.95.2.3")
 	waitMirrored(t, e.state, routes+1, "a route added with trellis exec")
+	seen := time.Since(t0) // trellis exec, and the status written every 250 ms
 	info, _ := engines(t, e.state, "pvrm-it", "r")
 	delays := []int64{info.Mirror.LastMicros}
 	for i := range 4 { // a few more samples
@@ -95,8 +96,8 @@ func TestVMEnginesMirror(t *testing.T) {
 		info, _ = engines(t, e.state, "pvrm-it", "r")
 		delays = append(delays, info.Mirror.LastMicros)
 	}
-	t.Logf("mirror delay (agent's watch to every engine VM) of 5 routes added one by one: %v µs, max %d µs; trellis exec to the helper's status: %v",
-		delays, info.Mirror.MaxMicros, time.Since(t0).Round(time.Millisecond))
+	t.Logf("mirror delay (agent's watch to every engine VM) of 5 routes added one by one: %v µs, max %d µs; the first from trellis exec to the helper's status: %v",
+		delays, info.Mirror.MaxMicros, seen.Round(time.Millisecond))
 	pvrMirrorForwards(t, e.state, "through a route added with trellis exec")
 
 	// A helper started anew copies the whole table: the route deleted and made again while
