@@ -21,7 +21,7 @@ var errDown = errors.New("remote engine not connected")
 
 // remoteFE is the node's helper's end of an FE held on another machine: a VXLAN device per
 // interface (the FE's substrate ends here) and the mirror's connection to the holder. An
-// engine VM's FE is one too, whose connection is to its guest's agent (guest.go).
+// engine VM's FE is one too, whose connection is to its guest's agent (vmguest.go).
 type remoteFE struct {
 	addr  string          // the holder's listener, host:port
 	guest string          // or: the abstract unix socket of an engine VM's mirror port
@@ -173,15 +173,7 @@ func (r *remoteFE) dump() ([]*rtMsg, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*rtMsg, 0, len(rep.Routes))
-	for _, c := range rep.Routes {
-		m, err := parseRoute(c.Typ, c.Body)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, nil
+	return parseChanges(rep.Routes)
 }
 
 func (r *remoteFE) close() {

@@ -10,10 +10,10 @@ import (
 
 // The mirror of a VM node (docs/vm.md, "Parallel virtual routers"): the control node's routes
 // live in its guest's kernel, which the helper cannot watch. Each VM has a third virtio-serial
-// port, guest.MirrorPortName, on which its agent serves the remote engines' requests (guestserve.go):
-// the helper asks the control VM's agent for its route changes (opWatch, a long poll: the
-// agent answers as soon as its netlink watch sees one) and applies them to the engine VMs
-// through their agents (opRoutes, opDump), as it does to an FE on another machine.
+// port, guest.MirrorPortName, on which its agent serves the remote engines' requests
+// (guestserve.go): the helper asks the control VM's agent for its route changes (opWatch, a
+// long poll: the agent answers as soon as its netlink watch sees one) and applies them to the
+// engine VMs through their agents (opRoutes, opDump), as it does to an FE on another machine.
 
 // MirrorSocket is the abstract unix socket (without its leading @) on which the QEMU of VM
 // name (a node, or EngineVM) of network netID serves its mirror port: as the vm kind's other

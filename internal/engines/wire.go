@@ -23,8 +23,8 @@ const (
 	opNeighDel
 	opRoutes
 	opDump
-	opLinks // an engine VM's interfaces (guest.go)
-	opWatch // the control VM's route changes since the last opWatch, or all of them (guest.go)
+	opLinks // a VM's interfaces (vmguest.go)
+	opWatch // the control VM's route changes since the last opWatch, or all (vmguest.go)
 )
 
 // wireHello is the holder's first message.
@@ -60,7 +60,7 @@ type wireReply struct {
 	Err    string
 	Fails  map[int]int
 	Routes []wireChange
-	// On a VM's mirror port (guest.go): the guest's interfaces (name -> ifindex), whether
+	// On a VM's mirror port (vmguest.go): the guest's interfaces (name -> ifindex), whether
 	// Routes is its whole table rather than changes, and how long the oldest change waited in
 	// the guest, in microseconds.
 	Links map[string]int `json:",omitempty"`
