@@ -18,7 +18,7 @@ func main() {
 	// its own, internal/node/nodeinit.)
 	switch {
 	case os.Getpid() == 1 && os.Args[0] == guest.InitPath: // a VM node's guest agent
-		guest.Main()
+		guest.Main(engines.ServeGuest)
 	case os.Args[0] == engines.Arg0:
 		engines.Main()
 	case len(os.Args) > 2 && os.Args[1] == node.ExecArg && os.Args[2] == "--":

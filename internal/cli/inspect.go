@@ -129,8 +129,9 @@ func printEngines(w io.Writer, info *substrate.NetworkInfo) {
 		for _, fe := range e.Engines {
 			fmt.Fprintf(w, "%s\tfe%d\t%s\t%d\t%d\t%d\t%s\n", n.Name, fe.Index, e.Dispatch, fe.Classified, fe.RxPackets, fe.TxPackets, engineCPUs(fe))
 		}
-		if len(e.Engines) > 0 && e.Engines[0].VM {
-			fmt.Fprintf(w, "%s\tmirror\tnone: engine VMs take the node's addresses at boot, and forward by them\n", n.Name)
+		if len(e.Engines) > 0 && e.Engines[0].VM { // routes only, through the VMs' agents
+			fmt.Fprintf(w, "%s\tmirror\t%d routes copied from the node's VM; %d errors; last %dus, max %dus\n", n.Name,
+				e.Mirror.Routes, e.Mirror.Errors, e.Mirror.LastMicros, e.Mirror.MaxMicros)
 			continue
 		}
 		fmt.Fprintf(w, "%s\tmirror\t%d routes, %d neighbours, %d addresses copied; %d errors; last %dus, max %dus\n", n.Name,

@@ -21,6 +21,9 @@ func Main() {
 	ready := os.NewFile(3, "ready")
 	var c Config
 	err := json.NewDecoder(os.Stdin).Decode(&c)
+	if len(os.Args) > 1 {
+		c.stateID = os.Args[1] // Marker
+	}
 	var h *helper
 	if err == nil && c.Control == 0 && len(c.Here) > 0 {
 		err = hold(c, ready) // never returns when it works
@@ -173,10 +176,10 @@ func (h *helper) writeStatus() error {
 	}
 	for i := range h.fes {
 		es := EngineStatus{Index: i, Ports: map[string]string{}, Classified: counts[i], CPUs: h.c.Engines[i].CPUs, Share: h.c.Engines[i].Share}
-		if f := h.fes[i]; f.remote != nil {
+		if f := h.fes[i]; f.vm {
+			es.VM, es.Down = true, !f.alive()
+		} else if f.remote != nil {
 			es.Host, es.Down = h.c.Engines[i].Host, !f.remote.synced.Load()
-		} else if f.vm {
-			es.VM, es.Down = true, !f.vmUp
 		}
 		for _, in := range h.c.Ifaces {
 			es.Ports[in.Name] = in.FEPorts[i]

@@ -66,6 +66,8 @@ type Config struct {
 	// classifier sends to it.
 	VM  bool     `json:",omitempty"`
 	Own []string `json:",omitempty"`
+
+	stateID string // the helper's, from its Marker: it names a VM node's sockets
 }
 
 // Iface is one of the node's link interfaces, with its copies in the FEs.

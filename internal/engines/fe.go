@@ -34,13 +34,13 @@ type fe struct {
 }
 
 // alive tells whether the FE may take frames: held here, a remote one connected and copied,
-// or a VM whose taps are there.
+// or a VM whose taps are there and whose agent has the control VM's routes.
 func (f *fe) alive() bool {
 	switch {
+	case f.vm:
+		return f.vmUp && f.remote.synced.Load()
 	case f.remote != nil:
 		return f.remote.synced.Load()
-	case f.vm:
-		return f.vmUp
 	}
 	return true
 }

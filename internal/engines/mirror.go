@@ -24,6 +24,7 @@ type mirror struct {
 	names   map[int]string    // control node ifindex -> interface name
 	resync  chan struct{}     // a remote FE came back: watch and copy anew
 	applied map[string]uint64 // route key -> digest of the route every FE has
+	guest   *guestSource      // for a VM node: its control VM's agent, watched instead of control
 
 	mu sync.Mutex
 	st MirrorStatus
@@ -33,6 +34,9 @@ type mirror struct {
 // there now (so nothing between the two is missed; a change seen twice is applied twice,
 // harmlessly).
 func (m *mirror) watch(stop <-chan struct{}) (*subscription, error) {
+	if m.guest != nil {
+		return m.watchGuest(stop)
+	}
 	sub := &subscription{addrs: make(chan netlink.AddrUpdate, 4096), routes: make(chan []*rtMsg, 4096),
 		neighs: make(chan netlink.NeighUpdate, 4096)}
 	ns := m.control
@@ -49,19 +53,31 @@ func (m *mirror) watch(stop <-chan struct{}) (*subscription, error) {
 		ReceiveBufferSize: 1 << 22, ReceiveBufferForceSize: true}); err != nil {
 		return nil, err
 	}
+	connected := m.connectedRemotes()
+	if err := m.copyAll(); err != nil {
+		return sub, err
+	}
+	markSynced(connected)
+	return sub, nil
+}
+
+// connectedRemotes lists the FEs' connections to their holders (or engine VMs) that are up.
+func (m *mirror) connectedRemotes() []*remoteFE {
 	var connected []*remoteFE
 	for _, f := range m.fes {
 		if f.remote != nil && f.remote.connected() {
 			connected = append(connected, f.remote)
 		}
 	}
-	if err := m.copyAll(); err != nil {
-		return sub, err
-	}
+	return connected
+}
+
+// markSynced notes that the FEs of connected, connected before a copy from the start, have
+// everything: they may take frames.
+func markSynced(connected []*remoteFE) {
 	for _, r := range connected {
-		r.synced.Store(r.connected()) // copied from the start: it may take frames
+		r.synced.Store(r.connected())
 	}
-	return sub, nil
 }
 
 // subscription is one netlink watch of the control node.
@@ -160,8 +176,13 @@ func (m *mirror) consume(done <-chan struct{}, sub *subscription) {
 	}
 }
 
+// timed runs f, a change, and notes how long it took; for a VM node, from when the control
+// VM's agent saw the change.
 func (m *mirror) timed(f func()) {
 	t0 := time.Now()
+	if m.guest != nil {
+		t0 = m.guest.oldest(t0)
+	}
 	f()
 	us := time.Since(t0).Microseconds()
 	m.mu.Lock()
@@ -185,6 +206,13 @@ func (m *mirror) status() MirrorStatus {
 // name returns the control node's interface of ifindex, asking the kernel for one not seen yet.
 func (m *mirror) name(ifindex int) string {
 	if n, ok := m.names[ifindex]; ok {
+		return n
+	}
+	if m.guest != nil {
+		n := m.guest.name(ifindex)
+		if n != "" {
+			m.names[ifindex] = n
+		}
 		return n
 	}
 	if l, err := m.cnl.LinkByIndex(ifindex); err == nil {

@@ -93,6 +93,12 @@ func (m *mirror) copyRoutes() error {
 	if err != nil {
 		return err
 	}
+	return m.copyFrom(routes)
+}
+
+// copyFrom copies routes, the control node's whole table, into the FEs and removes from them
+// the copied routes it has not.
+func (m *mirror) copyFrom(routes []*rtMsg) error {
 	have := make(map[string]bool, len(routes))
 	for _, r := range routes {
 		if r.copied() {

@@ -20,14 +20,16 @@ import (
 var errDown = errors.New("remote engine not connected")
 
 // remoteFE is the node's helper's end of an FE held on another machine: a VXLAN device per
-// interface (the FE's substrate ends here) and the mirror's connection to the holder.
+// interface (the FE's substrate ends here) and the mirror's connection to the holder. An
+// engine VM's FE is one too, whose connection is to its guest's agent (vmguest.go).
 type remoteFE struct {
-	addr string // the holder's listener, host:port
+	addr  string          // the holder's listener, host:port
+	guest string          // or: the abstract unix socket of an engine VM's mirror port
+	names map[string]bool // for guest: the node's link interfaces, the copies the mirror uses
 
-	mu   sync.Mutex
-	conn net.Conn
-	enc  *gob.Encoder
-	dec  *gob.Decoder
+	mu    sync.Mutex
+	conn  net.Conn
+	codec wireCodec
 
 	up     atomic.Bool // connected
 	synced atomic.Bool // connected and copied: the classifier may send it frames
@@ -77,6 +79,9 @@ func vxlanTo(name string, vni uint32, local, remote string, mtu int) *netlink.Vx
 // dial connects to the holder and takes its copies' ifindexes; it runs on the FE's worker, so
 // no change of the FE is under way. The FE counts as synced only after the mirror's next copy.
 func (f *fe) dial() error {
+	if f.remote.guest != "" {
+		return f.dialGuest()
+	}
 	conn, err := net.DialTimeout("tcp", f.remote.addr, time.Second)
 	if err != nil {
 		return err
@@ -95,7 +100,7 @@ func (f *fe) dial() error {
 	f.links = hello.Links
 	r := f.remote
 	r.mu.Lock()
-	r.conn, r.enc, r.dec = conn, gob.NewEncoder(conn), dec
+	r.conn, r.codec = conn, gobCodec{gob.NewEncoder(conn), dec}
 	r.mu.Unlock()
 	r.up.Store(true)
 	return nil
@@ -109,11 +114,7 @@ func (r *remoteFE) call(req wireReq) (wireReply, error) {
 		return wireReply{}, errDown
 	}
 	r.conn.SetDeadline(time.Now().Add(10 * time.Second))
-	var rep wireReply
-	err := r.enc.Encode(req)
-	if err == nil {
-		err = r.dec.Decode(&rep)
-	}
+	rep, err := r.codec.roundTrip(req)
 	if err != nil {
 		r.conn.Close()
 		r.conn = nil
@@ -172,15 +173,7 @@ func (r *remoteFE) dump() ([]*rtMsg, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*rtMsg, 0, len(rep.Routes))
-	for _, c := range rep.Routes {
-		m, err := parseRoute(c.Typ, c.Body)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, nil
+	return parseChanges(rep.Routes)
 }
 
 func (r *remoteFE) close() {

@@ -35,6 +35,7 @@ type rtMsg struct {
 	priority uint32
 	dst      []byte
 	nhID     bool   // through a nexthop object, which the FEs have not
+	nhShown  bool   // with its next hops shown too (RTA_OIF or RTA_MULTIPATH)
 	dig      uint64 // digest, once computed
 	body     []byte // rtmsg and attributes, as the kernel sent them
 }
@@ -83,6 +84,8 @@ func parseRoute(typ uint16, body []byte) (*rtMsg, error) {
 			m.dst = a.val
 		case rtaNHID:
 			m.nhID = true
+		case unix.RTA_OIF, unix.RTA_MULTIPATH:
+			m.nhShown = true
 		}
 		return true
 	})
@@ -91,9 +94,12 @@ func parseRoute(typ uint16, body []byte) (*rtMsg, error) {
 
 // copied tells whether the mirror copies a route of this sort: not those of the local table,
 // those the kernel makes from addresses (the FEs make their own), broadcast, multicast or
-// cached ones, nor those through nexthop objects.
+// cached ones. A route through a nexthop object (FRR's zebra makes them) is copied with the
+// next hops the kernel shows with it (net.ipv4.nexthop_compat_mode, on by default, also
+// reports each route again when its nexthop object changes); without them, it is not.
 func (m *rtMsg) copied() bool {
-	if m.table == unix.RT_TABLE_LOCAL || m.protocol == unix.RTPROT_KERNEL || m.flags&unix.RTM_F_CLONED != 0 || m.nhID {
+	if m.table == unix.RT_TABLE_LOCAL || m.protocol == unix.RTPROT_KERNEL || m.flags&unix.RTM_F_CLONED != 0 ||
+		(m.nhID && !m.nhShown && m.typ == unix.RTM_NEWROUTE) {
 		return false
 	}
 	switch m.rtype {
@@ -149,7 +155,7 @@ const keptFlags = unix.RTNH_F_ONLINK
 
 // translate returns the body of the route's copy for an FE: its devices given by dev (ok is
 // false for a route through an interface the FE has no copy of), its flags but on-link
-// cleared, without input interface and cache information, and without preferred source if
+// cleared, without input interface, cache information and nexthop object, and without preferred source if
 // noSrc (a source on the node's loopback, which the FE has not).
 func (m *rtMsg) translate(dev func(int32) (int32, bool), noSrc bool) (out []byte, ok bool) {
 	out = make([]byte, rtmsgLen, len(m.body))
@@ -158,7 +164,7 @@ func (m *rtMsg) translate(dev func(int32) (int32, bool), noSrc bool) (out []byte
 	ok = true
 	_ = attrs(m.body[rtmsgLen:], func(a attr) bool {
 		switch a.typ {
-		case unix.RTA_IIF, unix.RTA_CACHEINFO:
+		case unix.RTA_IIF, unix.RTA_CACHEINFO, rtaNHID: // a nexthop object: its next hops are there too
 			return true
 		case unix.RTA_PREFSRC:
 			if noSrc {

@@ -77,7 +77,12 @@ func TestRouteTranslate(t *testing.T) {
 			false, false, true, nil},
 		{"broadcast", route(unix.AF_INET, 32, main, boot, unix.RTN_BROADCAST, 0, dst), false, false, true, nil},
 		{"cached", route(unix.AF_INET6, 128, main, boot, uni, unix.RTM_F_CLONED), false, false, true, nil},
-		{"nexthop object", route(unix.AF_INET, 24, main, boot, uni, 0, dst, attr{rtaNHID, u32(7)}), false, false, true, nil},
+		{"nexthop object alone", route(unix.AF_INET, 24, main, boot, uni, 0, dst, attr{rtaNHID, u32(7)}), false, false, true, nil},
+		{"nexthop object shown", route(unix.AF_INET, 24, main, boot, uni, 0, dst, attr{rtaNHID, u32(7)}, gw, attr{unix.RTA_OIF, u32(4)}),
+			false, true, true, route(unix.AF_INET, 24, main, boot, uni, 0, dst, gw, attr{unix.RTA_OIF, u32(2)})},
+		{"nexthop group shown", route(unix.AF_INET, 24, main, boot, uni, 0, dst, attr{rtaNHID, u32(8)},
+			attr{unix.RTA_MULTIPATH, append(nexthop(0, 4, gw.val), nexthop(0, 5, gw.val)...)}), false, true, true,
+			route(unix.AF_INET, 24, main, boot, uni, 0, dst, attr{unix.RTA_MULTIPATH, append(nexthop(0, 2, gw.val), nexthop(0, 3, gw.val)...)})},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -141,5 +146,23 @@ func TestRouteParseErrors(t *testing.T) {
 		if _, err := parseRoute(unix.RTM_NEWROUTE, b); err == nil {
 			t.Errorf("%x: no error", b)
 		}
+	}
+}
+
+// The deletion of a route through a nexthop object is copied even without its next hops: the
+// FEs find their copy by its key.
+func TestRouteNexthopObjectDeleted(t *testing.T) {
+	body := route(unix.AF_INET, 24, unix.RT_TABLE_MAIN, unix.RTPROT_BOOT, unix.RTN_UNICAST, 0, dst, attr{rtaNHID, u32(7)})
+	m, err := parseRoute(unix.RTM_DELROUTE, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.copied() {
+		t.Fatalf("the deletion of a route through a nexthop object is not copied")
+	}
+	got, ok := m.translate(func(i int32) (int32, bool) { return i, true }, false)
+	want := route(unix.AF_INET, 24, unix.RT_TABLE_MAIN, unix.RTPROT_BOOT, unix.RTN_UNICAST, 0, dst)
+	if !ok || !bytes.Equal(got, want) {
+		t.Errorf("translate: %x %v, want %x without the nexthop object", got, ok, want)
 	}
 }

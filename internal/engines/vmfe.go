@@ -20,8 +20,7 @@ import (
 
 // startVM is start for the engines of a VM node, whose QEMU is c.Control (pidfd open on it).
 func startVM(c Config, pidfd int) (*helper, error) {
-	h := &helper{c: c, pidfd: pidfd, done: make(chan struct{}), status: StatusPath(c.StateDir, c.NetID, c.Node),
-		m: &mirror{}}
+	h := &helper{c: c, pidfd: pidfd, done: make(chan struct{}), status: StatusPath(c.StateDir, c.NetID, c.Node)}
 	for i := range c.Engines {
 		f, err := makeVMFE(c, i)
 		if err != nil {
@@ -41,9 +40,17 @@ func startVM(c Config, pidfd int) (*helper, error) {
 	if err := setLocal(h.dp, c.Own); err != nil {
 		return nil, err
 	}
+	h.m = &mirror{fes: h.fes, dp: h.dp, names: map[int]string{}, applied: map[string]uint64{},
+		resync: make(chan struct{}, 1), guest: &guestSource{socket: MirrorSocket(c.stateID, c.NetID, c.Node)}}
+	stop := make(chan struct{})
+	sub, err := h.m.watch(stop)
+	if err != nil {
+		return nil, fmt.Errorf("mirroring %s: %w", c.Node, err)
+	}
 	if err := h.attach(); err != nil {
 		return nil, err
 	}
+	go h.m.run(h.done, sub, stop)
 	if err := os.MkdirAll(filepath.Dir(h.status), 0o755); err != nil {
 		return nil, err
 	}
@@ -64,10 +71,14 @@ func setLocal(dp *dataplane.Engines, prefixes []string) error {
 	return nil
 }
 
-// makeVMFE is engine i of a VM node: the taps of its VM, which must be there.
+// makeVMFE is engine i of a VM node: the taps of its VM, which must be there, and the
+// mirror's connection to its agent (one that fails now is dialled again by serve).
 func makeVMFE(c Config, i int) (*fe, error) {
-	f := &fe{index: i, ns: -1, links: map[string]int{}, ports: map[string]int{}, vm: true}
+	f := &fe{index: i, ns: -1, links: map[string]int{}, ports: map[string]int{}, vm: true,
+		remote: &remoteFE{guest: MirrorSocket(c.stateID, c.NetID, EngineVM(c.Node, i)), names: map[string]bool{}}}
+	f.ops = f.remote
 	for _, in := range c.Ifaces {
+		f.remote.names[in.Name] = true
 		dev, err := netlink.LinkByName(in.FEPorts[i])
 		if err != nil {
 			return nil, fmt.Errorf("%w: engine VM %d: its tap %s for %s: %v", ErrConfig, i, in.FEPorts[i], in.Name, err)
@@ -75,6 +86,8 @@ func makeVMFE(c Config, i int) (*fe, error) {
 		f.ports[in.Name] = dev.Attrs().Index
 	}
 	f.vmUp = true
+	f.startWork()
+	f.dial()
 	return f, nil
 }
 

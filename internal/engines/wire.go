@@ -23,6 +23,8 @@ const (
 	opNeighDel
 	opRoutes
 	opDump
+	opLinks // a VM's interfaces (vmguest.go)
+	opWatch // the control VM's route changes since the last opWatch, or all (vmguest.go)
 )
 
 // wireHello is the holder's first message.
@@ -33,6 +35,7 @@ type wireHello struct {
 
 // wireReq is one change (or a ping, or a dump of the FE's routes).
 type wireReq struct {
+	ID      uint64 `json:",omitempty"` // on a VM's mirror port, which may carry an earlier host's replies
 	Op      uint8
 	Link    int    // ifindex in the FE
 	Addr    string `json:",omitempty"` // an address, CIDR
@@ -52,10 +55,17 @@ type wireChange struct {
 // wireReply is a request's outcome: Errno for a failed address or neighbour change, Fails for
 // the route changes that failed (by index), Err for anything else.
 type wireReply struct {
+	ID     uint64 `json:",omitempty"`
 	Errno  int
 	Err    string
 	Fails  map[int]int
 	Routes []wireChange
+	// On a VM's mirror port (vmguest.go): the guest's interfaces (name -> ifindex), whether
+	// Routes is its whole table rather than changes, and how long the oldest change waited in
+	// the guest, in microseconds.
+	Links map[string]int `json:",omitempty"`
+	Full  bool           `json:",omitempty"`
+	Held  int64          `json:",omitempty"`
 }
 
 // errWire: the request could not be applied at all (the holder said why).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -13,18 +14,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Main is the agent: the guest's first process. It never returns; if it cannot serve, it says
-// why on the console and powers the guest off, which ends QEMU (-no-reboot), so the host sees
-// the node gone.
-func Main() {
-	fmt.Fprintln(os.Stderr, "trellis guest agent:", serve())
+// Main is the agent: the guest's first process. mirror serves the route mirror's port (nil:
+// none; internal/engines.ServeGuest, given by the caller, as engines needs kinds that need
+// this package). It never returns; if it cannot serve, it says why on the console and powers
+// the guest off, which ends QEMU (-no-reboot), so the host sees the node gone.
+func Main(mirror func(port io.ReadWriter) error) {
+	fmt.Fprintln(os.Stderr, "trellis guest agent:", serve(mirror))
 	unix.Sync()
 	_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
 	select {}
 }
 
 // serve returns only why it cannot go on.
-func serve() error {
+func serve(mirror func(port io.ReadWriter) error) error {
 	if err := boot(); err != nil {
 		return err
 	}
@@ -42,6 +44,9 @@ func serve() error {
 	}
 	a := &agent{procs: newProcs()}
 	go a.serveTTY()
+	if mirror != nil {
+		go serveMirror(mirror)
+	}
 	fmt.Fprintln(os.Stderr, "trellis guest agent: ready")
 	in := bufio.NewReader(port)
 	out := json.NewEncoder(port)
@@ -66,6 +71,19 @@ func serve() error {
 }
 
 type agent struct{ procs *procs }
+
+// MirrorPortName is the virtio-serial port of the route mirror (internal/engines, vmguest.go).
+const MirrorPortName = "trellis.mirror"
+
+// serveMirror serves the mirror port with mirror, on which a VM node's engines helper watches
+// the routes of the node's own VM and applies them in its engine VMs.
+func serveMirror(mirror func(port io.ReadWriter) error) {
+	port, err := openPort(MirrorPortName, 60*time.Second)
+	if err == nil {
+		err = mirror(port)
+	}
+	fmt.Fprintln(os.Stderr, "trellis guest agent: mirror port:", err)
+}
 
 func (a *agent) handle(req *Request) (resp Response) {
 	var err error

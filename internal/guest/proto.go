@@ -2,7 +2,9 @@
 // host's client for it. The agent mounts the guest's file systems, loads the drivers the image
 // carries, and then serves requests from the host over a virtio-serial port: set the node up
 // (hostname, files, sysctls, loopback addresses), configure a virtual interface found by its MAC
-// address, and run commands. Requests and responses are JSON, one per line.
+// address, and run commands. Requests and responses are JSON, one per line. Two more ports
+// serve interactive sessions (tty.go) and the route mirror of a VM node with engines
+// (internal/engines).
 package guest
 
 import (

@@ -34,7 +34,7 @@ import (
 func TestMain(m *testing.M) {
 	switch {
 	case os.Getpid() == 1 && os.Args[0] == guest.InitPath: // the agent of the vm kind's guests
-		guest.Main()
+		guest.Main(nil) // no VM node with engines here
 	case len(os.Args) > 1 && os.Args[1] == node.JoinArg:
 		node.JoinMain(os.Args[2:])
 	}

@@ -29,8 +29,9 @@ type engInfo struct {
 		Down       bool    `json:"down"`
 	} `json:"engines"`
 	Mirror struct {
-		Routes, Errors int
-		LastError      string
+		Routes, Errors        int
+		LastError             string
+		LastMicros, MaxMicros int64
 	} `json:"mirror"`
 }
 

@@ -29,7 +29,7 @@ import (
 // sockets; node names cannot hold it.
 const feSep = "@fe"
 
-// feName is the name engine i of node runs under: NODE@feI.
+// feName is the name engine i of node runs under: NODE@feI (engines.EngineVM too).
 func feName(node string, i int) string { return fmt.Sprintf("%s%s%d", node, feSep, i) }
 
 // EngineName is the name engine VM i of node runs under: trellis finds its agent by it (a
@@ -67,8 +67,8 @@ func launchEngines(ctx context.Context, env *kinds.Env, n *plan.Node, img image.
 				return pids, err
 			}
 		}
-		argv := args(img, marker(id, netID, name, n.Digest), socket(id, netID, name, "agent"), socket(id, netID, name, "tty"),
-			socket(id, netID, name, "qmp"), filepath.Join(logDir, name+".console"), n, fePorts(env.Plan, n, i))
+		sock := func(what string) string { return socket(id, netID, name, what) }
+		argv := args(img, marker(id, netID, name, n.Digest), sock, filepath.Join(logDir, name+".console"), n, fePorts(env.Plan, n, i))
 		pid, err := launch(ctx, argv, filepath.Join(logDir, name+".pid"), "@"+socket(id, netID, name, "qmp"), nil, g)
 		if err != nil {
 			return pids, fmt.Errorf("engine VM %d of %s: %w", i, n.Name, err)

@@ -7,8 +7,9 @@ import (
 )
 
 // checkEngines refuses what a VM node with engines (parallel virtual routers, engines.go)
-// cannot have yet: an interconnect other than tap, a guest without the trellis agent, start
-// commands, or engines with cores or a machine of their own.
+// cannot have yet: an interconnect other than tap, a guest without the trellis agent (which
+// mirrors the node's routes into the engine VMs), or engines with cores or a machine of their
+// own.
 func checkEngines(n *spec.Network, nd *spec.Node) []*spec.Error {
 	if len(nd.Engines) == 0 {
 		return nil
@@ -21,10 +22,6 @@ func checkEngines(n *spec.Network, nd *spec.Node) []*spec.Error {
 	if !nd.VM.Agent() {
 		errs = append(errs, n.NodeError(nd, "vm.initrd", "engines on a VM node need the trellis agent in each guest, which the own initrd lacks",
 			"remove initrd, or remove engines"))
-	}
-	if len(nd.Exec) > 0 {
-		errs = append(errs, n.NodeError(nd, "exec", "the engine VMs of a VM node forward with its addresses' routes only: what exec does in the node's guest (routes, daemons) is not mirrored into them",
-			"remove exec and configure the node by addresses, sysctl and files; or remove engines"))
 	}
 	for i, e := range nd.Engines {
 		field := fmt.Sprintf("nodes.%s.engines[%d]", nd.Name, i)

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/trellisnet/trellis/internal/engines"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
@@ -72,5 +73,15 @@ func TestOrphanEngines(t *testing.T) {
 	want := map[string]kinds.Instance{"s": {Kind: Name, Name: "s", PID: 21, Digest: kinds.PartGone}}
 	if len(got) != len(want) || got["s"] != want["s"] {
 		t.Errorf("orphanEngines = %+v, want %+v", got, want)
+	}
+}
+
+// The engines helper finds a VM's mirror port by the names this kind gives its QEMU.
+func TestMirrorSocketNames(t *testing.T) {
+	if got, want := engines.MirrorSocket("s1", "n1", feName("r", 1)), socket("s1", "n1", "r@fe1", "mirror"); got != want {
+		t.Errorf("engines.MirrorSocket = %q, want the kind's %q", got, want)
+	}
+	if got, want := engines.EngineVM("r", 3), feName("r", 3); got != want {
+		t.Errorf("engines.EngineVM = %q, want the kind's %q", got, want)
 	}
 }

@@ -30,7 +30,7 @@ func marker(stateID, netID, node, digest string) string {
 }
 
 // socket is the abstract unix socket name of a VM's agent port ("agent"), terminal port
-// ("tty") or monitor ("qmp").
+// ("tty"), route mirror port ("mirror", named so by engines.MirrorSocket too) or monitor ("qmp").
 // Abstract sockets vanish with QEMU: nothing is left in the file system after a crash.
 func socket(stateID, netID, node, what string) string {
 	return "trellis-vm/" + stateID + "/" + netID + "/" + node + "/" + what
@@ -86,8 +86,8 @@ func newPort(p plan.Port, mtu int, s *spec.VMSettings) vmPort {
 	return vp
 }
 
-// args returns QEMU's command line for node n.
-func args(img image.Image, mark, agent, tty, qmp, consoleLog string, n *plan.Node, ports []vmPort) []string {
+// args returns QEMU's command line for node n, whose sockets sock names (socket's what).
+func args(img image.Image, mark string, sock func(what string) string, consoleLog string, n *plan.Node, ports []vmPort) []string {
 	accel := Accel()
 	if accel == "tcg" { // a bounded translation buffer, counted in the VM's memory limit
 		accel += ",tb-size=" + strconv.Itoa(tcgBufferMiB)
@@ -102,11 +102,13 @@ func args(img image.Image, mark, agent, tty, qmp, consoleLog string, n *plan.Nod
 	a = append(a, boot(img, n.Name, n.VM)...)
 	a = append(a,
 		"-serial", "file:"+consoleLog,
-		"-chardev", "socket,id=agent,path="+agent+",abstract=on,server=on,wait=off",
+		"-chardev", "socket,id=agent,path="+sock("agent")+",abstract=on,server=on,wait=off",
 		"-device", "virtio-serial-pci", "-device", "virtserialport,chardev=agent,name="+guest.PortName,
-		"-chardev", "socket,id=tty,path="+tty+",abstract=on,server=on,wait=off",
+		"-chardev", "socket,id=tty,path="+sock("tty")+",abstract=on,server=on,wait=off",
 		"-device", "virtserialport,chardev=tty,name="+guest.TTYPortName,
-		"-chardev", "socket,id=qmp,path="+qmp+",abstract=on,server=on,wait=off",
+		"-chardev", "socket,id=mirror,path="+sock("mirror")+",abstract=on,server=on,wait=off",
+		"-device", "virtserialport,chardev=mirror,name="+guest.MirrorPortName,
+		"-chardev", "socket,id=qmp,path="+sock("qmp")+",abstract=on,server=on,wait=off",
 		"-mon", "chardev=qmp,mode=control",
 	)
 	fd := 3 // the first of the files QEMU gets (launch)

@@ -110,8 +110,8 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	if err != nil {
 		return in, err
 	}
-	argv := args(img, marker(id, netID, n.Name, n.Digest), socket(id, netID, n.Name, "agent"),
-		socket(id, netID, n.Name, "tty"), socket(id, netID, n.Name, "qmp"), filepath.Join(logDir, n.Name+".console"), n, ps)
+	sock := func(what string) string { return socket(id, netID, n.Name, what) }
+	argv := args(img, marker(id, netID, n.Name, n.Digest), sock, filepath.Join(logDir, n.Name+".console"), n, ps)
 	disk, err := diskArgs(ctx, env, n)
 	if err != nil {
 		return in, err
