@@ -88,7 +88,7 @@ func Build(ctx context.Context, cache string, s Spec, log io.Writer) (Image, err
 	}
 	id := c.id()
 	dir := filepath.Join(cache, "images", id)
-	for {
+	for attempt := 1; ; attempt++ {
 		img, err := load(dir)
 		if err != nil {
 			fmt.Fprintf(log, "image: building %s (kernel %s, %d files)\n", id, k.Release, len(c.files))
@@ -96,7 +96,7 @@ func Build(ctx context.Context, cache string, s Spec, log io.Writer) (Image, err
 				return img, err
 			}
 		}
-		if err := hold(dir); errors.Is(err, ErrNoImage) {
+		if err := hold(dir); errors.Is(err, ErrNoImage) && attempt < 3 {
 			continue // pruned by another trellis meanwhile
 		} else if err != nil {
 			return Image{}, err
