@@ -56,22 +56,7 @@ func TestEtcTemplate(t *testing.T) {
 		{"ssl/private/key.pem", 0o600, 0, 0},
 	}
 	for _, f := range files {
-		p := filepath.Join(src, f.path)
-		var err error
-		if f.mode.IsDir() {
-			err = os.Mkdir(p, 0o700)
-		} else {
-			err = os.WriteFile(p, []byte(f.path), 0o600)
-		}
-		if err == nil {
-			err = os.Chown(p, f.uid, f.gid)
-		}
-		if err == nil {
-			err = os.Chmod(p, f.mode.Perm())
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		makeEntry(t, src, f.path, f.mode, f.uid, f.gid)
 	}
 	const base = 1 << 20
 	dst, release, err := EtcTemplate(src, base)
@@ -148,5 +133,27 @@ func TestEtcTemplateIdle(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(idle, "hosts")); err == nil {
 		t.Error("an idle template was kept")
+	}
+}
+
+// makeEntry makes path under root, a directory or a file holding its own path, with mode and
+// owners uid and gid.
+func makeEntry(t *testing.T, root, path string, mode fs.FileMode, uid, gid int) {
+	t.Helper()
+	p := filepath.Join(root, path)
+	var err error
+	if mode.IsDir() {
+		err = os.Mkdir(p, 0o700)
+	} else {
+		err = os.WriteFile(p, []byte(path), 0o600)
+	}
+	if err == nil {
+		err = os.Chown(p, uid, gid)
+	}
+	if err == nil {
+		err = os.Chmod(p, mode.Perm())
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }

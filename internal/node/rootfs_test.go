@@ -31,22 +31,7 @@ func TestRootfsEtcTemplate(t *testing.T) {
 		{"etc/subuid-owned", 0o644, 100000, 100100, 0, 0},
 	}
 	for _, f := range files {
-		p := filepath.Join(rootfs, f.path)
-		var err error
-		if f.mode.IsDir() {
-			err = os.Mkdir(p, 0o700)
-		} else {
-			err = os.WriteFile(p, []byte(f.path), 0o600)
-		}
-		if err == nil {
-			err = os.Chown(p, f.uid, f.gid)
-		}
-		if err == nil {
-			err = os.Chmod(p, f.mode.Perm())
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		makeEntry(t, rootfs, f.path, f.mode, f.uid, f.gid)
 	}
 	const base = 1 << 20
 	dst, release, err := RootfsEtcTemplate(rootfs, base)

@@ -3,7 +3,6 @@ package spec
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -209,9 +208,7 @@ func (p *parser) source(s *yaml.Node, field string) string {
 	if !ok {
 		return ""
 	}
-	if !filepath.IsAbs(src) {
-		src = filepath.Join(filepath.Dir(p.file), src)
-	}
+	src = p.besideFile(src)
 	data, err := p.read(src)
 	if err != nil {
 		p.fail(s, field, fmt.Sprintf("cannot read %s: %v", src, err), "give a path relative to the topology file")

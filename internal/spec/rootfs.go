@@ -35,9 +35,7 @@ func (p *parser) rootfs(v *yaml.Node, field string) string {
 		p.fail(v, field, "the path is empty", "give the root directory's path, absolute or relative to the topology file")
 		return ""
 	}
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(filepath.Dir(p.file), dir)
-	}
+	dir = p.besideFile(dir)
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs // the topology file's directory may be relative
 	}

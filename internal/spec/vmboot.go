@@ -91,9 +91,7 @@ func (p *parser) bootFile(n *yaml.Node, field string) string {
 		p.fail(n, field, "the path is empty", "give the file's path, absolute or relative to the topology file")
 		return ""
 	}
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(filepath.Dir(p.file), path)
-	}
+	path = p.besideFile(path)
 	fi, err := os.Stat(path)
 	switch {
 	case err != nil:
@@ -120,4 +118,12 @@ func (p *parser) refuseAgentKeys(f map[string]*yaml.Node, field string) {
 				"configure the guest in its own image and remove `"+k+"`, or drop `vm.initrd` or `vm.disk` to use trellis's initramfs")
 		}
 	}
+}
+
+// besideFile is path, or, if it is relative, path in the topology file's directory.
+func (p *parser) besideFile(path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(filepath.Dir(p.file), path)
 }
