@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/trellisnet/trellis/internal/cluster"
+	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/vishvananda/netlink"
 )
 
@@ -85,7 +86,7 @@ func underlay(want netip.Addr) (netlink.Link, netip.Addr, error) {
 		}
 	}
 	// Every address in one dump: a machine may have thousands of interfaces (nodes' ports).
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	addrs, err := netdev.Dump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, want, err
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -83,7 +84,7 @@ func errText(err error) string {
 
 // guestLinks are the guest's interfaces, name -> ifindex.
 func guestLinks(h *netlink.Handle) (map[string]int, error) {
-	links, err := h.LinkList()
+	links, err := netdev.Dump(h.LinkList)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -61,7 +62,7 @@ func rename(link netlink.Link, name string) error {
 func byMAC(mac net.HardwareAddr) (netlink.Link, error) {
 	deadline := time.Now().Add(hotplugWait)
 	for {
-		links, err := netlink.LinkList()
+		links, err := netdev.Dump(netlink.LinkList)
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +104,7 @@ func setLoopback(addrs []string) error {
 
 // setAddresses makes link's addresses exactly want, leaving IPv6 link-local ones.
 func setAddresses(link netlink.Link, want []string) error {
-	have, err := netlink.AddrList(link, unix.AF_UNSPEC)
+	have, err := addrs(link)
 	if err != nil {
 		return err
 	}
@@ -131,19 +132,24 @@ func setAddresses(link netlink.Link, want []string) error {
 
 // links lists the guest's interfaces with their addresses and counters.
 func links() ([]kinds.Interface, error) {
-	all, err := netlink.LinkList()
+	all, err := netdev.Dump(netlink.LinkList)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]kinds.Interface, 0, len(all))
 	for _, l := range all {
 		in := kinds.Interface{LinkAttrs: *l.Attrs()}
-		if addrs, err := netlink.AddrList(l, unix.AF_UNSPEC); err == nil {
-			for _, a := range addrs {
+		if have, err := addrs(l); err == nil {
+			for _, a := range have {
 				in.Addresses = append(in.Addresses, a.IPNet.String())
 			}
 		}
 		out = append(out, in)
 	}
 	return out, nil
+}
+
+// addrs lists link's addresses of every family, through interrupted dumps.
+func addrs(link netlink.Link) ([]netlink.Addr, error) {
+	return netdev.Dump(func() ([]netlink.Addr, error) { return netlink.AddrList(link, unix.AF_UNSPEC) })
 }

@@ -64,3 +64,38 @@ func TestPoolIsBounded(t *testing.T) {
 		(<-idle).Close()
 	}
 }
+
+// Dump lists again while the kernel interrupts the dump, and gives up after 50 more tries.
+func TestDumpRetriesInterrupted(t *testing.T) {
+	other := errors.New("no permission")
+	tests := []struct {
+		name        string
+		interrupted int   // dumps interrupted before one ends
+		then        error // what the dump after them returns
+		wantCalls   int
+		wantErr     error
+	}{
+		{"first dump whole", 0, nil, 1, nil},
+		{"interrupted twice", 2, nil, 3, nil},
+		{"interrupted, then another failure", 1, other, 2, other},
+		{"interrupted every time", 1000, nil, 51, netlink.ErrDumpInterrupted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := 0
+			got, err := Dump(func() (int, error) {
+				calls++
+				if calls <= tt.interrupted {
+					return -calls, netlink.ErrDumpInterrupted
+				}
+				return calls, tt.then
+			})
+			if calls != tt.wantCalls || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+				t.Fatalf("%d calls, %v; want %d calls, %v", calls, err, tt.wantCalls, tt.wantErr)
+			}
+			if err == nil && got != calls {
+				t.Fatalf("returned the list of dump %d, want the last (%d)", got, calls)
+			}
+		})
+	}
+}

@@ -46,7 +46,7 @@ func Down(name string) error {
 
 // Underlay finds the device that holds the underlay address addr.
 func Underlay(addr netip.Addr) (netlink.Link, error) {
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	addrs, err := Dump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, err
 	}
@@ -61,17 +61,26 @@ func Underlay(addr netip.Addr) (netlink.Link, error) {
 // List lists the devices of the process's network namespace, listing again when the kernel
 // interrupts the dump because devices changed during it.
 func List() ([]netlink.Link, error) {
-	var links []netlink.Link
-	list := func(h *netlink.Handle) error {
-		var err error
-		links, err = h.LinkList()
-		return err
-	}
-	err := Do(list)
+	return Dump(func() ([]netlink.Link, error) {
+		var links []netlink.Link
+		err := Do(func(h *netlink.Handle) error {
+			var err error
+			links, err = h.LinkList()
+			return err
+		})
+		return links, err
+	})
+}
+
+// Dump runs a netlink dump, running it again (up to 50 times) while the kernel interrupts it
+// because what it lists changed meanwhile (netlink.ErrDumpInterrupted): an interrupted dump
+// may miss or repeat entries.
+func Dump[T any](dump func() (T, error)) (T, error) {
+	out, err := dump()
 	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 50; try++ {
-		err = Do(list)
+		out, err = dump()
 	}
-	return links, err
+	return out, err
 }
 
 // ErrNoDevice is returned when a device that must exist is not there.
