@@ -28,6 +28,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
@@ -312,14 +313,7 @@ func listFilters(h *netlink.Handle, ifindex int, parent uint32) ([]netlink.Filte
 	if err != nil {
 		return nil, err
 	}
-	var filters []netlink.Filter
-	for range 5 {
-		filters, err = h.FilterList(link, parent)
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
-	}
-	return filters, err
+	return netdev.Dump(func() ([]netlink.Filter, error) { return h.FilterList(link, parent) })
 }
 
 // findIngressFilter returns the bpf filter called name on the device's tc

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -241,13 +242,7 @@ func ShortbridgeAttached(portIfindex int) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("dataplane: shortbridge attached on port %d: %w", portIfindex, err)
 	}
-	var filters []netlink.Filter
-	for range 3 {
-		filters, err = netlink.FilterList(link, netlink.HANDLE_MIN_INGRESS)
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
-	}
+	filters, err := netdev.Dump(func() ([]netlink.Filter, error) { return netlink.FilterList(link, netlink.HANDLE_MIN_INGRESS) })
 	if err != nil {
 		return false, fmt.Errorf("dataplane: shortbridge attached on port %d: listing ingress filters: %w", portIfindex, err)
 	}

@@ -1,6 +1,6 @@
 // Package netdev holds the few device operations that several kinds share: bringing a
 // substrate device up without letting the substrate speak on it, finding the underlay device,
-// listing devices through interrupted dumps, and telling "already gone" from real failures.
+// running dumps again that the kernel interrupted, and telling "already gone" from real failures.
 package netdev
 
 import (
