@@ -55,7 +55,7 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 			if err := a.stopNodes(ctx); err != nil {
 				return err
 			}
-			return sweep(env, a.running)
+			return sweep(env, rec, a.running)
 		}, &a.stopped},
 		{"devices removed", 1, func(int) error { return a.removeGone(ctx) }, &a.removed},
 		{"nodes started", len(p.Nodes), func(i int) error { return a.startNode(ctx, p.Nodes[i]) }, &a.started},
@@ -113,11 +113,14 @@ func runningNodes(env *kinds.Env) (map[string]kinds.Instance, error) {
 	return out, nil
 }
 
-// sweep has the node kinds remove what they keep for nodes that do not run (kinds.Sweeper).
-func sweep(env *kinds.Env, running map[string]kinds.Instance) error {
+// sweep has the node kinds remove what they keep for nodes that do not run (kinds.Sweeper),
+// telling them the plans that record rec holds besides env.Plan.
+func sweep(env *kinds.Env, rec *state.Record, running map[string]kinds.Instance) error {
+	senv := *env
+	senv.Recorded = recorded(rec, env.Plan)
 	for _, k := range kinds.NodeKinds() {
 		if s, ok := k.(kinds.Sweeper); ok {
-			if err := s.Sweep(env, running); err != nil {
+			if err := s.Sweep(&senv, running); err != nil {
 				return err
 			}
 		}
@@ -372,4 +375,18 @@ func (a *applier) exec(ctx context.Context, n *plan.Node) error {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	return nil
+}
+
+// recorded returns the plans of record rec (the last applied, a change's target) other than p.
+func recorded(rec *state.Record, p *plan.Plan) []*plan.Plan {
+	if rec == nil {
+		return nil
+	}
+	var out []*plan.Plan
+	for _, r := range []*plan.Plan{rec.Plan, rec.Target} {
+		if r != nil && r != p {
+			out = append(out, r)
+		}
+	}
+	return out
 }
