@@ -11,6 +11,7 @@ import (
 	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
+	"github.com/vishvananda/netlink"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -90,8 +91,8 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 	if err == nil {
 		var res *substrate.Result
 		res, err = substrate.Up(ctx, st, sn, me, "etcd:"+cluster.NetworkKey(w.tenant, w.network), io.Discard)
-		if errors.Is(err, state.ErrBusy) {
-			return err // a trellis command on the machine holds the network: later
+		if later(err) {
+			return err
 		}
 		if err == nil {
 			status.Took = res.Took.Seconds()
@@ -111,6 +112,15 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 		}
 	}
 	return w.report(ctx, &status)
+}
+
+// later tells whether an apply that failed with err is tried again (run's backoff) rather
+// than reported failed: a trellis command on the machine held the network, or the kernel
+// interrupted every listing of the machine's devices (or addresses) that the apply made because
+// they changed meanwhile, as the applies of the machine's other networks do while many of them
+// converge at once (a failover). A failed report is final until the placement changes.
+func later(err error) bool {
+	return errors.Is(err, state.ErrBusy) || errors.Is(err, netlink.ErrDumpInterrupted)
 }
 
 func (w *worker) logResult(res *substrate.Result) {

@@ -57,7 +57,7 @@ against a plain node (peak rate, TCP, reordering, RTT) and how long 1000 routes 
 --quick, a 170 000-prefix table) take to reach every engine (docs/engines.md).
 The cluster part is opt-in (--parts cluster; it needs the etcd that scripts/setup.sh builds):
 3 simulated machines each with an agent, a 3-member etcd and a placer; it times up --cluster to
-every agent converged for 1 and 100 networks of 10 nodes (5 with --quick), counts etcd's writes
+every agent converged for 1 and 100 networks of 10 nodes (5 with --quick, --cluster-networks N), counts etcd's writes
 per network, and times the failover after a machine is lost (agents' lease 3s) (docs/cluster.md).
 --quick runs every part but the opt-in ones, shorter and fewer times, in under two minutes. An unknown name in
 --parts or --setups is an error that lists the known ones.
@@ -68,6 +68,7 @@ type benchFlags struct {
 	quick                        bool
 	out, markdown, parts, setups string
 	repeat, size, flows          int
+	clusterNetworks              int
 	trial                        time.Duration
 	sizes, networks, chains      string
 	mininet                      bool
@@ -131,6 +132,7 @@ func benchCmd(store storeFunc) *cobra.Command {
 	f.StringVar(&bf.sizes, "sizes", joinInts(def.Sizes), "frame sizes of the sizes part (64,1500 with --quick)")
 	f.StringVar(&bf.networks, "networks", joinInts(def.Networks), "parallel virtual networks of the scaling part (1,8 with --quick)")
 	f.StringVar(&bf.chains, "chains", joinInts(def.Chains), "chain lengths (nodes) of the deploy part (10 with --quick)")
+	f.IntVar(&bf.clusterNetworks, "cluster-networks", def.ClusterNetworks, "networks of the cluster part's larger up and of its failover (5 with --quick)")
 	f.BoolVar(&bf.mininet, "mininet", def.Mininet, "time Mininet on the same chains when it is installed")
 	f.StringArrayVar(&bf.traces, "trace", nil, "embed part: replay this trace file instead of generated workloads (repeatable)")
 	f.StringVar(&bf.wtrace, "write-trace", "", "embed part: write each generated instance to FILE-WORKLOAD-SEED.json")
@@ -165,6 +167,9 @@ func (bf *benchFlags) options(f *pflag.FlagSet) (opt bench.Options, runEmbed boo
 	}
 	if f.Changed("mininet") {
 		opt.Mininet = bf.mininet
+	}
+	if f.Changed("cluster-networks") {
+		opt.ClusterNetworks = bf.clusterNetworks
 	}
 	for _, l := range []struct {
 		flag string

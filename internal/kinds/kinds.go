@@ -28,6 +28,10 @@ type Env struct {
 	Store *state.Store
 	Plan  *plan.Plan // the desired state of the network on this machine
 	Log   io.Writer  // progress, for `up -v`
+	// Recorded are the network's other plans that its record holds (the plan last applied, the
+	// target of a change under way or interrupted): what a Sweeper may find left over of,
+	// besides Plan. The substrate sets it for Sweep only.
+	Recorded []*plan.Plan
 }
 
 // Instance is a running node.
@@ -87,7 +91,9 @@ type Ender interface {
 // Sweeper is a node kind that keeps something outside its nodes' processes (container: their
 // cgroups) and can find and remove what belongs to nodes of the network that no longer run
 // (their trellis was killed before it could). The substrate calls Sweep under the network's
-// lock, in `up` once nodes were stopped and in `down`, with the nodes that run.
+// lock, in `up` once nodes were stopped and in `down`, with the nodes that run, and with
+// Env.Recorded set. Sweep's cost should grow with the network, not with the machine: it runs
+// in every `up` of every network.
 type Sweeper interface {
 	Sweep(env *Env, running map[string]Instance) error
 }

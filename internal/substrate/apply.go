@@ -16,12 +16,15 @@ import (
 // applier converges the machine from plan old (what was last applied; nil when nothing can
 // be trusted but the kernel) to env.Plan.
 type applier struct {
-	env     *kinds.Env
-	old     *plan.Plan
-	mu      sync.Mutex
-	running map[string]kinds.Instance // nodes running now, by name
-	fresh   map[string]bool           // nodes started by this apply
-	known   map[string]bool           // this network's substrate devices that exist, by name
+	env *kinds.Env
+	old *plan.Plan
+	mu  sync.Mutex
+	// recorded are the plans the network's record holds besides env.Plan (the last applied, a
+	// change's target), for sweeping and finding engine helpers.
+	recorded []*plan.Plan
+	running  map[string]kinds.Instance // nodes running now, by name
+	fresh    map[string]bool           // nodes started by this apply
+	known    map[string]bool           // this network's substrate devices that exist, by name
 	// listed: known was read from the kernel (listDevices), so a port it lacks is made by
 	// this apply, and configured by the node kind as it makes it (kinds.Node.Port).
 	listed bool
@@ -37,7 +40,7 @@ type applier struct {
 // that is new or changed, then run the start commands of the nodes just started.
 // running holds the nodes that run now (nil: find them).
 func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Record, running map[string]kinds.Instance) error {
-	a := &applier{env: env, old: old, fresh: map[string]bool{}, running: running, made: map[string]bool{}}
+	a := &applier{env: env, old: old, recorded: recorded(rec, env.Plan), fresh: map[string]bool{}, running: running, made: map[string]bool{}}
 	if a.running == nil {
 		var err error
 		if a.running, err = runningNodes(env); err != nil {
@@ -55,7 +58,7 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 			if err := a.stopNodes(ctx); err != nil {
 				return err
 			}
-			return sweep(env, a.running)
+			return sweep(env, a.recorded, a.running)
 		}, &a.stopped},
 		{"devices removed", 1, func(int) error { return a.removeGone(ctx) }, &a.removed},
 		{"nodes started", len(p.Nodes), func(i int) error { return a.startNode(ctx, p.Nodes[i]) }, &a.started},
@@ -113,11 +116,14 @@ func runningNodes(env *kinds.Env) (map[string]kinds.Instance, error) {
 	return out, nil
 }
 
-// sweep has the node kinds remove what they keep for nodes that do not run (kinds.Sweeper).
-func sweep(env *kinds.Env, running map[string]kinds.Instance) error {
+// sweep has the node kinds remove what they keep for nodes that do not run (kinds.Sweeper),
+// telling them the plans the network's record holds besides env.Plan.
+func sweep(env *kinds.Env, recorded []*plan.Plan, running map[string]kinds.Instance) error {
+	senv := *env
+	senv.Recorded = recorded
 	for _, k := range kinds.NodeKinds() {
 		if s, ok := k.(kinds.Sweeper); ok {
-			if err := s.Sweep(env, running); err != nil {
+			if err := s.Sweep(&senv, running); err != nil {
 				return err
 			}
 		}
@@ -372,4 +378,18 @@ func (a *applier) exec(ctx context.Context, n *plan.Node) error {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	return nil
+}
+
+// recorded returns the plans of record rec (the last applied, a change's target) other than p.
+func recorded(rec *state.Record, p *plan.Plan) []*plan.Plan {
+	if rec == nil {
+		return nil
+	}
+	var out []*plan.Plan
+	for _, r := range []*plan.Plan{rec.Plan, rec.Target} {
+		if r != nil && r != p {
+			out = append(out, r)
+		}
+	}
+	return out
 }

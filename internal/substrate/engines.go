@@ -15,7 +15,11 @@ import (
 // engineChanges lists the nodes whose forwarding engines (internal/engines) must be started,
 // replaced or stopped: those not running as plan p configures them. Nodes that restart are
 // not listed (their engines follow them).
-func engineChanges(st *state.Store, old, p *plan.Plan, running map[string]kinds.Instance) ([]Change, error) {
+// recorded are the plans the network's record holds besides p (see enginesMayRun).
+func engineChanges(st *state.Store, old, p *plan.Plan, recorded []*plan.Plan, running map[string]kinds.Instance) ([]Change, error) {
+	if !enginesMayRun(p, recorded) {
+		return nil, nil
+	}
 	pending, err := engines.Pending(st.Dir, st.ID, p, pids(running))
 	if err != nil {
 		return nil, err
@@ -47,7 +51,37 @@ func pids(running map[string]kinds.Instance) map[string]int {
 // convergeEngines starts, replaces or stops the nodes' engines; after the links, so that the
 // ports they attach to exist and deliver through their egress.
 func (a *applier) convergeEngines(ctx context.Context) error {
+	if !enginesMayRun(a.env.Plan, a.recorded) {
+		return nil
+	}
 	return engines.Converge(ctx, a.env.Store.Dir, a.env.Store.ID, a.env.Plan, pids(a.running))
+}
+
+// enginesMayRun tells whether helpers of forwarding engines (internal/engines) may run for
+// the network of plan p, whose record holds the plans recorded besides p: only a node with
+// engines, or another machine's node whose engines this machine holds, has a helper, and a
+// change away from such a plan stops the helpers it no longer wants. With no recorded plan (a
+// network new to the machine, or no record) a helper left over may run. Finding the helpers
+// reads every process's command line, which takes as long as the machine has processes, so a
+// network that cannot have any is not searched.
+func enginesMayRun(p *plan.Plan, recorded []*plan.Plan) bool {
+	if len(recorded) == 0 {
+		return true
+	}
+	for _, q := range append([]*plan.Plan{p}, recorded...) {
+		if q == nil {
+			continue
+		}
+		if len(q.Hosted) > 0 {
+			return true
+		}
+		for _, n := range q.Nodes {
+			if len(n.Engines) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // nodeOf returns plan p's node name, or nil (also for no plan).

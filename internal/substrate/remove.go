@@ -52,7 +52,7 @@ func remove(st *state.Store, rec *state.Record) error {
 	if err := stopAll(ctx, env, all); err != nil {
 		return err
 	}
-	if err := sweep(env, nil); err != nil {
+	if err := sweep(env, recorded(rec, rec.Plan), nil); err != nil {
 		return err
 	}
 	for _, p := range []*plan.Plan{rec.Plan, rec.Target} {

@@ -117,7 +117,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, err
 	}
 	changes := Diff(old, p, digests(running))
-	ec, err := engineChanges(st, old, p, running)
+	ec, err := engineChanges(st, old, p, recorded(rec, p), running)
 	if err != nil {
 		return nil, err
 	}
@@ -220,13 +220,13 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 			return nil, err
 		}
 		running = digests(found)
-		ec, err := engineChanges(st, old, p, found)
+		ec, err := engineChanges(st, old, p, recorded(rec, p), found)
 		if err != nil {
 			return nil, err
 		}
 		return append(Diff(old, p, running), ec...), nil
 	}
-	ec, err := engineChanges(st, old, p, nil)
+	ec, err := engineChanges(st, old, p, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
 )
 
 // sweepTimeout bounds the unplugging of the NICs of one VM.
@@ -42,7 +43,23 @@ func (Kind) Sweep(env *kinds.Env, running map[string]kinds.Instance) error {
 			return fmt.Errorf("VM %s: %w", name, err)
 		}
 	}
-	devs, err := netdev.List()
+	return sweepWires(env, keep)
+}
+
+// listDevices lists the devices of the substrate's namespace (a variable for the tests).
+var listDevices = netdev.List
+
+// sweepWires removes the interconnect devices of the network whose ports are not in keep. Only
+// a VM node with an interconnect other than tap makes them, so a network that has none in its
+// plan or in the plans its record holds has none to remove, and the machine's devices are not
+// listed: a listing takes as long as the machine has devices, and every `up` of every network
+// sweeps (a cluster's agent re-placing a hundred networks at once listed the machine's
+// thousands of devices for each of them).
+func sweepWires(env *kinds.Env, keep map[string]bool) error {
+	if !mayHaveWires(append([]*plan.Plan{env.Plan}, env.Recorded...)) {
+		return nil
+	}
+	devs, err := listDevices()
 	if err != nil {
 		return err
 	}
@@ -102,4 +119,19 @@ func (m *qmp) nics(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// mayHaveWires tells whether any of plans has a VM node whose ports have interconnect devices.
+func mayHaveWires(plans []*plan.Plan) bool {
+	for _, p := range plans {
+		if p == nil {
+			continue
+		}
+		for _, n := range p.Nodes {
+			if n.Kind == Name && interconnect(n.VM) != spec.InterconnectTap {
+				return true
+			}
+		}
+	}
+	return false
 }
