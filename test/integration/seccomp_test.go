@@ -4,7 +4,9 @@ package integration
 
 import (
 	"fmt"
+	"maps"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,7 +143,8 @@ func TestSeccomp(t *testing.T) {
 			got[line[:i]] = n
 		}
 	}
-	for name, want := range seccompWant {
+	for _, name := range slices.Sorted(maps.Keys(seccompWant)) {
+		want := seccompWant[name]
 		t.Run("call/"+name, func(t *testing.T) {
 			if n, ok := got[name]; !ok || n != want {
 				t.Errorf("%s: errno %d (found: %v), want %d\n%s", name, n, ok, want, out)
