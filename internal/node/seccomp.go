@@ -13,7 +13,7 @@ import (
 	"github.com/trellisnet/trellis/internal/node/nodeinit"
 )
 
-// The nodes' seccomp filter (docs/security.md, "A node's root"): every process of a container
+// The nodes' seccomp filter (docs/security.md, "The nodes' seccomp filter"): every process of a container
 // node runs under it, from the node's init (which installs it once it has set the node up) and
 // from JoinMain (every command that enters a node). The rule: a node's processes get EPERM for
 // the system calls that act on the whole machine or open kernel interfaces a router never uses,
@@ -28,8 +28,8 @@ import (
 var deniedSyscalls = []string{
 	// Loading and replacing the kernel.
 	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-	// Kernel keyrings (not namespaced), userfaultfd, perf events and eBPF: large interfaces,
-	// the source of many kernel exploits, that a router does not use.
+	// Kernel keyrings, userfaultfd, perf events and eBPF: large interfaces, the source of many
+	// kernel exploits, that a router does not use.
 	"add_key", "request_key", "keyctl", "userfaultfd", "perf_event_open", "bpf",
 	// io_uring: operations submitted through its rings are never seen by seccomp (the filter
 	// could not refuse what they do), and it has been a leading source of kernel exploits;
