@@ -16,7 +16,7 @@ import (
 // that the daemons dropped to user frr as on a real router, under the nodes' seccomp filter.
 func TestFRROSPF(t *testing.T) {
 	if _, err := exec.LookPath("/usr/lib/frr/zebra"); err != nil {
-		t.Skipf("FRR is not installed (%v): scripts/setup.sh installs frr", err)
+		t.Fatalf("FRR is not installed (%v): scripts/setup.sh installs frr (a row of docs/security.md)", err)
 	}
 	root, err := moduleRoot()
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // running under the nodes' seccomp filter.
 func TestOSPFRingConverges(t *testing.T) {
 	if _, err := exec.LookPath("bird"); err != nil {
-		t.Skipf("BIRD is not installed (%v): scripts/setup.sh installs bird2", err)
+		t.Fatalf("BIRD is not installed (%v): scripts/setup.sh installs bird2 (a row of docs/security.md)", err)
 	}
 	root, err := moduleRoot()
 	if err != nil {
