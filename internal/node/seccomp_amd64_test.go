@@ -20,12 +20,12 @@ const (
 	auditArchI386   = 0x40000003
 	x32Bit          = 0x40000000
 	allow           = uint32(unix.SECCOMP_RET_ALLOW)
+	eperm           = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	enosys          = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 	// personality(2) flags (linux/personality.h)
 	addrNoRandomize = 0x0040000
 	readImpliesExec = 0x0400000
 	perLinux32      = 0x0008
-	eperm           = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
-	enosys          = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 )
 
 // wantDenied are the x86-64 numbers of deniedSyscalls (numbers from x/sys, names from the
