@@ -54,6 +54,9 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 			if err := parseCapacity(&m, address, memory, rate); err != nil {
 				return err
 			}
+			if err := checkAgentCert(cf.cert, m.Name); err != nil {
+				return err
+			}
 			if err := agent.Detect(&m); err != nil {
 				return err
 			}
@@ -118,6 +121,21 @@ func listenEndpoint(m *cluster.Machine, addr string, cf clusterFlags) (net.Liste
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	m.Endpoint = "https://" + net.JoinHostPort(m.Address.String(), port)
 	return tls.NewListener(l, tc), nil
+}
+
+// checkAgentCert refuses a certificate that is not machine's agent's (agent:MACHINE, from
+// trellis machine add) nor the administrator's: etcd would refuse its writes one by one.
+func checkAgentCert(path, machine string) error {
+	cn, err := commonName(path)
+	if err != nil {
+		return nil // the dial names the file and what is wrong with it
+	}
+	id := cluster.ParseIdentity(cn)
+	if (id.Kind == cluster.KindAgent && id.Name == machine) || id.Kind == cluster.KindAdmin {
+		return nil
+	}
+	return fmt.Errorf("--cert %s is the certificate of %s, not of machine %s's agent (%s): trellis machine add %s issues that one",
+		path, cn, machine, cluster.AgentUser(machine), machine)
 }
 
 // parseCapacity reads the flags that need parsing into m.

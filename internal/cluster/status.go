@@ -3,7 +3,10 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -74,26 +77,48 @@ func (s *Store) DeleteStatus(ctx context.Context, tenant, network, machine strin
 	return nil
 }
 
-// Statuses lists the reports of a tenant's network, one per machine, by machine.
+// Statuses lists the reports of a tenant's network by the machines its placement names, by
+// machine (none without a placement).
 func (s *Store) Statuses(ctx context.Context, tenant, network string) ([]*Status, error) {
-	if err := checkNames(tenant, network); err != nil {
+	p, err := s.Placement(ctx, tenant, network)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, err
 	}
-	resp, err := s.cli.Get(ctx, StatusKey(tenant, network, ""), clientv3.WithPrefix())
+	return s.statusesOf(ctx, p)
+}
+
+// statusesOf reads, in one transaction, the report of each machine that placement p names.
+func (s *Store) statusesOf(ctx context.Context, p *Placement) ([]*Status, error) {
+	var machines []string
+	for m := range p.Machines {
+		machines = append(machines, m)
+	}
+	for _, m := range p.Nodes {
+		if _, ok := p.Machines[m]; !ok && !slices.Contains(machines, m) {
+			machines = append(machines, m)
+		}
+	}
+	sort.Strings(machines)
+	ops := make([]clientv3.Op, len(machines))
+	for i, m := range machines {
+		ops[i] = clientv3.OpGet(StatusKey(p.Tenant, p.Network, m))
+	}
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return nil, unreachable(err, s.cli.Endpoints())
 	}
 	var out []*Status
-	for _, kv := range resp.Kvs {
-		parts := splitKey(string(kv.Key), StatusPrefix)
-		if len(parts) != 3 {
-			return nil, fmt.Errorf("cluster: key %s is not status/TENANT/NETWORK/MACHINE", kv.Key)
+	for i, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			st := &Status{Tenant: p.Tenant, Network: p.Network, Machine: machines[i]}
+			if err := json.Unmarshal(kv.Value, st); err != nil {
+				return nil, fmt.Errorf("cluster: key %s: %w", kv.Key, err)
+			}
+			out = append(out, st)
 		}
-		st := &Status{Tenant: parts[0], Network: parts[1], Machine: parts[2]}
-		if err := json.Unmarshal(kv.Value, st); err != nil {
-			return nil, fmt.Errorf("cluster: key %s: %w", kv.Key, err)
-		}
-		out = append(out, st)
 	}
 	return out, nil
 }
