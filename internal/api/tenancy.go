@@ -71,7 +71,7 @@ func (c caller) scoped() string {
 func (s *Server) identify(r *http.Request) (caller, error) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
 		return caller{}, newProblem(http.StatusUnauthorized,
-			"this API serves a cluster: present a client certificate of the cluster's CA (trellis cert issue TENANT)")
+			"this API serves a cluster: present a client certificate of the cluster's CA (trellis tenant add issues a tenant's)")
 	}
 	cert := r.TLS.VerifiedChains[0][0]
 	cn := cert.Subject.CommonName
