@@ -74,9 +74,14 @@ func agentsGrants() []grant {
 func agentGrants(machine string, tenants []string) []grant {
 	out := []grant{{MachineKey(machine), false, permReadWrite}}
 	for _, t := range tenants {
-		out = append(out, grant{StatusMachinePrefix(t, machine), true, permReadWrite})
+		out = append(out, statusGrant(t, machine))
 	}
 	return out
+}
+
+// statusGrant lets machine's agent write its reports of tenant's networks.
+func statusGrant(tenant, machine string) grant {
+	return grant{StatusMachinePrefix(tenant, machine), true, permReadWrite}
 }
 
 // EnableAuth turns on etcd's authentication if it is off: it makes the root user (the
@@ -166,7 +171,7 @@ func (s *Store) addTenantUser(ctx context.Context, t *Tenant) error {
 		return err
 	}
 	for _, m := range machines {
-		if err := s.ensureRole(ctx, agentRole(m), agentGrants(m, []string{t.Name})[1:]); err != nil {
+		if err := s.ensureRole(ctx, agentRole(m), []grant{statusGrant(t.Name, m)}); err != nil {
 			return err
 		}
 	}
@@ -191,10 +196,10 @@ func (s *Store) removeTenantUser(ctx context.Context, t *Tenant) error {
 		return err
 	}
 	for _, m := range machines {
-		p := StatusMachinePrefix(t.Name, m)
-		_, err := s.cli.RoleRevokePermission(ctx, agentRole(m), p, clientv3.GetPrefixRangeEnd(p))
+		g := statusGrant(t.Name, m)
+		_, err := s.cli.RoleRevokePermission(ctx, agentRole(m), g.key, g.end())
 		if err != nil && !errors.Is(err, rpctypes.ErrPermissionNotGranted) {
-			return fmt.Errorf("cluster: role %s: revoking %s: %w", agentRole(m), p, unreachable(err, s.cli.Endpoints()))
+			return fmt.Errorf("cluster: role %s: revoking %s: %w", agentRole(m), g.key, unreachable(err, s.cli.Endpoints()))
 		}
 	}
 	return nil
@@ -203,7 +208,8 @@ func (s *Store) removeTenantUser(ctx context.Context, t *Tenant) error {
 // AddAgent makes the etcd user of machine's agent (common name agent:MACHINE, see AgentUser)
 // with the agents' role and its own, which writes only machine's registration and reports;
 // with placer, also the placers' role (for `trellis agent --placer`). It turns etcd's
-// authentication on first. Adding a machine again changes nothing but the placer role.
+// authentication on first. Adding a machine again gives it the placers' role if asked (it takes
+// none away).
 func (s *Store) AddAgent(ctx context.Context, machine string, placer bool) error {
 	if err := checkName("machine", machine); err != nil {
 		return err

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -92,16 +92,14 @@ func (s *Store) Statuses(ctx context.Context, tenant, network string) ([]*Status
 
 // statusesOf reads, in one transaction, the report of each machine that placement p names.
 func (s *Store) statusesOf(ctx context.Context, p *Placement) ([]*Status, error) {
-	var machines []string
+	named := map[string]bool{}
 	for m := range p.Machines {
-		machines = append(machines, m)
+		named[m] = true
 	}
 	for _, m := range p.Nodes {
-		if _, ok := p.Machines[m]; !ok && !slices.Contains(machines, m) {
-			machines = append(machines, m)
-		}
+		named[m] = true
 	}
-	sort.Strings(machines)
+	machines := slices.Sorted(maps.Keys(named))
 	ops := make([]clientv3.Op, len(machines))
 	for i, m := range machines {
 		ops[i] = clientv3.OpGet(StatusKey(p.Tenant, p.Network, m))

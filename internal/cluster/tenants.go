@@ -145,7 +145,8 @@ func (s *Store) Tenants(ctx context.Context) ([]*Tenant, error) {
 
 // RemoveTenant removes tenant name: its etcd user and role, the agents' grants of its status,
 // and its record. Its certificate no longer works, at etcd nor at the agents, nor after a
-// tenant of the same name is added again. A tenant that still has networks is refused: bring them down first.
+// tenant of the same name is added again. A tenant that still has networks is refused: bring
+// them down first.
 func (s *Store) RemoveTenant(ctx context.Context, name string) error {
 	t, err := s.Tenant(ctx, name)
 	if err != nil {
