@@ -20,8 +20,9 @@ import (
 // answer as for a network that does not exist: nothing tells it exists), and naming another
 // tenant in the Trellis-Tenant header is refused (403). The administrator's certificate (root)
 // reaches every tenant's: list shows them all, and the header says which tenant a request is
-// about (default: tenant default). Agents' and placers' certificates are refused (403), and a client
-// without a certificate of the cluster's CA gets no connection at all (TLS refuses it).
+// about (default: tenant default). Agents', placers' and removed tenants' certificates are
+// refused (403), and a client without a client certificate of the cluster's CA gets no
+// connection at all (TLS refuses it).
 
 // TenantHeader names, in a request of the administrator, the tenant whose network it is about.
 const TenantHeader = "Trellis-Tenant"

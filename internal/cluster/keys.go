@@ -47,7 +47,7 @@ func MachineKey(machine string) string { return MachinesPrefix + machine }
 // trailing slash, so that tenant "a" never covers tenant "ab".
 func TenantPrefix(kind, tenant string) string { return kind + tenant + "/" }
 
-// splitKey returns the parts of key after prefix: tenant and network (and machine for status).
+// splitKey returns the parts of key after prefix: tenant and network.
 func splitKey(key, prefix string) []string {
 	return strings.Split(strings.TrimPrefix(key, prefix), "/")
 }
