@@ -47,7 +47,8 @@ func MachineKey(machine string) string { return MachinesPrefix + machine }
 // trailing slash, so that tenant "a" never covers tenant "ab".
 func TenantPrefix(kind, tenant string) string { return kind + tenant + "/" }
 
-// splitKey returns the parts of key after prefix: tenant and network.
+// splitKey returns the parts of key after prefix: tenant and network (machine and network for
+// status).
 func splitKey(key, prefix string) []string {
 	return strings.Split(strings.TrimPrefix(key, prefix), "/")
 }

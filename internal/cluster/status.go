@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -77,20 +76,36 @@ func (s *Store) DeleteStatus(ctx context.Context, tenant, network, machine strin
 	return nil
 }
 
-// Statuses lists the reports of a tenant's network by the machines its placement names, by
-// machine (none without a placement).
+// Statuses lists the reports of a tenant's network from every machine, by machine (the
+// machines that still hold it after its placement went, too: down waits for none to be left).
 func (s *Store) Statuses(ctx context.Context, tenant, network string) ([]*Status, error) {
-	p, err := s.Placement(ctx, tenant, network)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	if err := checkNames(tenant, network); err != nil {
 		return nil, err
 	}
-	return s.statusesOf(ctx, p)
+	resp, err := s.cli.Get(ctx, TenantPrefix(StatusPrefix, tenant), clientv3.WithPrefix())
+	if err != nil {
+		return nil, unreachable(err, s.cli.Endpoints())
+	}
+	var out []*Status
+	for _, kv := range resp.Kvs {
+		parts := splitKey(string(kv.Key), StatusPrefix)
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("cluster: key %s is not status/TENANT/MACHINE/NETWORK", kv.Key)
+		}
+		if parts[2] != network {
+			continue
+		}
+		st := &Status{Tenant: parts[0], Network: parts[2], Machine: parts[1]}
+		if err := json.Unmarshal(kv.Value, st); err != nil {
+			return nil, fmt.Errorf("cluster: key %s: %w", kv.Key, err)
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }
 
-// statusesOf reads, in one transaction, the report of each machine that placement p names.
+// statusesOf reads, in one transaction, the report of each machine that placement p names: what
+// ProgressOf (up's wait, ls, inspect) needs, without reading the tenant's other networks'.
 func (s *Store) statusesOf(ctx context.Context, p *Placement) ([]*Status, error) {
 	named := map[string]bool{}
 	for m := range p.Machines {
