@@ -44,8 +44,8 @@ flags work on a loopback address too.
 With --cluster CONTEXT (the administrator's context file, certificate of root) it serves the
 cluster's networks instead, each tenant its own: only on --listen, with --tls-cert and --tls-key
 (a server certificate of the cluster's CA: trellis cert issue NAME --hosts HOST), and every
-client presents a certificate of the cluster's CA (--client-ca, default the context's cacert)
-whose common name is its tenant (trellis cert issue TENANT), or root for the administrator, who
+client presents a certificate of the cluster's CA (--client-ca, default the context's cacert):
+a tenant's, the one trellis tenant add issued it (a removed tenant's is refused), or root's, the administrator's, who
 sees every tenant's networks and names one in the Trellis-Tenant header. Another tenant's
 network is not found (404), naming another tenant is refused (403); quotas apply to up. exec
 and link go through the agents; impairments, terminals, capture and /metrics are not served

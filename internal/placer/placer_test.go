@@ -113,7 +113,7 @@ func TestPlacer(t *testing.T) {
 	})
 
 	t.Run("over quota written past the CLI", func(t *testing.T) {
-		if err := s.AddTenant(ctx, &cluster.Tenant{Name: "q", Quota: cluster.Quota{Nodes: 2}}); err != nil {
+		if _, err := s.AddTenant(ctx, &cluster.Tenant{Name: "q", Quota: cluster.Quota{Nodes: 2}}, c.CA, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		rev, err := s.Up(ctx, &cluster.Network{Tenant: "q", Name: "fits", File: "/t/fits.yaml", Source: "name: fits\nnodes:\n  a: {}\n  b: {}\n"}, 0)

@@ -1,16 +1,21 @@
 // Package pki makes the certificates a trellis cluster runs on (docs/design.md, decision 10:
-// TLS between everything): a certificate authority, and certificates it signs for etcd
-// members (server and peer), agents, the placer and tenants (clients; etcd takes a client's
-// user name from its certificate's common name). Keys are ECDSA P-256; everything is PEM.
+// TLS between everything; docs/cluster.md, "Certificates"): certificate authorities, and
+// certificates they sign, each for only the usages its holder needs: a client (an identity:
+// etcd takes a client's user from its certificate's common name), a server (an etcd member's
+// client port, the API), or both for an etcd member's peer port (signed by a CA of the peers
+// alone) and an agent (its identity, and the server of its endpoint). Keys are ECDSA P-256;
+// everything is PEM.
 package pki
 
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -40,8 +45,11 @@ type Pair struct {
 type Usage int
 
 const (
-	Client Usage = 1 << iota // a TLS client: agents, the placer, tenants, the CLI
-	Server                   // a TLS server: etcd members, agents' stream endpoints
+	Client Usage = 1 << iota // a TLS client: agents, the placer, tenants, the administrator
+	Server                   // a TLS server: etcd members' client ports, agents' endpoints, the API
+	// Peer is an etcd member's certificate for its peer port, where each member is the
+	// server of the others and their client.
+	Peer = Client | Server
 )
 
 // NewCA makes a self-signed certificate authority named name, valid for validFor.
@@ -218,4 +226,20 @@ func (f Files) ServerConfig() (*tls.Config, error) {
 		return nil, err
 	}
 	return &tls.Config{Certificates: tc.Certificates, ClientCAs: tc.RootCAs, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}, nil
+}
+
+// Certificate parses the pair's certificate.
+func (p *Pair) Certificate() (*x509.Certificate, error) {
+	b, _ := pem.Decode(p.CertPEM)
+	if b == nil || b.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%w: no certificate", ErrBadPEM)
+	}
+	return x509.ParseCertificate(b.Bytes)
+}
+
+// Fingerprint is the SHA-256 of a certificate (its DER), in hex: what a tenant's record keeps
+// to tell the certificate issued for it from any other of the same name.
+func Fingerprint(c *x509.Certificate) string {
+	sum := sha256.Sum256(c.Raw)
+	return hex.EncodeToString(sum[:])
 }
