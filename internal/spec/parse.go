@@ -86,7 +86,7 @@ type parser struct {
 	cluster bool
 	// sent: the file came from a client that may name no path on this machine (hostpath.go).
 	sent bool
-	errs    []*Error
+	errs []*Error
 
 	hostsBad, nodesBad, linksBad bool // the section is there but could not be read
 	endpointsBad                 bool // some link's endpoints could not be read
