@@ -175,18 +175,18 @@ func TestGuardUnixRoot(t *testing.T) {
 func TestLoadToken(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "api-token")
-	tok, made, err := LoadToken(path)
-	if err != nil || !made || len(tok) < 43 {
-		t.Fatalf("LoadToken: %q %v %v", tok, made, err)
+	tok, err := LoadToken(path)
+	if err != nil || len(tok) < 43 {
+		t.Fatalf("LoadToken: %q %v", tok, err)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("token file mode %v (%v), want 0600", fi.Mode().Perm(), err)
 	}
-	again, made, err := LoadToken(path)
-	if err != nil || made || string(again) != string(tok) {
-		t.Errorf("second LoadToken: %q %v %v, want the same token", again, made, err)
+	again, err := LoadToken(path)
+	if err != nil || string(again) != string(tok) {
+		t.Errorf("second LoadToken: %q %v, want the same token", again, err)
 	}
-	other, _, _ := LoadToken(filepath.Join(dir, "other"))
+	other, _ := LoadToken(filepath.Join(dir, "other"))
 	if string(other) == string(tok) {
 		t.Errorf("two token files with one token")
 	}
@@ -205,14 +205,14 @@ func TestLoadToken(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "tok")
 			os.WriteFile(p, []byte(b.content), b.mode)
 			os.Chmod(p, b.mode)
-			if _, _, err := LoadToken(p); err == nil || !strings.Contains(err.Error(), b.msg) || !strings.Contains(err.Error(), p) {
+			if _, err := LoadToken(p); err == nil || !strings.Contains(err.Error(), b.msg) || !strings.Contains(err.Error(), p) {
 				t.Errorf("error %v, want one naming %s with %q", err, p, b.msg)
 			}
 		})
 	}
 	link := filepath.Join(dir, "link")
 	os.Symlink(path, link)
-	if _, _, err := LoadToken(link); err == nil {
+	if _, err := LoadToken(link); err == nil {
 		t.Errorf("a link to a token file is taken")
 	}
 }

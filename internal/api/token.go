@@ -26,42 +26,41 @@ const minTokenLen = 32
 var ErrTokenFile = errors.New("token file")
 
 // LoadToken returns the token in file path, making the file (mode 0600, a new random token)
-// if it does not exist; made says it did. A file another user owns or may read, a link, or a
+// if it does not exist. A file another user owns or may read, a link, or a
 // token too short or with characters a header cannot carry is refused: nothing is changed.
-func LoadToken(path string) (token []byte, made bool, err error) {
+func LoadToken(path string) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		token, err = makeToken(path)
-		return token, err == nil, err
+		return makeToken(path)
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("%w %s: %v", ErrTokenFile, path, err)
+		return nil, fmt.Errorf("%w %s: %v", ErrTokenFile, path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, false, fmt.Errorf("%w %s: %v", ErrTokenFile, path, err)
+		return nil, fmt.Errorf("%w %s: %v", ErrTokenFile, path, err)
 	}
 	st, _ := fi.Sys().(*syscall.Stat_t)
 	switch {
 	case !fi.Mode().IsRegular():
-		return nil, false, fmt.Errorf("%w %s: not a regular file; remove it, and serve makes a new one", ErrTokenFile, path)
+		return nil, fmt.Errorf("%w %s: not a regular file; remove it, and serve makes a new one", ErrTokenFile, path)
 	case st != nil && int(st.Uid) != os.Geteuid():
-		return nil, false, fmt.Errorf("%w %s: owned by uid %d, not by the server's user %d; chown it, or remove it and serve makes a new one", ErrTokenFile, path, st.Uid, os.Geteuid())
+		return nil, fmt.Errorf("%w %s: owned by uid %d, not by the server's user %d; chown it, or remove it and serve makes a new one", ErrTokenFile, path, st.Uid, os.Geteuid())
 	case fi.Mode().Perm()&0o077 != 0:
-		return nil, false, fmt.Errorf("%w %s: mode %04o lets other users read the token; chmod 600 %s, and make a new token (remove the file) if someone may have read it", ErrTokenFile, path, fi.Mode().Perm(), path)
+		return nil, fmt.Errorf("%w %s: mode %04o lets other users read the token; chmod 600 %s, and make a new token (remove the file) if someone may have read it", ErrTokenFile, path, fi.Mode().Perm(), path)
 	}
 	data := make([]byte, 4096)
 	n, err := f.Read(data)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w %s: %v", ErrTokenFile, path, err)
+		return nil, fmt.Errorf("%w %s: %v", ErrTokenFile, path, err)
 	}
-	token = bytes.TrimSpace(data[:n])
+	token := bytes.TrimSpace(data[:n])
 	if len(token) < minTokenLen || !isToken68(token) {
-		return nil, false, fmt.Errorf("%w %s: the token must be at least %d characters of A-Z a-z 0-9 - . _ ~ + /; remove the file, and serve makes a new one",
+		return nil, fmt.Errorf("%w %s: the token must be at least %d characters of A-Z a-z 0-9 - . _ ~ + /; remove the file, and serve makes a new one",
 			ErrTokenFile, path, minTokenLen)
 	}
-	return token, false, nil
+	return token, nil
 }
 
 // makeToken writes a new random token to a new file path, readable by its owner only.

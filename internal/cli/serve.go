@@ -133,7 +133,7 @@ func listenTCP(cmd *cobra.Command, addr, tokenFile string, hosts []string, t api
 		return nil, err
 	}
 	if t.IsZero() {
-		if acc.Token, _, err = api.LoadToken(tokenFile); err != nil {
+		if acc.Token, err = api.LoadToken(tokenFile); err != nil {
 			l.Close()
 			return nil, fmt.Errorf("serve: %w", err)
 		}
