@@ -64,6 +64,11 @@ func New(ctx context.Context, st *state.Store, opts Options) *Server {
 	cfg.OpenAPIPath = "/openapi" // serves /openapi.json and /openapi.yaml
 	cfg.DocsPath = ""            // the docs page loads scripts from the internet
 	cfg.CreateHooks = nil        // no $schema fields: bodies are as `trellis inspect --json` prints
+	if opts.Cluster == nil {     // a TCP client's token (guard.go); a cluster's clients have certificates
+		cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{"token": {Type: "http", Scheme: "bearer",
+			Description: "the token of STATE_DIR/api-token (trellis serve --token-file), for a TCP client without a client certificate; root on the unix socket needs none"}}
+		cfg.Security = []map[string][]string{{"token": {}}, {}}
+	}
 	s.api = humago.New(s.mux, cfg)
 	s.register()
 	s.documentMedia()

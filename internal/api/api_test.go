@@ -272,6 +272,10 @@ func TestOpenAPI(t *testing.T) {
 			t.Errorf("%s %s: operation %v, want %s", method, path, op["operationId"], id)
 		}
 	}
+	if !strings.Contains(string(body), `"securitySchemes":{"token":{`) || !strings.Contains(string(body), `"scheme":"bearer","type":"http"`) ||
+		!strings.Contains(string(body), `"security":[{"token":[]},{}]`) {
+		t.Errorf("the document describes no bearer token")
+	}
 	if yaml := doc.Paths["/networks"]["post"]["requestBody"]; !strings.Contains(toJSON(yaml), "application/yaml") {
 		t.Errorf("up's request body is not YAML: %s", toJSON(yaml))
 	}
