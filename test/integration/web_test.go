@@ -55,11 +55,13 @@ func chromium(t testing.TB) string {
 	return ""
 }
 
-// browser starts a headless chromium of width x height; the context ends it.
-func browser(t testing.TB, width, height int) context.Context {
+// browser starts a headless chromium of width x height, with the options given; the context
+// ends it.
+func browser(t testing.TB, width, height int, more ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)), chromedp.NoSandbox,
 		chromedp.WindowSize(width, height), chromedp.Flag("disable-gpu", true))
+	opts = append(opts, more...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
 	t.Cleanup(func() { cancel(); cancelAlloc() })
