@@ -123,12 +123,14 @@ func Hosts(addr string, t TLS, extra []string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: --listen %q: %w", addr, err)
 	}
-	names := []string{host}
+	var names []string
 	ip := net.ParseIP(host)
 	switch {
 	case isLoopback(host):
-		names = append(names, "localhost", "127.0.0.1", "::1")
-	case host == "" || ip != nil && ip.IsUnspecified():
+		names = append(names, host, "localhost", "127.0.0.1", "::1")
+	case host != "" && (ip == nil || !ip.IsUnspecified()):
+		names = append(names, host)
+	default: // the unspecified address: every address of the machine
 		addrs, _ := net.InterfaceAddrs()
 		for _, a := range addrs {
 			if n, ok := a.(*net.IPNet); ok {
