@@ -52,7 +52,11 @@ func parse(file string, data []byte, read func(string) ([]byte, error)) (*Networ
 
 // parseAs parses a file of one machine's network, or of a cluster's.
 func parseAs(file string, data []byte, read func(string) ([]byte, error), cluster bool) (*Network, error) {
-	p := &parser{file: file, read: read, cluster: cluster}
+	return (&parser{file: file, read: read, cluster: cluster}).parse(data)
+}
+
+// parse parses and validates data as the parser is set up.
+func (p *parser) parse(data []byte) (*Network, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
@@ -80,7 +84,9 @@ type parser struct {
 	read func(string) ([]byte, error) // reads a `source:` file
 	// cluster: the file is a cluster's, whose machines are registered in etcd, not listed.
 	cluster bool
-	errs    []*Error
+	// sent: the file came from a client that may name no path on this machine (hostpath.go).
+	sent bool
+	errs []*Error
 
 	hostsBad, nodesBad, linksBad bool // the section is there but could not be read
 	endpointsBad                 bool // some link's endpoints could not be read

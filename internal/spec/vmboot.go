@@ -84,7 +84,7 @@ func DiskFormat(path string) (string, error) {
 // bootFile reads a path that must name a readable regular file; "" if it does not.
 func (p *parser) bootFile(n *yaml.Node, field string) string {
 	path, ok := p.str(n, field)
-	if !ok {
+	if !ok || p.hostPath(n, field, "remove it: the VM then boots trellis's kernel and initramfs") {
 		return ""
 	}
 	if path == "" {
