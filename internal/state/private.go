@@ -74,11 +74,12 @@ func tighten(path string, typ, mode fs.FileMode) error {
 // never half.
 func writeAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) { // a crash's, maybe 0644
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, FileMode)
+	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
-	if err != nil {
+	if err := f.Chmod(FileMode); err != nil { // a crash's leftover may be 0644
+		f.Close()
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
