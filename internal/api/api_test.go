@@ -295,3 +295,19 @@ func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// A capture's filter is tcpdump's expression, never its options: `-F FILE` would make tcpdump
+// (as root) read FILE, here one that holds a filter that compiles.
+func TestCaptureFilterIsAnExpression(t *testing.T) {
+	srv, _ := newTestServer(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("icmp\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	status, _, body := do(t, srv, "GET", "/networks/nope/links/l/capture?filter=-F"+secret, "", "")
+	var p Problem
+	json.Unmarshal(body, &p)
+	if status != 422 || len(p.Errors) == 0 || p.Errors[0].Location != "query.filter" || !strings.Contains(p.Detail, "pcap expression") {
+		t.Errorf("capture with filter -F%s: %d %s; want 422 on query.filter, a filter that is an expression", secret, status, body)
+	}
+}

@@ -137,10 +137,31 @@ func (p *Pair) Write(dir, name string) (cert, key string, err error) {
 	if err := os.WriteFile(cert, p.CertPEM, 0o644); err != nil {
 		return "", "", err
 	}
-	if err := os.WriteFile(key, p.KeyPEM, 0o600); err != nil {
+	if err := writeKey(key, p.KeyPEM); err != nil {
 		return "", "", err
 	}
 	return cert, key, nil
+}
+
+// writeKey writes a private key to path as a new file of mode 0600 that replaces any file
+// there: writing into an existing file would keep its mode (a key made 0644 by hand, or a file
+// another user made there to read it).
+func writeKey(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*") // 0600
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 // Files names the PEM files a TLS client of the cluster uses.
@@ -214,7 +235,7 @@ func (ca *CA) WriteKey(path string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
+	return writeKey(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
 }
 
 // ServerConfig reads the files into a TLS configuration for a server (an agent's endpoint) that
