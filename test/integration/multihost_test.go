@@ -165,7 +165,7 @@ func testSpread(t *testing.T, tunnel string) {
 					if tn.Remote != "198.18.0."+strings.TrimPrefix(tn.Host, "m") {
 						t.Errorf("m%d: link %s: tunnel to %s has remote %s", i, lname, tn.Host, tn.Remote)
 					}
-					if k := plan.TunnelKey(name, lname); tn.Key != k {
+					if k := plan.TunnelKey(nil, name, lname); tn.Key != k {
 						t.Errorf("m%d: link %s: tunnel key %#08x, want %#08x", i, lname, tn.Key, k)
 					}
 					if old, ok := keys[lname]; ok && old != tn.Key {
