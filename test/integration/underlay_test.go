@@ -258,11 +258,11 @@ func TestUnderlayHost(t *testing.T) {
 			}
 			return r.result(t) != nil
 		}
-		before := m.inspect(t, 1, pv).egre(t, "VXLANRefused")
+		before := m.inspect(t, 1, pv).EGRE["VXLANRefused"]
 		if vxlan(0) {
 			t.Errorf("a VXLAN packet from %v with the link's VNI %d reached node a", stranger, vni)
 		}
-		if after := m.inspect(t, 1, pv).egre(t, "VXLANRefused"); after < before+5 {
+		if after := m.inspect(t, 1, pv).EGRE["VXLANRefused"]; after < before+5 {
 			t.Errorf("m1 counted %d refused VXLAN packets, want 5 more than %d", after, before)
 		}
 		if fdb, err := m.inNS(1, "bridge", "fdb", "show", "dev", tun.Device); err != nil || strings.Contains(fdb, strangerAddr) {
