@@ -1,8 +1,8 @@
 package placer
 
 import (
-	"encoding/hex"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"

@@ -20,6 +20,7 @@ import (
 	"math/big"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -125,6 +126,22 @@ except ConnectionRefusedError:
 except (socket.timeout, TimeoutError):
     print("timeout")
 `
+
+// vxlanPacket is a VXLAN header with vni and the probe frame (source MAC src) behind it, hex.
+func vxlanPacket(t *testing.T, vni uint32, src string, magic []byte) string {
+	hdr := make([]byte, 8)
+	binary.BigEndian.PutUint32(hdr, 0x08000000)
+	binary.BigEndian.PutUint32(hdr[4:], vni<<8)
+	return hex.EncodeToString(append(hdr, probeFrame(t, src, magic)...))
+}
+
+// sendVXLAN sends pkt 5 times to machine to's UDP port from namespace ns.
+func sendVXLAN(t *testing.T, ns, to, port, pkt string) {
+	t.Helper()
+	if out, err := inStranger(ns, "python3", "-c", sendVXLANScript, to, port, pkt, "5"); err != nil {
+		t.Fatalf("sending VXLAN from %s: %v\n%s", ns, err, out)
+	}
+}
 
 // selfSigned writes a self-signed client certificate (CN t1, the tenant's name) and its key.
 func selfSigned(t *testing.T) (cert, key string) {
@@ -239,27 +256,16 @@ func TestUnderlayHost(t *testing.T) {
 	t.Run("VXLAN from its own address with the link's VNI", func(t *testing.T) {
 		tun := m.inspect(t, 1, pv).link(t, "ab").Tunnels[0]
 		vni := tun.Key & 0xffffff
-		hdr := make([]byte, 8)
-		binary.BigEndian.PutUint32(hdr, 0x08000000)
-		binary.BigEndian.PutUint32(hdr[4:], vni<<8)
-		// vxlan sends the packet from machine i (0: the stranger) and tells whether its inner
-		// frame, with b's MAC as source, reached node a.
-		vxlan := func(i int) bool {
+		// vxlan sends the packet from namespace ns and tells whether its inner frame, with b's
+		// MAC as source, reached node a.
+		vxlan := func(ns string) bool {
 			magic := []byte("trellis-it-underlay-vx-" + nonce())
 			r := m.listenFrame(t, 1, pv, "a", "eth1", magic, 3*time.Second)
-			pkt := hex.EncodeToString(append(hdr, probeFrame(t, macB, magic)...))
-			argv := []string{"python3", "-c", sendVXLANScript, m.addr(1), "4789", pkt, "5"}
-			out, err := inStranger(x, argv...)
-			if i > 0 {
-				out, err = m.inNS(i, argv...)
-			}
-			if err != nil {
-				t.Fatalf("sending VXLAN: %v\n%s", err, out)
-			}
+			sendVXLAN(t, ns, m.addr(1), "4789", vxlanPacket(t, vni, macB, magic))
 			return r.result(t) != nil
 		}
 		before := m.inspect(t, 1, pv).EGRE["VXLANRefused"]
-		if vxlan(0) {
+		if vxlan(x) {
 			t.Errorf("a VXLAN packet from %v with the link's VNI %d reached node a", stranger, vni)
 		}
 		if after := m.inspect(t, 1, pv).EGRE["VXLANRefused"]; after < before+5 {
@@ -268,7 +274,7 @@ func TestUnderlayHost(t *testing.T) {
 		if fdb, err := m.inNS(1, "bridge", "fdb", "show", "dev", tun.Device); err != nil || strings.Contains(fdb, strangerAddr) {
 			t.Errorf("m1's VXLAN device learnt the stranger's address (%v):\n%s", err, fdb)
 		}
-		if !vxlan(2) {
+		if !vxlan(m.ns(2)) {
 			t.Errorf("the same VXLAN packet sent from m2 did not reach node a: the injection does not work")
 		}
 		m.ping(t, 1, pv, "a", "10.0.1.2")
@@ -333,20 +339,64 @@ for i in range(5): s.sendto(sys.argv[1].encode(), ("10.0.1.1", 7777))`, magic)
 	}
 }
 
-// TestUnderlayHostEngines: the listener of a remote engine's mirror answers only the node's
-// machine; to the stranger it is as if nobody listened (no SYN-ACK, no reset).
+// vxlanDevice is the name of the VXLAN device with vni in machine i's namespace.
+func (m *machines) vxlanDevice(t *testing.T, i int, vni uint32) string {
+	t.Helper()
+	out, err := m.inNS(i, "ip", "-d", "-o", "link", "show", "type", "vxlan")
+	if err != nil {
+		t.Fatalf("ip link on m%d: %v\n%s", i, err, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.Contains(line, fmt.Sprintf(" vxlan id %d ", vni)) {
+			return strings.TrimSuffix(f[1], ":")
+		}
+	}
+	t.Fatalf("m%d has no VXLAN device with VNI %d:\n%s", i, vni, out)
+	return ""
+}
+
+// TestUnderlayHostEngines: the tunnels to a remote engine take packets from the engine's
+// machine only, and the listener of its mirror answers only the node's machine; to the
+// stranger it is as if nobody listened (no SYN-ACK, no reset).
 func TestUnderlayHostEngines(t *testing.T) {
 	m := machinesUp(t, 2)
 	x, _ := m.stranger(t)
 	path := writeTopo(t, fmt.Sprintf(remoteEnginesTopo, m.hostsYAML("egre")))
 	m.upAll(t, path, "pdp-cr")
-	port := fmt.Sprint(plan.EngineMirrorPort("pdp-cr", "r", 1))
-	if ls := m.tcpListeners(t, 2); strings.Join(ls, " ") != m.addr(2)+":"+port {
-		t.Errorf("m2 listens on TCP %v, want only the mirror's %s:%s", ls, m.addr(2), port)
-	}
-	if out, err := inStranger(x, "python3", "-c", tcpProbeScript, m.addr(2), port); err != nil || strings.TrimSpace(out) != "timeout" {
-		t.Errorf("a TCP connection from the stranger to the mirror's port %s: %q (%v), want a timeout (no answer)", port, out, err)
-	}
+	t.Run("TCP to the mirror's port", func(t *testing.T) {
+		port := fmt.Sprint(plan.EngineMirrorPort("pdp-cr", "r", 1))
+		if ls := m.tcpListeners(t, 2); strings.Join(ls, " ") != m.addr(2)+":"+port {
+			t.Errorf("m2 listens on TCP %v, want only the mirror's %s:%s", ls, m.addr(2), port)
+		}
+		if out, err := inStranger(x, "python3", "-c", tcpProbeScript, m.addr(2), port); err != nil || strings.TrimSpace(out) != "timeout" {
+			t.Errorf("a TCP connection from the stranger to the mirror's port %s: %q (%v), want a timeout (no answer)", port, out, err)
+		}
+	})
+	t.Run("VXLAN to an engine's tunnel from its own address", func(t *testing.T) {
+		vni := plan.EngineVNI("pdp-cr", "r", 1, "eth1")
+		dev := m.vxlanDevice(t, 1, vni)
+		// vxlan sends the packet from namespace ns and tells whether its inner frame came out
+		// of m1's end of the tunnel.
+		vxlan := func(ns string) bool {
+			magic := []byte("trellis-it-underlay-fe-" + nonce())
+			// Every ethertype: the engines' program on the device's tc ingress takes the frame
+			// before a socket of one ethertype would see it.
+			script := strings.Replace(recvFrameScript, "socket.htons(0x88b5)", "socket.htons(3)", 1)
+			cmd := exec.Command("ip", "netns", "exec", m.ns(1), "python3", "-c", script, dev, "3", hex.EncodeToString(magic))
+			r := &frameReceiver{bg: startBg(t, cmd, "receiver on m1's "+dev), where: "m1's " + dev}
+			if line, ok := r.bg.waitLine(15 * time.Second); !ok || line != "ready" {
+				t.Fatalf("receiver on m1's %s: %q", dev, line)
+			}
+			sendVXLAN(t, ns, m.addr(1), fmt.Sprint(plan.EngineVXLANPort), vxlanPacket(t, vni, "02:00:5e:10:00:99", magic))
+			return r.result(t) != nil
+		}
+		if vxlan(x) {
+			t.Errorf("a VXLAN packet from %s with engine 1's VNI %d came out of m1's end of the tunnel, %s", strangerAddr, vni, dev)
+		}
+		if !vxlan(m.ns(2)) {
+			t.Errorf("the same VXLAN packet sent from m2 did not come out of %s: the injection does not work", dev)
+		}
+	})
 	m.ping(t, 1, "pdp-cr", "h1", "10.92.2.1") // the mirror still serves m1
 	if used := m.remoteFlows(t, 43000, 16); !used[1] {
 		t.Errorf("16 flows went to engines %v; want the remote one among them", used)
