@@ -18,6 +18,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -141,6 +142,45 @@ func sendVXLAN(t *testing.T, ns, to, port, pkt string) {
 	if out, err := inStranger(ns, "python3", "-c", sendVXLANScript, to, port, pkt, "5"); err != nil {
 		t.Fatalf("sending VXLAN from %s: %v\n%s", ns, err, out)
 	}
+}
+
+// udpFrames is a UDP datagram from src to dst's port 4789 in Ethernet frames from srcMAC to
+// dstMAC (UDP checksum 0, allowed over IPv4), dressed as a host trying to slip past a check may
+// dress it: with an IPv4 option (a 24-byte header), or cut into two fragments, the first of
+// which holds only the UDP header.
+func udpFrames(dstMAC, srcMAC net.HardwareAddr, src, dst netip.Addr, payload []byte, option, fragment bool) [][]byte {
+	be := binary.BigEndian
+	udp := make([]byte, 8, 8+len(payload))
+	be.PutUint16(udp[0:], 40000)
+	be.PutUint16(udp[2:], 4789)
+	be.PutUint16(udp[4:], uint16(8+len(payload)))
+	udp = append(udp, payload...)
+	ip := func(data []byte, fragOff uint16) []byte {
+		hl := 20
+		if option {
+			hl = 24
+		}
+		h := make([]byte, hl)
+		h[0] = byte(0x40 | hl/4)
+		be.PutUint16(h[2:], uint16(hl+len(data)))
+		be.PutUint16(h[4:], 0x4242)
+		be.PutUint16(h[6:], fragOff)
+		h[8], h[9] = 64, 17
+		s4, d4 := src.As4(), dst.As4()
+		copy(h[12:], s4[:])
+		copy(h[16:], d4[:])
+		if option {
+			copy(h[20:], []byte{1, 1, 1, 0}) // NOP, NOP, NOP, end of options
+		}
+		be.PutUint16(h[10:], ipChecksum(h))
+		f := append(append(append([]byte{}, dstMAC...), srcMAC...), 0x08, 0x00)
+		return append(append(f, h...), data...)
+	}
+	if fragment {
+		const mf = 0x2000
+		return [][]byte{ip(udp[:8], mf), ip(udp[8:], 1)} // offsets count 8 bytes
+	}
+	return [][]byte{ip(udp, 0)}
 }
 
 // selfSigned writes a self-signed client certificate (CN t1, the tenant's name) and its key.
@@ -278,6 +318,46 @@ func TestUnderlayHost(t *testing.T) {
 			t.Errorf("the same VXLAN packet sent from m2 did not reach node a: the injection does not work")
 		}
 		m.ping(t, 1, pv, "a", "10.0.1.2")
+	})
+
+	t.Run("VXLAN from its own address, with an IP option, to a broadcast MAC, or in fragments", func(t *testing.T) {
+		vni := m.inspect(t, 1, pv).link(t, "ab").Tunnels[0].Key & 0xffffff
+		xm, m1m := mustMAC(t, xmac), mustMAC(t, m.mac[0])
+		bcast := mustMAC(t, "ff:ff:ff:ff:ff:ff")
+		// raw sends the packet as raw frames from the stranger's eth0 and tells whether its
+		// inner frame reached node a.
+		raw := func(src netip.Addr, dst net.HardwareAddr, option, fragment bool) bool {
+			magic := []byte("trellis-it-underlay-raw-" + nonce())
+			r := m.listenFrame(t, 1, pv, "a", "eth1", magic, 3*time.Second)
+			pkt, _ := hex.DecodeString(vxlanPacket(t, vni, macB, magic))
+			args := []string{"python3", "-c", sendRawScript, "eth0"}
+			for n := 0; n < 5; n++ {
+				for _, f := range udpFrames(dst, xm, src, m1, pkt, option, fragment) {
+					args = append(args, fmt.Sprintf("%x:1", f))
+				}
+			}
+			if out, err := inStranger(x, args...); err != nil {
+				t.Fatalf("injecting from the stranger: %v\n%s", err, out)
+			}
+			return r.result(t) != nil
+		}
+		for _, tc := range []struct {
+			name             string
+			dst              net.HardwareAddr
+			option, fragment bool
+		}{
+			{"an IP option", m1m, true, false},
+			{"a broadcast MAC", bcast, false, false},
+			{"two fragments, the VXLAN header in the second", m1m, false, true},
+		} {
+			if raw(stranger, tc.dst, tc.option, tc.fragment) {
+				t.Errorf("a VXLAN packet from %v with %s reached node a", stranger, tc.name)
+			}
+		}
+		// The control of the injection, and the residual risk: from m2's address.
+		if !raw(m2, m1m, false, false) {
+			t.Errorf("a VXLAN packet with m2's address as raw frames from the stranger did not reach node a: the injection does not work")
+		}
 	})
 
 	t.Run("agent endpoint without a certificate of the cluster", func(t *testing.T) {
