@@ -45,8 +45,9 @@ type Network struct {
 	Hosts  []*Host // the physical machines it spans; none for a single machine
 	Tunnel string  // a registered tunnel kind; set when there are hosts
 	// TunnelSecret, when set, keys the tunnels' keys (plan.TunnelKey) so that they cannot be
-	// derived from the names: in a cluster, the placement's secret. None in a file with hosts.
-	TunnelSecret []byte
+	// derived from the names: the content of the file `secret:` names, or in a cluster the
+	// placement's secret.
+	TunnelSecret []byte `json:"-"`
 	Nodes        []*Node
 	Links        []*Link
 

@@ -71,6 +71,20 @@ func (m *machines) stranger(t *testing.T) (ns, mac string) {
 	return ns, mac
 }
 
+// egreReaches injects EGRE packets with key from src into m1 from the stranger's eth0 (ns, with
+// MAC xmac), an inner frame from MAC inner, and tells whether the frame reached node a of
+// network.
+func (m *machines) egreReaches(t *testing.T, ns, xmac string, src netip.Addr, key uint32, network, inner string) bool {
+	t.Helper()
+	magic := []byte("trellis-it-underlay-" + nonce())
+	r := m.listenFrame(t, 1, network, "a", "eth1", magic, 3*time.Second)
+	f := egreFrame(mustMAC(t, m.mac[0]), mustMAC(t, xmac), src, netip.MustParseAddr(m.addr(1)), key, probeFrame(t, inner, magic))
+	if out, err := inStranger(ns, "python3", "-c", sendRawScript, "eth0", fmt.Sprintf("%x:5", f)); err != nil {
+		t.Fatalf("injecting from the stranger: %v\n%s", err, out)
+	}
+	return r.result(t) != nil
+}
+
 // inStranger runs a command in the stranger's namespace.
 func inStranger(ns string, argv ...string) (string, error) {
 	return hostRun(append([]string{"ip", "netns", "exec", ns}, argv...)...)
@@ -253,17 +267,9 @@ func TestUnderlayHost(t *testing.T) {
 	stranger := netip.MustParseAddr(strangerAddr)
 	macB := m.inspect(t, 2, pe).mac(t, "b", "eth1")
 
-	// egre injects EGRE packets with key from src into m1 from the stranger's eth0 and tells
-	// whether their inner frame reached node a.
 	egre := func(t *testing.T, src netip.Addr, key uint32) bool {
 		t.Helper()
-		magic := []byte("trellis-it-underlay-" + nonce())
-		r := m.listenFrame(t, 1, pe, "a", "eth1", magic, 3*time.Second)
-		f := egreFrame(mustMAC(t, m.mac[0]), mustMAC(t, xmac), src, m1, key, probeFrame(t, macB, magic))
-		if out, err := inStranger(x, "python3", "-c", sendRawScript, "eth0", fmt.Sprintf("%x:5", f)); err != nil {
-			t.Fatalf("injecting from the stranger: %v\n%s", err, out)
-		}
-		return r.result(t) != nil
+		return m.egreReaches(t, x, xmac, src, key, pe, macB)
 	}
 
 	t.Run("EGRE from its own address with the link's key", func(t *testing.T) {
@@ -483,5 +489,39 @@ func TestUnderlayHostEngines(t *testing.T) {
 	}
 	for i := 1; i <= 2; i++ {
 		m.trellis(t, i, "down", "pdp-cr")
+	}
+}
+
+// TestUnderlayHostSecret: in a file with hosts, `secret:` keys the tunnels' keys, so that the
+// key the names give does not let a host with a machine's address into a link.
+func TestUnderlayHostSecret(t *testing.T) {
+	m := machinesUp(t, 2)
+	x, xmac := m.stranger(t)
+	const name = "usecret"
+	key := filepath.Join(t.TempDir(), "tunnel.key")
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m.upAll(t, writeTopo(t, fmt.Sprintf(underlayPairTopo, name, m.hostsYAML("egre")+"secret: "+key+"\n")), name)
+	m.ping(t, 1, name, "a", "10.0.1.2") // both machines derived the same keys
+	k := m.inspect(t, 1, name).link(t, "ab").Tunnels[0].Key
+	guess := plan.TunnelKey(nil, name, "ab")
+	if k == guess {
+		t.Errorf("link ab's key %#08x is the one its names give", k)
+	}
+	m2 := netip.MustParseAddr(m.addr(2))
+	macB := m.inspect(t, 2, name).mac(t, "b", "eth1")
+	if m.egreReaches(t, x, xmac, m2, guess, name, macB) {
+		t.Errorf("an EGRE packet from m2's address with the key %#08x of the names reached node a", guess)
+	}
+	if !m.egreReaches(t, x, xmac, m2, k, name, macB) {
+		t.Errorf("an EGRE packet from m2's address with the link's key did not reach node a: the injection does not work")
+	}
+	for i := 1; i <= 2; i++ {
+		m.trellis(t, i, "down", name)
 	}
 }
