@@ -95,9 +95,9 @@ func placeByCapacity(n *spec.Network) (map[string]string, error) {
 // TunnelKey is the GRE key (or, its low 24 bits, the VXLAN VNI) of a link that crosses
 // machines. Every machine derives the same key from the network and link names without
 // talking to the others: keyed with the network's secret when it has one (HMAC-SHA256), so
-// that nobody without the secret can predict it (a cluster's placement holds a random one),
-// or from the names alone (a file with hosts, whose machines share only the file). The
-// substrate refuses a key already in use.
+// that nobody without the secret can predict it (a cluster's placement holds a random one; a
+// file with hosts may name one), or else from the names alone. The substrate refuses a key
+// already in use.
 func TunnelKey(secret []byte, network, link string) uint32 {
 	var sum []byte
 	if len(secret) > 0 {
