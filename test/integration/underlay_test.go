@@ -63,8 +63,19 @@ func underlayCluster(t *testing.T) *underlayRig {
 		m.ping(t, 1, agent.LocalName("t1", n.name), "a", "10.0.1.2")
 	}
 	r.macB = m.inspect(t, 2, r.pe).mac(t, "b", "eth1")
+	// The cluster's API, served on m1's underlay address.
+	serve := exec.Command("ip", "netns", "exec", m.ns(1), trellisBin, "--state-dir", m.state(1), "--cluster", ctxFile,
+		"serve", "-q", "--listen", apiAddr(m), "--tls-cert", c.Root.Cert, "--tls-key", c.Root.Key)
+	bg := startBg(t, serve, "trellis serve --cluster on m1")
+	waitFor(t, 15*time.Second, "the cluster's API listening on m1", func() (bool, string) {
+		out, _ := inStranger(r.x, "python3", "-c", tlsProbeScript, m.addr(1), "7446", c.Root.Cert, c.Root.Key)
+		return strings.HasPrefix(out, "answered"), out + bg.stderr.String()
+	})
 	return r
 }
+
+// apiAddr is where underlayCluster serves the cluster's API: m1's underlay address, port 7446.
+func apiAddr(m *machines) string { return m.addr(1) + ":7446" }
 
 func TestUnderlayHost(t *testing.T) {
 	r := underlayCluster(t)
@@ -76,7 +87,7 @@ func TestUnderlayHost(t *testing.T) {
 		{"EGRE with m2's address and the key of the names", r.egreNamesKey},
 		{"VXLAN from its own address with the link's VNI", r.vxlanOwnAddress},
 		{"VXLAN from its own address, with an IP option, to a broadcast MAC, or in fragments", r.vxlanDressed},
-		{"agent endpoint without a certificate of the cluster", r.agentEndpoint},
+		{"agent endpoint and API without a certificate of the cluster", r.agentEndpoint},
 		{"every TCP port of the machines", r.tcpPorts},
 		{"route through a machine to a node", r.routeThrough},
 	} {
@@ -191,17 +202,19 @@ func (r *underlayRig) agentEndpoint(t *testing.T) {
 		{"self-signed certificate", []string{cert, key}, "refused"},
 		{"the cluster's certificate (the control)", []string{r.root.Cert, r.root.Key}, "answered b'HTTP/1.1 "},
 	} {
-		out, err := inStranger(r.x, append([]string{"python3", "-c", tlsProbeScript, r.m.addr(1), "7445"}, tc.args...)...)
-		if err != nil || !strings.HasPrefix(out, tc.want) {
-			t.Errorf("%s: the agent's endpoint said %q (%v), want %q...", tc.name, out, err, tc.want)
+		for _, port := range []string{"7445", "7446"} { // the agent's endpoint, the API
+			out, err := inStranger(r.x, append([]string{"python3", "-c", tlsProbeScript, r.m.addr(1), port}, tc.args...)...)
+			if err != nil || !strings.HasPrefix(out, tc.want) {
+				t.Errorf("%s: port %s said %q (%v), want %q...", tc.name, port, out, err, tc.want)
+			}
 		}
 	}
 }
 
 func (r *underlayRig) tcpPorts(t *testing.T) {
-	for i := 1; i <= 2; i++ {
-		if ls := r.m.tcpListeners(t, i); strings.Join(ls, " ") != "*:7445" {
-			t.Errorf("m%d listens on TCP %v, want only the agent's endpoint *:7445", i, ls)
+	for i, want := range map[int]string{1: "*:7445 " + apiAddr(r.m), 2: "*:7445"} {
+		if ls := r.m.tcpListeners(t, i); strings.Join(ls, " ") != want {
+			t.Errorf("m%d listens on TCP %v, want only the agent's endpoint (and on m1 the API): %s", i, ls, want)
 		}
 	}
 }
