@@ -9,6 +9,8 @@ package placer
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -247,6 +249,9 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 	pl := &cluster.Placement{Tenant: n.Tenant, Network: n.Name, Generation: n.Revision}
 	sn := p.parse(n)
 	var err error
+	if pl.Secret, err = tunnelSecret(prev); err != nil {
+		return err
+	}
 	if sn.err != nil {
 		err = sn.err
 	} else if over := p.quota[n.Tenant].Over(p.used[n.Tenant].Add(cluster.UsageOf(sn.n))); over != "" {
@@ -275,4 +280,17 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 	p.used[n.Tenant] = p.used[n.Tenant].Add(cluster.UsageOf(sn.n))
 	p.log.Info("network placed", "tenant", n.Tenant, "network", n.Name, "generation", n.Revision, "nodes", pl.Nodes)
 	return nil
+}
+
+// tunnelSecret is the secret of a network's tunnel keys: the previous placement's, or a new
+// random one (128 bits) for a network placed for the first time.
+func tunnelSecret(prev *cluster.Placement) (string, error) {
+	if prev != nil && prev.Secret != "" {
+		return prev.Secret, nil
+	}
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("tunnel secret: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }

@@ -2,6 +2,7 @@ package placer
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,6 +77,9 @@ func TestPlacer(t *testing.T) {
 	if p.Nodes["a"] != "m2" || len(p.Machines) != 3 {
 		t.Errorf("ring placed %v over %v, want a on m2 and all three machines used", p.Nodes, p.Machines)
 	}
+	if b, err := hex.DecodeString(p.Secret); err != nil || len(b) != 16 {
+		t.Errorf("ring's tunnel secret %q, want 16 random bytes in hex", p.Secret)
+	}
 
 	t.Run("machine lost", func(t *testing.T) {
 		var lost string
@@ -102,6 +106,9 @@ func TestPlacer(t *testing.T) {
 				t.Errorf("node %s moved from %s to %s, though its machine is alive", n, m, q.Nodes[n])
 			}
 		}
+		if q.Secret != p.Secret {
+			t.Errorf("the tunnel secret changed from %q to %q when the network was placed again", p.Secret, q.Secret)
+		}
 	})
 
 	t.Run("refused", func(t *testing.T) {
@@ -109,6 +116,9 @@ func TestPlacer(t *testing.T) {
 		q := placed("big", gen, func(q *cluster.Placement) bool { return q.Refused != "" })
 		if len(q.Nodes) != 0 || !strings.Contains(q.Refused, "memory") {
 			t.Errorf("big: nodes %v, refused %q; want no nodes and memory named", q.Nodes, q.Refused)
+		}
+		if q.Secret == p.Secret || len(q.Secret) != 32 {
+			t.Errorf("big's tunnel secret %q, ring's %q: want another random one", q.Secret, p.Secret)
 		}
 	})
 

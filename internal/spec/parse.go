@@ -178,12 +178,13 @@ func (p *parser) network(root *yaml.Node) *Network {
 		p.fail(root, "(file)", "expected a mapping with the keys name, nodes and links", "see the topology file reference in README.md")
 		return nil
 	}
-	f, _ := p.fields(root, "", "name", "hosts", "tunnel", "nodes", "links")
+	f, _ := p.fields(root, "", "name", "hosts", "tunnel", "secret", "nodes", "links")
 	n := &Network{File: p.file, lines: map[string]int{}}
 	for k, v := range f {
 		n.lines[k] = v.Line
 	}
 	p.machines(n, f["hosts"], f["tunnel"])
+	p.secret(n, f["secret"])
 	if f["name"] == nil {
 		p.fail(root, "name", "missing", "give the network a name, e.g. `name: lab1`")
 	} else if name, ok := p.str(f["name"], "name"); ok {
