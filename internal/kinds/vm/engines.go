@@ -77,12 +77,12 @@ func launchEngine(ctx context.Context, env *kinds.Env, n *plan.Node, i int, img 
 	ps := fePorts(env.Plan, n, i)
 	var files []*os.File
 	defer func() { closeAll(files) }() // QEMU has its own copies
-	for j := range ps {                // each a tap, made anew (one left by an engine VM killed with its node goes)
-		err := wire(&ps[j])
-		files = append(append(files, ps[j].files...), ps[j].vhost...)
-		if err != nil {
+	// Each port a tap, made anew (one left by an engine VM killed with its node goes).
+	for j := range ps {
+		if err := wire(&ps[j]); err != nil {
 			return 0, err
 		}
+		files = append(append(files, ps[j].files...), ps[j].vhost...)
 	}
 	if err := vmsock.Make(id, netID, name); err != nil {
 		return 0, err

@@ -18,9 +18,10 @@ import (
 const sweepTimeout = time.Minute
 
 // Sweep removes what VM nodes leave outside QEMU when they or their links go: the control
-// groups, disk overlays and socket directories of VMs that do not run, the interconnect devices of ports that no running VM has in the plan (a VM killed, a link
-// removed), and, in a running VM, the NIC of every interface the plan no longer gives it (its
-// link was removed: the NIC would stay in the guest without a back end).
+// groups, disk overlays and socket directories of VMs that do not run, the interconnect
+// devices of ports that no running VM has in the plan (a VM killed, a link removed), and, in
+// a running VM, the NIC of every interface the plan no longer gives it (its link was removed:
+// the NIC would stay in the guest without a back end).
 func (Kind) Sweep(env *kinds.Env, running map[string]kinds.Instance) error {
 	if env.Plan == nil {
 		return nil

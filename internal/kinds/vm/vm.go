@@ -107,11 +107,10 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	var files []*os.File
 	defer func() { closeAll(files) }() // QEMU has its own copies
 	for i := range ps {
-		err = wire(&ps[i])
-		files = append(append(files, ps[i].files...), ps[i].vhost...)
-		if err != nil {
+		if err := wire(&ps[i]); err != nil {
 			return in, err
 		}
+		files = append(append(files, ps[i].files...), ps[i].vhost...)
 	}
 	g, err := createGroup(env, n)
 	if err != nil {
