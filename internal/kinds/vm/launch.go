@@ -21,9 +21,9 @@ const monitorWait = 2 * time.Minute
 // socket (QEMU has then made the VM, opened its files, devices and sockets, and dropped to its
 // -runas uid), and starts the guest. It returns QEMU's pid.
 //
-// QEMU does not daemonize itself (-daemonize forks and calls setsid under its seccomp filter,
-// which denies both): it outlives this trellis (an up) as a child of init, and while this
-// trellis runs (serve, agent) it is reaped here when it ends. ctx does not end it.
+// QEMU does not daemonize itself (-daemonize forks once QEMU's seccomp filter is installed,
+// which spawn=deny forbids): it outlives this trellis (an up) as a child of init, and while
+// this trellis runs (serve, agent) it is reaped here when it ends. ctx does not end it.
 func launch(ctx context.Context, argv []string, logPath, socket string, files []*os.File, g *cgroup.Group) (int, error) {
 	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
