@@ -57,6 +57,9 @@ func runMain(m *testing.M) int {
 	if socket := os.Getenv(connectProbeEnv); socket != "" { // run as a probe (vm_localuser_test.go)
 		return connectProbe(socket)
 	}
+	if tap := os.Getenv(tapProbeEnv); tap != "" {
+		return tapProbe(tap)
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "the trellis integration tests create namespaces, links and eBPF programs: run them as root")
 		return 1

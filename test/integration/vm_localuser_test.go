@@ -16,14 +16,19 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // nobody is the uid and gid the local unprivileged user's probes run as.
 const nobody = 65534
 
 // connectProbeEnv names, in the environment of the test binary run as a probe, the unix socket
-// the probe connects to (runMain).
-const connectProbeEnv = "TRELLIS_IT_CONNECT"
+// the probe connects to (runMain); tapProbeEnv the tap it attaches a queue to.
+const (
+	connectProbeEnv = "TRELLIS_IT_CONNECT"
+	tapProbeEnv     = "TRELLIS_IT_TAP"
+)
 
 // connectProbe connects to the unix socket path (a leading @ names an abstract one) and, if a
 // QEMU monitor answers, asks for the VM's status, printing what it says. It exits 0 if it
@@ -56,11 +61,32 @@ func connectProbe(path string) int {
 	return 0
 }
 
-// localUserTopo is a VM beside a container.
+// tapProbe attaches a queue to multiqueue tap name through /dev/net/tun, open as its
+// descriptor 3 (as a user may open it where the device is world-writable, Debian's default),
+// and reads the tap's frames if that works. It exits 0 if it attached, 1 if refused for
+// permission (EPERM), 2 otherwise.
+func tapProbe(name string) int {
+	ifr, err := unix.NewIfreq(name)
+	if err == nil {
+		ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | unix.IFF_MULTI_QUEUE)
+		err = unix.IoctlIfreq(3, unix.TUNSETIFF, ifr)
+	}
+	fmt.Println("TUNSETIFF:", err)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, unix.EPERM):
+		return 1
+	}
+	return 2
+}
+
+// localUserTopo is a VM beside a container; its port is a tap with two queues.
 const localUserTopo = `name: vmuser
 nodes:
   v:
     kind: vm
+    vm: {queues: 2}
     addresses:
       eth1: [10.0.1.1/24]
   a:
@@ -122,6 +148,25 @@ func TestVMLocalUser(t *testing.T) {
 			if strings.Contains(out, `"status"`) {
 				t.Errorf("as uid %d, QEMU's monitor %s answered query-status: %s", nobody, s, out)
 			}
+		}
+	})
+	t.Run("attach to the VM's tap as nobody", func(t *testing.T) {
+		var port string
+		for _, ep := range inspect(t, e.state, "vmuser").Links[0].Endpoints {
+			if ep.Node == "v" {
+				port = ep.Port
+			}
+		}
+		tun, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tun.Close()
+		cmd := probeCmd(probe, tapProbeEnv+"="+port)
+		cmd.ExtraFiles = []*os.File{tun}
+		out, err := cmd.CombinedOutput()
+		if code := exitCode(err); code != 1 {
+			t.Errorf("as uid %d, attaching a queue to the VM's tap %s: exit %d (%v), want 1 (EPERM): %s", nobody, port, code, err, out)
 		}
 	})
 	t.Run("sandbox and uid", func(t *testing.T) {
@@ -200,14 +245,18 @@ func probeBinary(t *testing.T) string {
 	return path
 }
 
+// probeCmd runs the probe binary as uid nobody with the environment env.
+func probeCmd(probe string, env ...string) *exec.Cmd {
+	cmd := exec.Command(probe)
+	cmd.Env, cmd.Dir = env, "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	return cmd
+}
+
 // runProbe runs connectProbe on socket as uid nobody and returns its output and exit code.
 func runProbe(t *testing.T, probe, socket string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(probe)
-	cmd.Env = []string{connectProbeEnv + "=" + socket}
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	out, err := cmd.CombinedOutput()
+	out, err := probeCmd(probe, connectProbeEnv+"="+socket).CombinedOutput()
 	if code := exitCode(err); code >= 0 {
 		return string(out), code
 	}

@@ -98,14 +98,16 @@ func wireVeth(p vmPort) ([]*os.File, error) {
 }
 
 // openTap makes tap name, with a queue per queue pair, and returns the queues' files. The tap
-// goes when the last of them is closed (its QEMU ended).
+// goes when the last of them is closed (its QEMU ended). Its owner and group are root: no one
+// else may attach a queue to it (one without, as QEMU made them, takes a queue from anyone
+// who may open /dev/net/tun, world-writable on Debian, and with it the VM's frames).
 func openTap(name string, queues int) ([]*os.File, error) {
 	flags := netlink.TUNTAP_NO_PI | netlink.TUNTAP_VNET_HDR
 	if queues > 1 {
 		flags |= netlink.TUNTAP_MULTI_QUEUE
 	}
 	tap := &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: name}, Mode: netlink.TUNTAP_MODE_TAP,
-		Flags: flags, Queues: max(queues, 1), NonPersist: true}
+		Flags: flags, Queues: max(queues, 1), NonPersist: true, Owner: 0, Group: 0}
 	if err := netlink.LinkAdd(tap); err != nil {
 		return nil, fmt.Errorf("%w: tap %s: %v", ErrWire, name, err)
 	}
