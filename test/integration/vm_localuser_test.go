@@ -64,7 +64,7 @@ func connectProbe(path string) int {
 
 // tapProbe attaches a queue to multiqueue tap name through /dev/net/tun, open as its
 // descriptor 3 (as a user may open it where the device is world-writable, Debian's default),
-// and reads the tap's frames if that works. It exits 0 if it attached, 1 if refused for
+// which would give it a share of the VM's frames and let it send its own. It exits 0 if it attached, 1 if refused for
 // permission (EPERM), 2 otherwise.
 func tapProbe(name string) int {
 	ifr, err := unix.NewIfreq(name)
@@ -101,8 +101,8 @@ links:
 // local unprivileged user"): QEMU listens on no abstract socket (those have no permissions,
 // and /proc/net/unix lists their names), a user (uid 65534) connecting to each of the VM's
 // sockets is refused with EACCES (on main before the fix, it asked the monitor and got
-// {"return": {"status": "running"}}), QEMU runs under its seccomp sandbox as an unprivileged
-// uid, and down leaves no socket directory behind.
+// {"return": {"status": "running"}}), nor may it attach a queue to the VM's tap, QEMU runs
+// under its seccomp sandbox as an unprivileged uid, and down leaves no socket directory behind.
 func TestVMLocalUser(t *testing.T) {
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		t.Fatalf("QEMU is not installed (%v): this security test must run; install it with `apt-get install qemu-system-x86`", err)
@@ -159,6 +159,9 @@ func TestVMLocalUser(t *testing.T) {
 			if ep.Node == "v" {
 				port = ep.Port
 			}
+		}
+		if port == "" {
+			t.Fatal("inspect shows no port of v")
 		}
 		tun, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0)
 		if err != nil {
