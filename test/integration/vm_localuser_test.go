@@ -64,8 +64,8 @@ func connectProbe(path string) int {
 
 // tapProbe attaches a queue to multiqueue tap name through /dev/net/tun, open as its
 // descriptor 3 (as a user may open it where the device is world-writable, Debian's default),
-// which would give it a share of the VM's frames and let it send its own. It exits 0 if it attached, 1 if refused for
-// permission (EPERM), 2 otherwise.
+// which would give it a share of the VM's frames and let it send its own. It exits 0 if it
+// attached, 1 if refused for permission (EPERM), 2 otherwise.
 func tapProbe(name string) int {
 	ifr, err := unix.NewIfreq(name)
 	if err == nil {
