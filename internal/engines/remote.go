@@ -24,7 +24,7 @@ var errDown = errors.New("remote engine not connected")
 // engine VM's FE is one too, whose connection is to its guest's agent (vmguest.go).
 type remoteFE struct {
 	addr  string          // the holder's listener, host:port
-	guest string          // or: the abstract unix socket of an engine VM's mirror port
+	guest string          // or: the unix socket of an engine VM's mirror port (MirrorSocket)
 	names map[string]bool // for guest: the node's link interfaces, the copies the mirror uses
 
 	mu    sync.Mutex

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/vmsock"
 )
 
 // The mirror of a VM node (docs/vm.md, "Parallel virtual routers"): the control node's routes
@@ -15,11 +17,10 @@ import (
 // long poll: the agent answers as soon as its netlink watch sees one) and applies them to the
 // engine VMs through their agents (opRoutes, opDump), as it does to an FE on another machine.
 
-// MirrorSocket is the abstract unix socket (without its leading @) on which the QEMU of VM
-// name (a node, or EngineVM) of network netID serves its mirror port: as the vm kind's other
-// sockets, trellis-vm/STATEID/NETID/NAME/WHAT.
+// MirrorSocket is the unix socket on which the QEMU of VM name (a node, or EngineVM) of network
+// netID serves its mirror port, beside its other sockets in a directory only root may enter.
 func MirrorSocket(stateID, netID, name string) string {
-	return "trellis-vm/" + stateID + "/" + netID + "/" + name + "/mirror"
+	return vmsock.Path(stateID, netID, name, vmsock.Mirror)
 }
 
 // EngineVM is the name engine i of VM node runs under: NODE@feI (node names cannot hold @).
@@ -32,7 +33,7 @@ const watchAll = 1
 // node's interfaces.
 func (f *fe) dialGuest() error {
 	r := f.remote
-	conn, err := net.DialTimeout("unix", "@"+r.guest, time.Second)
+	conn, err := net.DialTimeout("unix", r.guest, time.Second)
 	if err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ type guestSource struct {
 // subscription's routes until stop closes, the connection fails or the agent lost changes.
 func (m *mirror) watchGuest(stop <-chan struct{}) (*subscription, error) {
 	g := m.guest
-	conn, err := net.DialTimeout("unix", "@"+g.socket, 2*time.Second)
+	conn, err := net.DialTimeout("unix", g.socket, 2*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("control VM's agent: %w", err)
 	}

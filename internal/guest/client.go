@@ -18,7 +18,7 @@ type Client struct {
 	next uint64
 }
 
-// Dial connects to the agent behind socket (a path, or @name for an abstract socket) and waits
+// Dial connects to the agent behind socket (its path: internal/vmsock) and waits
 // until it answers, which after a boot takes as long as the guest needs to start.
 func Dial(ctx context.Context, socket string) (*Client, error) {
 	var d net.Dialer

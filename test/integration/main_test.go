@@ -35,6 +35,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/vmsock"
 	"github.com/vishvananda/netlink"
 	"gopkg.in/yaml.v3"
 )
@@ -53,6 +54,12 @@ const cleanTimeout = 15 * time.Second
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
+	if socket := os.Getenv(connectProbeEnv); socket != "" { // run as a probe (vm_localuser_test.go)
+		return connectProbe(socket)
+	}
+	if tap := os.Getenv(tapProbeEnv); tap != "" {
+		return tapProbe(tap)
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "the trellis integration tests create namespaces, links and eBPF programs: run them as root")
 		return 1
@@ -514,7 +521,8 @@ type hostSnapshot struct {
 	Nodes  map[int]string    // pid -> command line of trellis-node processes
 	// Groups are the nodes' control groups ("HIERARCHY/trellis/STATEID.NETID.NODE"), the
 	// networks' /etc copies where trellis kept them on disk before they moved to memory
-	// ("/run/trellis/STATEID/etc/NETWORK"), and the uid range registry's
+	// ("/run/trellis/STATEID/etc/NETWORK"), the networks' VM socket directories
+	// ("/run/trellis/vm/STATEID.NETID"), and the uid range registry's
 	// entries ("/var/lib/trellis-uid-ranges/BASE"), each with its state id.
 	Groups map[string]string
 	procs  map[int]*procEntry  // every process, for owners
@@ -609,18 +617,19 @@ func takeSnapshot() (*hostSnapshot, error) {
 	return s, nil
 }
 
-// readGroups lists the nodes' control groups in every cgroup hierarchy and the networks'
-// copies of /etc.
+// readGroups lists the nodes' control groups in every cgroup hierarchy, the networks'
+// copies of /etc and their VM socket directories.
 func (s *hostSnapshot) readGroups() error {
-	globs := []string{"/sys/fs/cgroup/*/trellis/*", "/sys/fs/cgroup/trellis/*", "/run/trellis/*/etc/*"}
+	globs := []string{"/sys/fs/cgroup/*/trellis/*", "/sys/fs/cgroup/trellis/*", "/run/trellis/*/etc/*", vmsock.RunDir + "/*"}
 	for _, g := range globs {
 		paths, err := filepath.Glob(g)
 		if err != nil {
 			return err
 		}
 		for _, p := range paths {
-			id, _, _ := strings.Cut(filepath.Base(p), ".") // a group: STATEID.NETID.NODE
-			if strings.HasPrefix(p, "/run/") {
+			// A group is STATEID.NETID.NODE, a VM socket directory STATEID.NETID.
+			id, _, _ := strings.Cut(filepath.Base(p), ".")
+			if filepath.Base(filepath.Dir(p)) == "etc" {
 				id = filepath.Base(filepath.Dir(filepath.Dir(p)))
 			}
 			if fi, err := os.Stat(p); err == nil && fi.IsDir() {

@@ -144,10 +144,11 @@ func TestVMNode(t *testing.T) {
 			Nodes []struct {
 				Name       string
 				Kind       string
+				PID        int
 				Interfaces []struct{ Name string }
 				Threads    []struct {
 					Name, Affinity, Policy, Reserve string
-					Priority                        int
+					TID, Priority                   int
 				}
 			}
 		}
@@ -173,7 +174,9 @@ func TestVMNode(t *testing.T) {
 					if th.Policy != "deadline" || th.Reserve != "9ms/10ms" {
 						t.Errorf("vCPU thread %+v: want the reservation deadline 9ms/10ms", th)
 					}
-				case strings.HasPrefix(th.Name, "qemu-system") || strings.HasPrefix(th.Name, "IO "):
+				// QEMU's main loop (its first thread), and its I/O threads; helper threads made
+				// before QEMU names its threads (RCU's) bear its name too.
+				case th.TID == n.PID || strings.HasPrefix(th.Name, "IO "):
 					io++
 					if th.Affinity != "0" || th.Policy != "fifo" || th.Priority != 10 {
 						t.Errorf("I/O thread %+v: want pinned to CPU 0, fifo, priority 10", th)

@@ -10,13 +10,14 @@ import (
 
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/vmsock"
 )
 
 // Attach runs argv on a terminal in the guest through the agent's terminal port (trellis exec
 // with a terminal), one session per VM at a time: a new one hangs up the one before.
 func (Kind) Attach(ctx context.Context, env *kinds.Env, in kinds.Instance, argv []string, size [2]uint16, stdin io.Reader, stdout io.Writer, resize <-chan [2]uint16) (int, error) {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", "@"+socket(env.Store.ID, env.Plan.NetID, in.Name, "tty"))
+	conn, err := d.DialContext(ctx, "unix", vmsock.Path(env.Store.ID, env.Plan.NetID, in.Name, vmsock.TTY))
 	if err != nil {
 		return 0, fmt.Errorf("%w: terminal of %s: %v", guest.ErrAgent, in.Name, err)
 	}

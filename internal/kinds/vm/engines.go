@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/vmsock"
 	"github.com/vishvananda/netlink"
 )
 
@@ -54,28 +56,40 @@ func fePorts(p *plan.Plan, n *plan.Node, i int) []vmPort {
 	return ps
 }
 
-// launchEngines starts the QEMU of each engine VM of node n, in the node's group g, and
-// returns their pids; the guests boot while the node's own is set up.
-func launchEngines(ctx context.Context, env *kinds.Env, n *plan.Node, img image.Image, g *cgroup.Group) ([]int, error) {
-	id, netID := env.Store.ID, env.Plan.NetID
-	logDir := env.Store.LogDir(env.Plan.Network)
+// launchEngines starts the QEMU of each engine VM of node n, as runAs and in the node's group
+// g, and returns their pids; the guests boot while the node's own is set up.
+func launchEngines(ctx context.Context, env *kinds.Env, n *plan.Node, img image.Image, runAs string, g *cgroup.Group) ([]int, error) {
 	var pids []int
 	for i := range n.Engines {
-		name := feName(n.Name, i)
-		for _, port := range n.FEPorts[i] { // a tap left by an engine VM killed with its node
-			if err := netdev.Delete(port); err != nil {
-				return pids, err
-			}
-		}
-		sock := func(what string) string { return socket(id, netID, name, what) }
-		argv := args(img, marker(id, netID, name, n.Digest), sock, filepath.Join(logDir, name+".console"), n, fePorts(env.Plan, n, i))
-		pid, err := launch(ctx, argv, filepath.Join(logDir, name+".pid"), "@"+socket(id, netID, name, "qmp"), nil, g)
+		pid, err := launchEngine(ctx, env, n, i, img, runAs, g)
 		if err != nil {
 			return pids, fmt.Errorf("engine VM %d of %s: %w", i, n.Name, err)
 		}
 		pids = append(pids, pid)
 	}
 	return pids, nil
+}
+
+func launchEngine(ctx context.Context, env *kinds.Env, n *plan.Node, i int, img image.Image, runAs string, g *cgroup.Group) (int, error) {
+	id, netID := env.Store.ID, env.Plan.NetID
+	logDir := env.Store.LogDir(env.Plan.Network)
+	name := feName(n.Name, i)
+	ps := fePorts(env.Plan, n, i)
+	var files []*os.File
+	defer func() { closeAll(files) }() // QEMU has its own copies
+	// Each port a tap, made anew (one left by an engine VM killed with its node goes).
+	for j := range ps {
+		if err := wire(&ps[j]); err != nil {
+			return 0, err
+		}
+		files = append(append(files, ps[j].files...), ps[j].vhost...)
+	}
+	if err := vmsock.Make(id, netID, name); err != nil {
+		return 0, err
+	}
+	sock := func(what string) string { return vmsock.Path(id, netID, name, what) }
+	argv := args(img, marker(id, netID, name, n.Digest), runAs, sock, filepath.Join(logDir, name+".console"), n, ps)
+	return launch(ctx, argv, filepath.Join(logDir, name+".qemu"), sock(vmsock.Monitor), files, g)
 }
 
 // setupEngines waits for each engine VM's agent and configures it as the node: the node's

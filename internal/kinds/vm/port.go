@@ -3,15 +3,17 @@ package vm
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/vmsock"
 	"github.com/vishvananda/netlink"
 )
 
-// Port returns the tap of a virtual interface, which QEMU made at start, and configures the
+// Port returns the tap of a virtual interface, made at start and held by QEMU, and configures the
 // guest's interface. A port the VM did not start with (a link added live) is hot-plugged: a
 // new tap and virtio-net device through QEMU's monitor.
 func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, mtu int) (netlink.Link, error) {
@@ -65,9 +67,10 @@ func configure(ctx context.Context, env *kinds.Env, n *plan.Node, p plan.Port, m
 }
 
 // hotplug adds a port to a running VM. A device left from an earlier port of the same
-// interface (its link was removed) is unplugged first.
+// interface (its link was removed) is unplugged first. Trellis opens the port's devices and
+// gives them to QEMU through its monitor (getfd), as QEMU runs as an unprivileged uid.
 func hotplug(ctx context.Context, env *kinds.Env, name string, p vmPort) error {
-	m, err := dialQMP(ctx, "@"+socket(env.Store.ID, env.Plan.NetID, name, "qmp"))
+	m, err := dialQMP(ctx, vmsock.Path(env.Store.ID, env.Plan.NetID, name, vmsock.Monitor))
 	if err != nil {
 		return err
 	}
@@ -75,26 +78,32 @@ func hotplug(ctx context.Context, env *kinds.Env, name string, p vmPort) error {
 	if err := m.unplug(ctx, deviceID(p.Ifname)); err != nil {
 		return err
 	}
-	if p.files, err = wire(p); err != nil {
+	if err := wire(&p); err != nil {
 		return err
 	}
-	defer closeAll(p.files)
-	var fds []string
-	for i, f := range p.files {
-		fds = append(fds, fmt.Sprintf("%s-%d", p.Name, i))
-		if err := m.getfd(ctx, fds[i], f); err != nil {
-			return err
+	defer closeAll(p.files, p.vhost)
+	give := func(prefix string, files []*os.File) ([]string, error) {
+		var names []string
+		for i, f := range files {
+			names = append(names, fmt.Sprintf("%s-%s%d", p.Name, prefix, i))
+			if err := m.getfd(ctx, names[i], f); err != nil {
+				return nil, err
+			}
 		}
+		return names, nil
 	}
-	netdevOpts, deviceOpts := p.qemuDevices(fds)
-	if len(fds) > 0 {
-		// A descriptor given to the monitor is found only by a command of that monitor, not
-		// by a human-monitor command, which runs in a monitor of its own.
-		err = m.netdevAdd(ctx, netdevOpts)
-	} else {
-		err = m.hmp(ctx, "netdev_add "+netdevOpts)
-	}
+	fds, err := give("q", p.files)
 	if err != nil {
+		return err
+	}
+	vhost, err := give("v", p.vhost)
+	if err != nil {
+		return err
+	}
+	// A descriptor given to the monitor is found only by a command of that monitor, not by a
+	// human-monitor command, which runs in a monitor of its own.
+	netdevOpts, deviceOpts := p.qemuDevices(fds, vhost)
+	if err := m.netdevAdd(ctx, netdevOpts); err != nil {
 		return err
 	}
 	if err := m.hmp(ctx, "device_add "+deviceOpts); err != nil {

@@ -1,20 +1,18 @@
 package vm
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
-	"github.com/trellisnet/trellis/internal/cgroup"
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/image"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/vmsock"
 )
 
 // QEMU is the emulator trellis runs.
@@ -29,12 +27,12 @@ func marker(stateID, netID, node, digest string) string {
 	return markerPrefix + strings.Join([]string{stateID, netID, node, digest}, "/")
 }
 
-// socket is the abstract unix socket name of a VM's agent port ("agent"), terminal port
-// ("tty"), route mirror port ("mirror", named so by engines.MirrorSocket too) or monitor ("qmp").
-// Abstract sockets vanish with QEMU: nothing is left in the file system after a crash.
-func socket(stateID, netID, node, what string) string {
-	return "trellis-vm/" + stateID + "/" + netID + "/" + node + "/" + what
-}
+// sandbox is QEMU's seccomp filter (-sandbox): no obsolete system calls, no new processes or
+// programs, no changing its own scheduling (trellis pins and prioritises QEMU's threads from
+// outside, tune.go). elevateprivileges stays allowed: QEMU 7.2 (Debian 12) installs the filter
+// before it drops to -runas's uid, and would be killed at its setgid; once dropped, with no
+// capability left, set*id cannot take root back.
+const sandbox = "on,obsolete=deny,spawn=deny,resourcecontrol=deny"
 
 var (
 	accelOnce sync.Once
@@ -57,25 +55,16 @@ func Accel() string {
 	return accel
 }
 
-// vhostNet says whether ports may use vhost-net (the kernel's virtio-net back end).
-func vhostNet() bool {
-	f, err := os.OpenFile("/dev/vhost-net", os.O_RDWR, 0)
-	if err != nil {
-		return false
-	}
-	f.Close()
-	return true
-}
-
 // vmPort is a virtual interface of a VM: a virtio-net device whose port, in the substrate, is
-// a tap that QEMU makes or (other interconnects) a veth that leads to QEMU (wire.go).
+// a tap or (other interconnects) a veth that leads to QEMU (wire.go).
 type vmPort struct {
 	plan.Port
 	MTU          int
-	Queues       int    // queue pairs (multiqueue virtio-net), 0 = one
-	QueueSize    int    // receive queue size, 0 = QEMU's
-	Interconnect string // spec.InterconnectTap, ...Macvtap or ...Bridge
-	files        []*os.File
+	Queues       int        // queue pairs (multiqueue virtio-net), 0 = one
+	QueueSize    int        // receive queue size, 0 = QEMU's
+	Interconnect string     // spec.InterconnectTap, ...Macvtap or ...Bridge
+	files        []*os.File // the queues of its tap or macvtap, one per queue pair (wire)
+	vhost        []*os.File // its vhost-net devices, one per queue pair, if the host has them
 }
 
 func newPort(p plan.Port, mtu int, s *spec.VMSettings) vmPort {
@@ -86,8 +75,9 @@ func newPort(p plan.Port, mtu int, s *spec.VMSettings) vmPort {
 	return vp
 }
 
-// args returns QEMU's command line for node n, whose sockets sock names (socket's what).
-func args(img image.Image, mark string, sock func(what string) string, consoleLog string, n *plan.Node, ports []vmPort) []string {
+// args returns QEMU's command line for node n, whose sockets sock names (socket's what), run
+// as runAs ("UID:GID") once it has opened its files, devices and sockets.
+func args(img image.Image, mark, runAs string, sock func(what string) string, consoleLog string, n *plan.Node, ports []vmPort) []string {
 	accel := Accel()
 	if accel == "tcg" { // a bounded translation buffer, counted in the VM's memory limit
 		accel += ",tb-size=" + strconv.Itoa(tcgBufferMiB)
@@ -97,28 +87,32 @@ func args(img image.Image, mark string, sock func(what string) string, consoleLo
 		"-accel", accel, "-machine", "pc", "-cpu", map[string]string{"kvm": "host", "tcg": "max"}[Accel()],
 		"-m", strconv.FormatUint(guestMemory(n.Node)>>20, 10), "-smp", strconv.Itoa(vcpus(n.Node)),
 		// Paused until QEMU is in its control group (launch), so that the group counts the guest.
-		"-S", "-display", "none", "-nodefaults", "-no-user-config", "-no-reboot", "-daemonize",
+		"-S", "-display", "none", "-nodefaults", "-no-user-config", "-no-reboot",
+		"-sandbox", sandbox, "-runas", runAs,
 	}
 	a = append(a, boot(img, n.Name, n.VM)...)
 	a = append(a,
 		"-serial", "file:"+consoleLog,
-		"-chardev", "socket,id=agent,path="+sock("agent")+",abstract=on,server=on,wait=off",
+		"-chardev", "socket,id=agent,path="+sock(vmsock.Agent)+",server=on,wait=off",
 		"-device", "virtio-serial-pci", "-device", "virtserialport,chardev=agent,name="+guest.PortName,
-		"-chardev", "socket,id=tty,path="+sock("tty")+",abstract=on,server=on,wait=off",
+		"-chardev", "socket,id=tty,path="+sock(vmsock.TTY)+",server=on,wait=off",
 		"-device", "virtserialport,chardev=tty,name="+guest.TTYPortName,
-		"-chardev", "socket,id=mirror,path="+sock("mirror")+",abstract=on,server=on,wait=off",
+		"-chardev", "socket,id=mirror,path="+sock(vmsock.Mirror)+",server=on,wait=off",
 		"-device", "virtserialport,chardev=mirror,name="+guest.MirrorPortName,
-		"-chardev", "socket,id=qmp,path="+sock("qmp")+",abstract=on,server=on,wait=off",
+		"-chardev", "socket,id=qmp,path="+sock(vmsock.Monitor)+",server=on,wait=off",
 		"-mon", "chardev=qmp,mode=control",
 	)
 	fd := 3 // the first of the files QEMU gets (launch)
-	for _, p := range ports {
+	number := func(files []*os.File) []string {
 		var fds []string
-		for range p.files {
+		for range files {
 			fds = append(fds, strconv.Itoa(fd))
 			fd++
 		}
-		netdev, dev := p.qemuDevices(fds)
+		return fds
+	}
+	for _, p := range ports {
+		netdev, dev := p.qemuDevices(number(p.files), number(p.vhost))
 		a = append(a, "-netdev", netdev, "-device", dev)
 	}
 	return a
@@ -148,7 +142,7 @@ func boot(img image.Image, node string, s *spec.VMSettings) []string {
 	return []string{"-kernel", kernel, "-initrd", initrd, "-append", cmdline}
 }
 
-// tapName is the name of the tap QEMU makes for a port: the port itself, or with the bridge
+// tapName is the name of the tap trellis makes for a port: the port itself, or with the bridge
 // interconnect a tap beside it.
 func (p vmPort) tapName() string {
 	if p.Interconnect == spec.InterconnectBridge {
@@ -157,22 +151,14 @@ func (p vmPort) tapName() string {
 	return p.Name
 }
 
-// qemuDevices returns the -netdev and -device options of a port. A macvtap's queues are the
-// open files fds (their numbers in QEMU, or names given to its monitor).
-func (p vmPort) qemuDevices(fds []string) (netdev, device string) {
-	switch {
-	case p.Interconnect == spec.InterconnectMacvtap && len(fds) == 1:
-		netdev = fmt.Sprintf("tap,id=%s,fd=%s", p.Name, fds[0])
-	case p.Interconnect == spec.InterconnectMacvtap:
-		netdev = fmt.Sprintf("tap,id=%s,fds=%s", p.Name, strings.Join(fds, ":"))
-	default:
-		netdev = fmt.Sprintf("tap,id=%s,ifname=%s,script=no,downscript=no", p.Name, p.tapName())
-		if p.Queues > 1 {
-			netdev += fmt.Sprintf(",queues=%d", p.Queues)
-		}
-	}
-	if vhostNet() {
-		netdev += ",vhost=on"
+// qemuDevices returns the -netdev and -device options of a port, whose tap or macvtap queues
+// and vhost-net devices are the open files fds and vhost (their numbers in QEMU, or names
+// given to its monitor): QEMU opens no device of its own, as it may not once it runs as its
+// unprivileged uid (a port hot-plugged).
+func (p vmPort) qemuDevices(fds, vhost []string) (netdev, device string) {
+	netdev = fmt.Sprintf("tap,id=%s,%s", p.Name, fdOption("fd", fds))
+	if len(vhost) > 0 {
+		netdev += ",vhost=on," + fdOption("vhostfd", vhost)
 	}
 	device = fmt.Sprintf("virtio-net-pci,netdev=%s,mac=%s,id=%s", p.Name, p.MAC, deviceID(p.Ifname))
 	if p.MTU > 0 {
@@ -187,46 +173,12 @@ func (p vmPort) qemuDevices(fds []string) (netdev, device string) {
 	return netdev, device
 }
 
-func deviceID(ifname string) string { return "nic-" + ifname }
-
-// launch starts QEMU, which daemonizes once the VM is made, puts it in its control group g
-// (nil: none), starts the guest, and returns QEMU's pid. QEMU gets files as its descriptors
-// 3, 4, ...
-func launch(ctx context.Context, argv []string, pidfile, qmpSocket string, files []*os.File, g *cgroup.Group) (int, error) {
-	defer os.Remove(pidfile)
-	c := exec.CommandContext(ctx, QEMU, append(argv, "-pidfile", pidfile)...)
-	c.ExtraFiles = files
-	if g != nil {
-		fd, err := g.FD()
-		if err != nil {
-			return 0, err
-		}
-		if fd != nil { // cgroup v2: QEMU starts in its group
-			defer fd.Close()
-			c.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
-		}
+// fdOption is QEMU's option for one file (name=fd) or several (names=fd1:fd2).
+func fdOption(name string, fds []string) string {
+	if len(fds) == 1 {
+		return name + "=" + fds[0]
 	}
-	if out, err := c.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("%s: %v: %s", QEMU, err, strings.TrimSpace(string(out)))
-	}
-	data, err := os.ReadFile(pidfile)
-	if err != nil {
-		return 0, err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		return 0, err
-	}
-	if g != nil {
-		if err := g.Place(pid); err != nil {
-			return pid, fmt.Errorf("QEMU into its cgroup: %w", err)
-		}
-	}
-	m, err := dialQMP(ctx, qmpSocket)
-	if err != nil {
-		return pid, err
-	}
-	defer m.Close()
-	_, err = m.execute(ctx, "cont", nil)
-	return pid, err
+	return name + "s=" + strings.Join(fds, ":")
 }
+
+func deviceID(ifname string) string { return "nic-" + ifname }

@@ -12,29 +12,24 @@ import (
 
 func TestQEMUDevices(t *testing.T) {
 	port := plan.Port{Name: "tr0a0b0cp7", Ifname: "eth1", MAC: "02:00:00:00:00:07"}
-	vhost := ""
-	if vhostNet() {
-		vhost = ",vhost=on"
-	}
 	cases := []struct {
 		name       string
 		vm         *spec.VMSettings
-		fds        []string
+		fds, vhost []string
 		netdev     string
 		deviceTail string
 	}{
-		{"tap by default", nil, nil, "tap,id=tr0a0b0cp7,ifname=tr0a0b0cp7,script=no,downscript=no" + vhost, ",id=nic-eth1,host_mtu=1400"},
-		{"tap, two queues", &spec.VMSettings{Interconnect: "tap", Queues: 2}, nil,
-			"tap,id=tr0a0b0cp7,ifname=tr0a0b0cp7,script=no,downscript=no,queues=2" + vhost, ",host_mtu=1400,mq=on,vectors=6"},
-		{"macvtap", &spec.VMSettings{Interconnect: "macvtap"}, []string{"3"}, "tap,id=tr0a0b0cp7,fd=3" + vhost, ",host_mtu=1400"},
-		{"macvtap, two queues", &spec.VMSettings{Interconnect: "macvtap", Queues: 2, QueueSize: 512}, []string{"x-0", "x-1"},
-			"tap,id=tr0a0b0cp7,fds=x-0:x-1" + vhost, ",mq=on,vectors=6,rx_queue_size=512"},
-		{"bridge: QEMU's tap beside the port", &spec.VMSettings{Interconnect: "bridge"}, nil,
-			"tap,id=tr0a0b0cp7,ifname=tr0a0b0cm7,script=no,downscript=no" + vhost, ",host_mtu=1400"},
+		{"one queue", nil, []string{"3"}, nil, "tap,id=tr0a0b0cp7,fd=3", ",id=nic-eth1,host_mtu=1400"},
+		{"two queues", &spec.VMSettings{Queues: 2}, []string{"3", "4"}, nil,
+			"tap,id=tr0a0b0cp7,fds=3:4", ",host_mtu=1400,mq=on,vectors=6"},
+		{"vhost-net", nil, []string{"3"}, []string{"4"}, "tap,id=tr0a0b0cp7,fd=3,vhost=on,vhostfd=4", ",host_mtu=1400"},
+		{"hot-plugged, two queues and vhost-net", &spec.VMSettings{Interconnect: "macvtap", Queues: 2, QueueSize: 512},
+			[]string{"x-q0", "x-q1"}, []string{"x-v0", "x-v1"},
+			"tap,id=tr0a0b0cp7,fds=x-q0:x-q1,vhost=on,vhostfds=x-v0:x-v1", ",mq=on,vectors=6,rx_queue_size=512"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			netdev, device := newPort(port, 1400, c.vm).qemuDevices(c.fds)
+			netdev, device := newPort(port, 1400, c.vm).qemuDevices(c.fds, c.vhost)
 			if netdev != c.netdev {
 				t.Errorf("netdev %q, want %q", netdev, c.netdev)
 			}
@@ -42,6 +37,32 @@ func TestQEMUDevices(t *testing.T) {
 				t.Errorf("device %q, want the NIC with ...%s", device, c.deviceTail)
 			}
 		})
+	}
+}
+
+func TestTapName(t *testing.T) {
+	port := plan.Port{Name: "tr0a0b0cp7"}
+	for ic, want := range map[string]string{"tap": "tr0a0b0cp7", "macvtap": "tr0a0b0cp7", "bridge": "tr0a0b0cm7"} {
+		if got := newPort(port, 0, &spec.VMSettings{Interconnect: ic}).tapName(); got != want {
+			t.Errorf("%s: tap %s, want %s", ic, got, want)
+		}
+	}
+}
+
+// QEMU runs sandboxed as its network's uid, listening only on path sockets.
+func TestArgsSandbox(t *testing.T) {
+	n := &plan.Node{Node: &spec.Node{Name: "r1"}}
+	a := strings.Join(args(image.Image{}, "m", "70:70", func(w string) string { return "/d/" + w }, "/log", n, nil), " ")
+	for _, want := range []string{"-sandbox on,obsolete=deny,spawn=deny,resourcecontrol=deny", "-runas 70:70",
+		"socket,id=qmp,path=/d/qmp,server=on,wait=off", "socket,id=agent,path=/d/agent,server=on,wait=off"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("QEMU's arguments lack %q: %s", want, a)
+		}
+	}
+	for _, bad := range []string{"abstract", "-daemonize"} {
+		if strings.Contains(a, bad) {
+			t.Errorf("QEMU's arguments have %q: %s", bad, a)
+		}
 	}
 }
 

@@ -11,15 +11,17 @@ import (
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/vmsock"
 )
 
 // sweepTimeout bounds the unplugging of the NICs of one VM.
 const sweepTimeout = time.Minute
 
 // Sweep removes what VM nodes leave outside QEMU when they or their links go: the control
-// groups and disk overlays of VMs that do not run, the interconnect devices of ports that no running VM has in the plan (a VM killed, a link
-// removed), and, in a running VM, the NIC of every interface the plan no longer gives it (its
-// link was removed: the NIC would stay in the guest without a back end).
+// groups, disk overlays and socket directories of VMs that do not run, the interconnect
+// devices of ports that no running VM has in the plan (a VM killed, a link removed), and, in
+// a running VM, the NIC of every interface the plan no longer gives it (its link was removed:
+// the NIC would stay in the guest without a back end).
 func (Kind) Sweep(env *kinds.Env, running map[string]kinds.Instance) error {
 	if env.Plan == nil {
 		return nil
@@ -28,6 +30,9 @@ func (Kind) Sweep(env *kinds.Env, running map[string]kinds.Instance) error {
 		return err
 	}
 	if err := sweepOverlays(env, running); err != nil {
+		return err
+	}
+	if err := sweepSockets(env, running); err != nil {
 		return err
 	}
 	keep := map[string]bool{}
@@ -44,6 +49,25 @@ func (Kind) Sweep(env *kinds.Env, running map[string]kinds.Instance) error {
 		}
 	}
 	return sweepWires(env, keep)
+}
+
+// sweepSockets removes the socket directories of the network's VMs that do not run (QEMU was
+// killed, or trellis while it started one): those of running VM nodes and of their engine VMs
+// stay.
+func sweepSockets(env *kinds.Env, running map[string]kinds.Instance) error {
+	var keep []string
+	for name, in := range running {
+		if in.Kind != Name {
+			continue
+		}
+		keep = append(keep, name)
+		if n := env.Plan.Node(name); n != nil {
+			for i := range n.Engines {
+				keep = append(keep, feName(name, i))
+			}
+		}
+	}
+	return vmsock.Sweep(env.Store.ID, env.Plan.NetID, keep)
 }
 
 // listDevices lists the devices of the substrate's namespace (a variable for the tests).
@@ -83,7 +107,7 @@ func unplugGone(env *kinds.Env, n *plan.Node) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
 	defer cancel()
-	m, err := dialQMP(ctx, "@"+socket(env.Store.ID, env.Plan.NetID, n.Name, "qmp"))
+	m, err := dialQMP(ctx, vmsock.Path(env.Store.ID, env.Plan.NetID, n.Name, vmsock.Monitor))
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/vmsock"
 	"golang.org/x/sys/unix"
 )
 
@@ -98,31 +99,37 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 		return in, err
 	}
 	id, netID := env.Store.ID, env.Plan.NetID
+	runAs, err := qemuUser(env)
+	if err != nil {
+		return in, err
+	}
 	ps := ports(env.Plan, n)
 	var files []*os.File
 	defer func() { closeAll(files) }() // QEMU has its own copies
 	for i := range ps {
-		if ps[i].files, err = wire(ps[i]); err != nil {
+		if err := wire(&ps[i]); err != nil {
 			return in, err
 		}
-		files = append(files, ps[i].files...)
+		files = append(append(files, ps[i].files...), ps[i].vhost...)
 	}
 	g, err := createGroup(env, n)
 	if err != nil {
 		return in, err
 	}
-	sock := func(what string) string { return socket(id, netID, n.Name, what) }
-	argv := args(img, marker(id, netID, n.Name, n.Digest), sock, filepath.Join(logDir, n.Name+".console"), n, ps)
+	if err := vmsock.Make(id, netID, n.Name); err != nil {
+		return in, err
+	}
+	sock := func(what string) string { return vmsock.Path(id, netID, n.Name, what) }
+	argv := args(img, marker(id, netID, n.Name, n.Digest), runAs, sock, filepath.Join(logDir, n.Name+".console"), n, ps)
 	disk, err := diskArgs(ctx, env, n)
 	if err != nil {
 		return in, err
 	}
 	argv = append(argv, disk...)
-	qmp := "@" + socket(id, netID, n.Name, "qmp")
-	if in.PID, err = launch(ctx, argv, filepath.Join(logDir, n.Name+".pid"), qmp, files, g); err != nil {
+	if in.PID, err = launch(ctx, argv, filepath.Join(logDir, n.Name+".qemu"), sock(vmsock.Monitor), files, g); err != nil {
 		return in, err
 	}
-	fes, err := launchEngines(ctx, env, n, img, g)
+	fes, err := launchEngines(ctx, env, n, img, runAs, g)
 	if err != nil {
 		return in, err
 	}
@@ -167,7 +174,21 @@ func setup(ctx context.Context, env *kinds.Env, n *plan.Node) error {
 func dial(ctx context.Context, env *kinds.Env, name string) (*guest.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, BootTimeout)
 	defer cancel()
-	return guest.Dial(ctx, "@"+socket(env.Store.ID, env.Plan.NetID, name, "agent"))
+	return guest.Dial(ctx, vmsock.Path(env.Store.ID, env.Plan.NetID, name, vmsock.Agent))
+}
+
+// qemuUser is the uid and gid ("UID:GID") a VM's QEMU runs as once it has opened what it
+// needs (-runas): the last of its network's range of host uids (docs/design.md, decision 1),
+// which no other network's nodes or QEMUs have, and no host user or service. In the network's
+// own nodes it is uid 65535, which no software there uses, and which sees no QEMU: their
+// PID namespaces hold only their own processes.
+func qemuUser(env *kinds.Env) (string, error) {
+	base, err := env.Store.AllocUIDs(env.Plan.Network, node.UIDBases)
+	if err != nil {
+		return "", err
+	}
+	id := base + state.UIDRangeSize - 1
+	return fmt.Sprintf("%d:%d", id, id), nil
 }
 
 // Stop ends the node's QEMU (every one with its guest name, should there be more); its taps go
@@ -177,11 +198,14 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 	if err != nil {
 		return err
 	}
-	pids := []int{in.PID}
+	pids, names := []int{in.PID}, []string{in.Name}
 	for name, all := range found {
 		node, fe := isFE(name)
 		if name != in.Name && (!fe || node != in.Name) {
 			continue
+		}
+		if fe {
+			names = append(names, name)
 		}
 		for _, other := range all { // the node's QEMU, and its engine VMs' (engines.go)
 			if other.PID != in.PID {
@@ -197,6 +221,11 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 	os.Remove(readyPath(env, in.Name))
 	if err := node.WaitGone(pids...); err != nil {
 		return err
+	}
+	for _, name := range names { // their sockets
+		if err := vmsock.Remove(env.Store.ID, env.Plan.NetID, name); err != nil {
+			return err
+		}
 	}
 	if err := removeOverlay(env, in.Name); err != nil {
 		return err

@@ -53,15 +53,31 @@ func interconnect(s *spec.VMSettings) string {
 	return s.Interconnect
 }
 
-// wire makes the devices between port p and QEMU, anew, and returns the files QEMU opens for
-// a macvtap (one per queue pair); a tap port needs nothing before QEMU.
-func wire(p vmPort) ([]*os.File, error) {
-	if p.Interconnect == spec.InterconnectTap {
-		return nil, nil
+// wire makes the devices between port p and QEMU, anew, and opens, into p, what QEMU's NIC
+// uses: the queues of its tap or macvtap (one per queue pair) and, where the host has
+// vhost-net, a vhost-net device per queue pair. QEMU is given them: running as its
+// unprivileged uid, it may open no device itself (a port hot-plugged into a running VM).
+func wire(p *vmPort) error {
+	if err := unwire(p.Name); err != nil { // left by a QEMU that was killed
+		return err
 	}
-	if err := unwire(p.Name); err != nil {
-		return nil, err
+	var err error
+	switch p.Interconnect {
+	case spec.InterconnectTap:
+		p.files, err = openTap(p.Name, p.Queues)
+	default:
+		p.files, err = wireVeth(*p)
 	}
+	if err != nil {
+		return err
+	}
+	p.vhost = openVhost(p.Queues)
+	return nil
+}
+
+// wireVeth makes a macvtap or bridge port's veth and the devices behind it, and opens the
+// queues of its macvtap or tap.
+func wireVeth(p vmPort) ([]*os.File, error) {
 	peer := wireName(p.Name, peerLetter)
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name, attrs.MTU = p.Name, p.MTU
@@ -73,9 +89,44 @@ func wire(p vmPort) ([]*os.File, error) {
 		return nil, fmt.Errorf("%w: %v", ErrWire, err)
 	}
 	if p.Interconnect == spec.InterconnectBridge {
-		return nil, makeBridge(p, lower)
+		if err := makeBridge(p, lower); err != nil {
+			return nil, err
+		}
+		return openTap(p.tapName(), p.Queues)
 	}
 	return makeMacvtap(p, lower)
+}
+
+// openTap makes tap name, with a queue per queue pair, and returns the queues' files. The tap
+// goes when the last of them is closed (its QEMU ended). Its owner and group are root: no one
+// else may attach a queue to it (one without, as QEMU made them, takes a queue from anyone
+// who may open /dev/net/tun, world-writable on Debian, and with it the VM's frames).
+func openTap(name string, queues int) ([]*os.File, error) {
+	flags := netlink.TUNTAP_NO_PI | netlink.TUNTAP_VNET_HDR
+	if queues > 1 {
+		flags |= netlink.TUNTAP_MULTI_QUEUE
+	}
+	tap := &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: name}, Mode: netlink.TUNTAP_MODE_TAP,
+		Flags: flags, Queues: max(queues, 1), NonPersist: true, Owner: 0, Group: 0}
+	if err := netlink.LinkAdd(tap); err != nil {
+		return nil, fmt.Errorf("%w: tap %s: %v", ErrWire, name, err)
+	}
+	return tap.Fds, nil
+}
+
+// openVhost opens a vhost-net device (the kernel's virtio-net back end) per queue pair, or
+// none where the host has no vhost-net: QEMU then moves the frames itself.
+func openVhost(queues int) []*os.File {
+	var files []*os.File
+	for range max(queues, 1) {
+		f, err := os.OpenFile("/dev/vhost-net", os.O_RDWR, 0)
+		if err != nil {
+			closeAll(files)
+			return nil
+		}
+		files = append(files, f)
+	}
+	return files
 }
 
 // makeMacvtap makes the port's macvtap on lower, in passthru mode (every frame that reaches
@@ -109,7 +160,7 @@ func makeMacvtap(p vmPort, lower netlink.Link) ([]*os.File, error) {
 	return files, nil
 }
 
-// makeBridge makes the port's bridge and puts lower in it; the tap joins it once QEMU made it
+// makeBridge makes the port's bridge and puts lower in it; the tap joins it once QEMU has it
 // (joinBridge).
 func makeBridge(p vmPort, lower netlink.Link) error {
 	attrs := netlink.NewLinkAttrs()
@@ -132,7 +183,7 @@ func makeBridge(p vmPort, lower netlink.Link) error {
 	return nil
 }
 
-// joinBridge puts the tap QEMU made for a bridge port into the port's bridge.
+// joinBridge puts the tap of a bridge port, which QEMU holds, into the port's bridge.
 func joinBridge(p vmPort) error {
 	if p.Interconnect != spec.InterconnectBridge {
 		return nil
@@ -152,7 +203,7 @@ func joinBridge(p vmPort) error {
 }
 
 // unwire deletes the port and the devices between it and QEMU: the veth (port and peer, the
-// macvtap with them) and the bridge. (A tap port goes with QEMU's NIC.)
+// macvtap with them) and the bridge. (A tap goes with the last of its files: QEMU's NIC.)
 func unwire(port string) error {
 	for _, name := range []string{port, wireName(port, peerLetter), wireName(port, bridgeLetter)} {
 		if err := netdev.Delete(name); err != nil {
@@ -162,8 +213,10 @@ func unwire(port string) error {
 	return nil
 }
 
-func closeAll(files []*os.File) {
-	for _, f := range files {
-		f.Close()
+func closeAll(files ...[]*os.File) {
+	for _, fs := range files {
+		for _, f := range fs {
+			f.Close()
+		}
 	}
 }
