@@ -22,7 +22,6 @@ import (
 )
 
 // nobody is the uid and gid the local unprivileged user's probes run as.
-const nobody = 65534
 
 // connectProbeEnv names, in the environment of the test binary run as a probe, the unix socket
 // the probe connects to (runMain); tapProbeEnv the tap it attaches a queue to.
