@@ -21,7 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// nobody is the uid and gid the local unprivileged user's probes run as.
 
 // connectProbeEnv names, in the environment of the test binary run as a probe, the unix socket
 // the probe connects to (runMain); tapProbeEnv the tap it attaches a queue to.
