@@ -21,7 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-
 // connectProbeEnv names, in the environment of the test binary run as a probe, the unix socket
 // the probe connects to (runMain); tapProbeEnv the tap it attaches a queue to.
 const (
