@@ -56,7 +56,8 @@ func hold(c Config, ready *os.File) error {
 }
 
 // serveHeld takes the connections of the node's helper (from home only: the listener's socket
-// filter drops the rest, and this check stays for a listener without one), one at a time: a new
+// filter drops the rest, and this check stays for a listener without one; and from a port only
+// home's root can bind, fromRoot), one at a time: a new
 // one replaces the one before (a helper that was replaced, or a link that broke silently).
 func serveHeld(ln net.Listener, home netip.Addr, hello wireHello, ops feOps) {
 	var mu sync.Mutex // one change at a time into the FE
@@ -67,7 +68,7 @@ func serveHeld(ln net.Listener, home netip.Addr, hello wireHello, ops feOps) {
 			return
 		}
 		from, _ := netip.ParseAddrPort(conn.RemoteAddr().String())
-		if from.Addr().Unmap() != home {
+		if !fromRoot(from, home) {
 			conn.Close()
 			continue
 		}

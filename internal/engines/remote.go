@@ -82,7 +82,7 @@ func (f *fe) dial() error {
 	if f.remote.guest != "" {
 		return f.dialGuest()
 	}
-	conn, err := net.DialTimeout("tcp", f.remote.addr, time.Second)
+	conn, err := dialPrivileged(f.remote.addr, time.Second)
 	if err != nil {
 		return err
 	}

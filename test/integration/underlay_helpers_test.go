@@ -133,6 +133,20 @@ except (socket.timeout, TimeoutError):
     print("timeout")
 `
 
+// mirrorHelloScript connects to an engines' mirror at ADDR:PORT and prints "hello" if the
+// holder greets it (it took the connection: the helper's own is then replaced), "closed" if it
+// closes the connection unread, or "timeout".
+const mirrorHelloScript = `
+import socket, sys
+try:
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+    print("hello" if s.recv(1) else "closed")
+except (ConnectionResetError, BrokenPipeError):
+    print("closed")
+except (socket.timeout, TimeoutError):
+    print("timeout")
+`
+
 // vxlanPacket is a VXLAN header with vni and the probe frame (source MAC src) behind it, hex.
 func vxlanPacket(t *testing.T, vni uint32, src string, magic []byte) string {
 	hdr := make([]byte, 8)

@@ -268,6 +268,16 @@ func TestUnderlayHostEngines(t *testing.T) {
 			t.Errorf("a TCP connection from the stranger to the mirror's port %s: %q (%v), want a timeout (no answer)", port, out, err)
 		}
 	})
+	// Not the underlay's, but the same listener: a local unprivileged user of the node's own
+	// machine passes the socket filter (its address is m1's) and must still get nothing.
+	t.Run("TCP to the mirror's port from a local user of the node's machine", func(t *testing.T) {
+		port := fmt.Sprint(plan.EngineMirrorPort("pdp-cr", "r", 1))
+		out, err := inStranger(m.ns(1), "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+			"/usr/bin/python3", "-c", mirrorHelloScript, m.addr(2), port)
+		if err != nil || strings.TrimSpace(out) != "closed" {
+			t.Errorf("uid 65534 on m1 connecting to the mirror's port %s: %q (%v), want \"closed\" (no hello, the helper's connection kept)", port, out, err)
+		}
+	})
 	t.Run("VXLAN to an engine's tunnel from its own address", func(t *testing.T) {
 		vni := plan.EngineVNI("pdp-cr", "r", 1, "eth1")
 		dev := m.vxlanDevice(t, 1, vni)
