@@ -89,10 +89,13 @@ func (p Port) String() string { return p.Node + ":" + p.Ifname }
 
 // Make computes the plan of network n for machine host ("" when n has no hosts). scope
 // distinguishes state directories that share a machine, so that two of them never derive the
-// same device names. names holds the device names allocated so far (from the network's
+// same device names; names.NetID, if set, is the network's id instead of the derived one. names holds the device names allocated so far (from the network's
 // record; empty for a new network); Make allocates names for new objects in it.
 func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
-	p := &Plan{Network: n.Name, NetID: NetID(scope, n.Name), Host: host}
+	p := &Plan{Network: n.Name, NetID: names.NetID, Host: host}
+	if p.NetID == "" {
+		p.NetID = NetID(scope, n.Name)
+	}
 	placed, err := Place(n)
 	if err != nil {
 		return nil, err
