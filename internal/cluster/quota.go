@@ -113,6 +113,9 @@ func (s *Store) quotaGuard(ctx context.Context, n *Network) ([]clientv3.Cmp, err
 	if err != nil {
 		return nil, err
 	}
+	if t.Removing {
+		return nil, fmt.Errorf("%w: tenant %s is being removed (trellis tenant rm); nothing was changed", ErrNotFound, n.Tenant)
+	}
 	use, rev, err := s.Usage(ctx, n.Tenant, n.Name)
 	if err != nil {
 		return nil, err

@@ -33,6 +33,8 @@ type Tenant struct {
 	Name    string    `json:"-"`
 	Quota   Quota     `json:"quota"`
 	Created time.Time `json:"created"`
+	// Removing: `tenant rm` has begun (RemoveTenant); ups of the tenant are refused.
+	Removing bool `json:"removing,omitempty"`
 	// Revision is etcd's revision of the record's last change.
 	Revision int64 `json:"-"`
 }
@@ -221,17 +223,20 @@ func (s *Store) Tenants(ctx context.Context) ([]*Tenant, error) {
 }
 
 // RemoveTenant removes tenant name: its record, etcd user and role. Certificates issued for it
-// no longer work. A tenant that still has networks is refused: bring them down first.
+// no longer work. A tenant that still has networks is refused: bring them down first. It first
+// marks the record Removing, in a transaction that fails if a network of the tenant was written
+// since they were listed; an up whose transaction comes later finds the record changed, reads
+// it again and is refused. What the tenant's own etcd client writes under its prefix until its
+// user is gone is removed with the record, so no network outlives its tenant.
 func (s *Store) RemoveTenant(ctx context.Context, name string) error {
-	if _, err := s.Tenant(ctx, name); err != nil {
-		return err
-	}
-	nets, _, err := s.Networks(ctx, name)
+	t, err := s.Tenant(ctx, name)
 	if err != nil {
 		return err
 	}
-	if len(nets) > 0 {
-		return fmt.Errorf("cluster: tenant %s still has %d networks (%s, ...); bring them down first (trellis down --all with its context)", name, len(nets), nets[0].Name)
+	if !t.Removing { // else: a removal that stopped half-way, taken up again
+		if err := s.markRemoving(ctx, t); err != nil {
+			return err
+		}
 	}
 	if _, err := s.cli.UserDelete(ctx, name); err != nil && !errors.Is(err, rpctypes.ErrUserNotFound) {
 		return fmt.Errorf("cluster: user %s: %w", name, unreachable(err, s.cli.Endpoints()))
@@ -239,8 +244,37 @@ func (s *Store) RemoveTenant(ctx context.Context, name string) error {
 	if _, err := s.cli.RoleDelete(ctx, name); err != nil && !errors.Is(err, rpctypes.ErrRoleNotFound) {
 		return fmt.Errorf("cluster: role %s: %w", name, unreachable(err, s.cli.Endpoints()))
 	}
-	if _, err := s.cli.Delete(ctx, TenantKey(name)); err != nil {
+	if _, err := s.cli.Txn(ctx).Then(clientv3.OpDelete(TenantPrefix(NetworksPrefix, name), clientv3.WithPrefix()), clientv3.OpDelete(TenantKey(name))).Commit(); err != nil {
 		return unreachable(err, s.cli.Endpoints())
+	}
+	return nil
+}
+
+// markRemoving writes tenant t's record with Removing set, if the record and the tenant's
+// networks are as read (none).
+func (s *Store) markRemoving(ctx context.Context, t *Tenant) error {
+	nets, rev, err := s.Networks(ctx, t.Name)
+	if err != nil {
+		return err
+	}
+	if len(nets) > 0 {
+		return fmt.Errorf("cluster: tenant %s still has %d networks (%s, ...); bring them down first (trellis down --all with its context)", t.Name, len(nets), nets[0].Name)
+	}
+	t.Removing = true
+	data, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	key := TenantKey(t.Name)
+	resp, err := s.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(key), "=", t.Revision),
+		clientv3.Compare(clientv3.ModRevision(TenantPrefix(NetworksPrefix, t.Name)), "<", rev+1).WithPrefix(),
+	).Then(clientv3.OpPut(key, string(data))).Commit()
+	if err != nil {
+		return unreachable(err, s.cli.Endpoints())
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: tenant %s or its networks changed meanwhile (an up?); nothing was removed: run it again", ErrConflict, t.Name)
 	}
 	return nil
 }
