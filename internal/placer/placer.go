@@ -247,9 +247,12 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 	pl := &cluster.Placement{Tenant: n.Tenant, Network: n.Name, Generation: n.Revision}
 	sn := p.parse(n)
 	var err error
+	q, tenant := p.quota[n.Tenant] // a network of no tenant's (etcd without tenants) is granted all
 	if sn.err != nil {
 		err = sn.err
-	} else if over := p.quota[n.Tenant].Over(p.used[n.Tenant].Add(cluster.UsageOf(sn.n))); over != "" {
+	} else if why := q.Refuses(sn.n); tenant && why != "" {
+		err = fmt.Errorf("%w: tenant %s: %s", cluster.ErrNotGranted, n.Tenant, why)
+	} else if over := q.Over(p.used[n.Tenant].Add(cluster.UsageOf(sn.n))); over != "" {
 		err = fmt.Errorf("%w: tenant %s: %s", cluster.ErrOverQuota, n.Tenant, over)
 	} else {
 		pl.Nodes, pl.Machines, err = Compute(sn.n, machines, prev, load)

@@ -132,6 +132,21 @@ func TestPlacer(t *testing.T) {
 		}
 	})
 
+	t.Run("real-time priority written past the CLI", func(t *testing.T) {
+		// Tenant q's quota grants no real-time scheduling; written straight into etcd, a VM
+		// with SCHED_FIFO priority is refused with the field and the grant named.
+		src := "name: rt\nnodes:\n  a: {kind: vm, vm: {priority: {vcpu: 99}}}\n"
+		data, _ := json.Marshal(map[string]string{"name": "rt", "file": "/t/rt.yaml", "source": src})
+		resp, err := s.Client().Put(ctx, cluster.NetworkKey("q", "rt"), string(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := placedAs("q", "rt", resp.Header.Revision, func(q *cluster.Placement) bool { return q.Refused != "" })
+		if len(q.Nodes) != 0 || !strings.Contains(q.Refused, "node a: vm.priority needs the quota's realtime grant") {
+			t.Errorf("rt: nodes %v, refused %q; want no nodes and the grant named", q.Nodes, q.Refused)
+		}
+	})
+
 	t.Run("agent back with another endpoint", func(t *testing.T) {
 		m := &cluster.Machine{Address: netip.AddrFrom4([4]byte{198, 18, 0, 2}), MTU: 1500, Cores: 4, Memory: 4 << 30, Endpoint: "https://198.18.0.2:7446"}
 		data, _ := json.Marshal(m)

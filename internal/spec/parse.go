@@ -69,6 +69,9 @@ func parseAs(file string, data []byte, read func(string) ([]byte, error), cluste
 		return nil, sortErrors(p.errs)
 	}
 	setDefaults(n)
+	if cluster {
+		clusterLimits(n)
+	}
 	return n, nil
 }
 

@@ -75,6 +75,10 @@ type Node struct {
 	Needs Capacity `json:",omitzero"`
 	// Cpuset lists the cores the node may run on ("0-1,3"); "" means any.
 	Cpuset string `json:",omitempty"`
+	// DefaultMemory is, in a cluster, the memory limit of a node without `memory:`
+	// (clusterlimits.go): its kind enforces it and its tenant's quota counts it; placement
+	// does not. 0 elsewhere.
+	DefaultMemory uint64 `json:",omitempty"`
 	// Pids limits the node's processes and threads; 0 means the node kind's default.
 	Pids int64 `json:",omitempty"`
 	// VM holds a VM node's tuning knobs (`vm:`), for node kinds that take them.

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
 	"github.com/trellisnet/trellis/internal/cluster/pki"
+	"github.com/trellisnet/trellis/internal/spec"
 )
 
 // clientAs issues a client certificate of common name user (an etcd user) and returns its files.
@@ -109,6 +111,22 @@ func TestClusterTenants(t *testing.T) {
 			}
 		}
 	}
+	t.Run("default limits", func(t *testing.T) {
+		// The file gives no memory and no pids: every tenant node has the cluster's defaults
+		// all the same (docs/cluster.md, "Default limits"); before, no memory limit at all.
+		for _, tn := range tenants {
+			groups := procCgroups(t, pids[tn]["a"])
+			want := map[string]string{"memory.max": strconv.Itoa(spec.ClusterMemory), "pids.max": "1024"}
+			if _, v2 := groups[""]; !v2 {
+				want = map[string]string{"memory.limit_in_bytes": strconv.Itoa(spec.ClusterMemory), "pids.max": "1024"}
+			}
+			for file, value := range want {
+				if got := cgroupFile(t, groups, file); got != value {
+					t.Errorf("%s's node a: %s = %q, want %q", tn, file, got, value)
+				}
+			}
+		}
+	})
 	t.Run("exec and link through the agent", func(t *testing.T) { testRemote(t, c, agentFiles, tenants) })
 	if err := stores["bob"].Down(ctx, "bob", "lab", 0); err != nil {
 		t.Fatal(err)
