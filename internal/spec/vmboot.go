@@ -60,24 +60,33 @@ const qcow2Magic = "QFI\xfb"
 
 // DiskFormat tells a qcow2 image ("qcow2") from a raw disk ("raw": anything else whose size is a
 // whole number of 512-byte sectors), and refuses other files, and a qcow2 image that names
-// another file (checkQcow2).
+// another file (checkQcow2). Errors start with the path.
 func DiskFormat(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
+	format, err := diskFormat(f)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return format, nil
+}
+
+// diskFormat is DiskFormat of an open file, with errors that name no path.
+func diskFormat(f *os.File) (string, error) {
 	head := make([]byte, qcow2Header)
 	n, _ := io.ReadFull(f, head)
 	if n >= len(qcow2Magic) && string(head[:len(qcow2Magic)]) == qcow2Magic {
-		return "qcow2", checkQcow2(path, head[:n])
+		return "qcow2", checkQcow2(head[:n])
 	}
 	st, err := f.Stat()
 	if err != nil {
 		return "", err
 	}
 	if st.Size() == 0 || st.Size()%512 != 0 {
-		return "", fmt.Errorf("%s is not a disk image: not qcow2, and its %d bytes are not whole 512-byte sectors of a raw disk", path, st.Size())
+		return "", fmt.Errorf("not a disk image: not qcow2, and its %d bytes are not whole 512-byte sectors of a raw disk", st.Size())
 	}
 	return "raw", nil
 }

@@ -38,9 +38,9 @@ func (p *parser) imageName(n *yaml.Node, field, name string) string {
 
 // UseImages resolves the image names of the VM nodes of network n, as ParseCluster read them,
 // to the files of the image store dir (STATE_DIR/ImageStore): each must be a regular file there
-// (not a link), owned by root (the user the agent runs as) and writable by no one else, and a disk a raw disk or a qcow2
-// image that names no other file. Errors name the node, the field and the image, and no path
-// outside the store.
+// (not a link), owned by root (the user the agent runs as) and writable by no one else, and a
+// disk a raw disk or a qcow2 image that names no other file. Errors name the node, the field
+// and the image, and no path.
 func (n *Network) UseImages(dir string) error {
 	var errs Errors
 	for _, nd := range n.Nodes {
@@ -57,7 +57,7 @@ func (n *Network) UseImages(dir string) error {
 			}
 			path, err := storeImage(dir, *f.name)
 			if err == nil && f.field == "disk" {
-				s.DiskFormat, err = DiskFormat(path)
+				s.DiskFormat, err = storeDiskFormat(path)
 			}
 			if err != nil {
 				errs = append(errs, n.NodeError(nd, "vm."+f.field, fmt.Sprintf("image %q: %v", *f.name, err), imageFix))
@@ -92,6 +92,16 @@ func storeImage(dir, name string) (string, error) {
 	return path, nil
 }
 
+// storeDiskFormat is DiskFormat of an image of the store, with errors that name no path.
+func storeDiskFormat(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("cannot be read")
+	}
+	defer f.Close()
+	return diskFormat(f)
+}
+
 // The fields of a qcow2 header (QEMU's docs/interop/qcow2.txt) that name other files: a
 // backing file, and from version 3 an external data file (incompatible feature bit 2).
 const (
@@ -105,17 +115,17 @@ const (
 
 // checkQcow2 refuses a qcow2 image that reads another file: a backing file (which may be any
 // file or device of the machine) or an external data file. Its version must be 2 or 3.
-func checkQcow2(path string, head []byte) error {
+func checkQcow2(head []byte) error {
 	if len(head) < qcow2MinHeaderBytes {
-		return fmt.Errorf("%s: a qcow2 header of %d bytes is cut short", path, len(head))
+		return fmt.Errorf("a qcow2 header of %d bytes is cut short", len(head))
 	}
 	switch v := binary.BigEndian.Uint32(head[qcow2VersionOffset:]); {
 	case v != 2 && v != 3:
-		return fmt.Errorf("%s: qcow2 version %d (want 2 or 3)", path, v)
+		return fmt.Errorf("qcow2 version %d (want 2 or 3)", v)
 	case binary.BigEndian.Uint64(head[qcow2BackingOffset:]) != 0:
-		return fmt.Errorf("%s: a qcow2 image with a backing file: an image must hold all its data (make one with `qemu-img convert -O qcow2 IMAGE FLAT`)", path)
+		return fmt.Errorf("a qcow2 image with a backing file: an image must hold all its data (make one with `qemu-img convert -O qcow2 IMAGE FLAT`)")
 	case v == 3 && len(head) >= qcow2Header && binary.BigEndian.Uint64(head[qcow2Incompatible:])&qcow2ExternalData != 0:
-		return fmt.Errorf("%s: a qcow2 image with an external data file: an image must hold all its data (make one with `qemu-img convert -O qcow2 IMAGE FLAT`)", path)
+		return fmt.Errorf("a qcow2 image with an external data file: an image must hold all its data (make one with `qemu-img convert -O qcow2 IMAGE FLAT`)")
 	}
 	return nil
 }
