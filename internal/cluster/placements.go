@@ -21,6 +21,10 @@ type Placement struct {
 	// Machines are the underlay addresses of the machines in Nodes, as registered when placed,
 	// so that each agent plans the tunnels to the others without reading their registrations.
 	Machines map[string]Underlay `json:"machines"`
+	// Keys are the tunnel keys of the links whose endpoints are on more than one machine,
+	// unique in the cluster (placer.tunnelKeys); a link without one derives its key from the
+	// names (placements written before keys were allocated).
+	Keys map[string]uint32 `json:"keys,omitempty"`
 	// Refused says why the network could not be placed (the machine and resource that are
 	// short); then Nodes is empty and nothing of the network is created.
 	Refused string    `json:"refused,omitempty"`

@@ -94,6 +94,9 @@ type placer struct {
 	// a network written past the CLI's quota check (straight into etcd) is refused here.
 	quota map[string]cluster.Quota
 	used  map[string]cluster.Quota
+	// vnis holds, in this pass, the tunnel keys' VXLAN ids (their low 24 bits) that placements
+	// hold, by "TENANT/NETWORK" (tunnelKeys).
+	vnis map[uint32]string
 }
 
 type parsed struct {
@@ -151,6 +154,7 @@ func (p *placer) pass(ctx context.Context) error {
 		return err
 	}
 	p.quota, p.used = map[string]cluster.Quota{}, map[string]cluster.Quota{}
+	p.vnis = heldKeys(places)
 	for _, t := range tenants {
 		p.quota[t.Name] = t.Quota
 	}
@@ -256,6 +260,9 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 		err = fmt.Errorf("%w: tenant %s: %s", cluster.ErrOverQuota, n.Tenant, over)
 	} else {
 		pl.Nodes, pl.Machines, err = Compute(sn.n, machines, prev, load)
+	}
+	if err == nil {
+		err = p.tunnelKeys(n, sn.n, pl, prev)
 	}
 	if err != nil {
 		pl.Nodes, pl.Machines, pl.Refused = nil, nil, err.Error()

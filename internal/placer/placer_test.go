@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/agent"
 	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
+	"github.com/trellisnet/trellis/internal/plan"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -132,6 +134,40 @@ func TestPlacer(t *testing.T) {
 		}
 	})
 
+	t.Run("tunnel keys", func(t *testing.T) {
+		// Two tenants' networks whose names derive tunnel keys of one VXLAN id (as a tenant can
+		// find by trying names) get keys of the cluster's own, different; a link on one
+		// machine gets none; a network placed again keeps its keys.
+		first, second := collidingKeys(t)
+		ms, _, err := s.Machines(ctx)
+		if err != nil || len(ms) < 2 {
+			t.Fatalf("machines %v: %v; want two", ms, err)
+		}
+		src := func(name string) string {
+			return "name: " + name + "\nnodes:\n  a: {host: " + ms[0].Name + "}\n  b: {host: " + ms[1].Name + "}\n  c: {host: " + ms[1].Name + "}\n" +
+				"links:\n  - {name: l, endpoints: [a:eth1, b:eth1]}\n  - {name: local, endpoints: [b:eth2, c:eth2]}\n"
+		}
+		var keys []uint32
+		for _, tn := range []string{first[0], second[0]} {
+			name := map[string]string{first[0]: first[1], second[0]: second[1]}[tn]
+			rev, err := s.Up(ctx, &cluster.Network{Tenant: tn, Name: name, File: "/t/k.yaml", Source: src(name)}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := placedAs(tn, name, rev, func(q *cluster.Placement) bool { return len(q.Nodes) == 3 })
+			if _, ok := q.Keys["local"]; ok || q.Keys["l"]&0xffffff == 0 {
+				t.Errorf("%s/%s: keys %v, want one for l only", tn, name, q.Keys)
+			}
+			keys = append(keys, q.Keys["l"])
+		}
+		if keys[0]&0xffffff == keys[1]&0xffffff {
+			t.Errorf("keys %#x and %#x share a VXLAN id", keys[0], keys[1])
+		}
+		if keys[0] != plan.TunnelKey(agent.LocalName(first[0], first[1]), "l") {
+			t.Errorf("the first network's key %#x is not the one its names derive", keys[0])
+		}
+	})
+
 	t.Run("real-time priority written past the CLI", func(t *testing.T) {
 		// Tenant q's quota grants no real-time scheduling; written straight into etcd, a VM
 		// with SCHED_FIFO priority is refused with the field and the grant named.
@@ -187,4 +223,20 @@ func TestPlacer(t *testing.T) {
 		placed("later", gen, func(q *cluster.Placement) bool { return len(q.Nodes) == 1 })
 		t.Logf("leader %s stopped; the other placed a new network %v later", leader, time.Since(start).Round(time.Millisecond))
 	})
+}
+
+// collidingKeys finds two (tenant, network) pairs whose link "l" derives tunnel keys of one
+// VXLAN id on the machines (24 bits: a few thousand names on average).
+func collidingKeys(t *testing.T) ([2]string, [2]string) {
+	seen := map[uint32][2]string{}
+	for i := 0; i < 1<<22; i++ {
+		tn, name := fmt.Sprintf("k%d", i%2), fmt.Sprintf("n%d", i)
+		vni := plan.TunnelKey(agent.LocalName(tn, name), "l") & 0xffffff
+		if other, ok := seen[vni]; ok && other[0] != tn {
+			return other, [2]string{tn, name}
+		}
+		seen[vni] = [2]string{tn, name}
+	}
+	t.Fatal("no two names with one derived VXLAN id in 4 million")
+	return [2]string{}, [2]string{}
 }

@@ -93,7 +93,8 @@ func placeByCapacity(n *spec.Network) (map[string]string, error) {
 
 // TunnelKey is the GRE key (or, its low 24 bits, the VXLAN VNI) of a link that crosses
 // machines. It derives from the network and link names only, so that every machine agrees
-// on it without talking to the others; the substrate refuses a key already in use.
+// on it without talking to the others; the substrate refuses a key already in use. In a
+// cluster, the placer allocates keys unique in the cluster instead (spec.Link.TunnelKey).
 func TunnelKey(network, link string) uint32 {
 	sum := sha256.Sum256([]byte("trellis/" + network + "/" + link))
 	key := binary.BigEndian.Uint32(sum[:4])

@@ -129,6 +129,10 @@ type Link struct {
 	// the link-level Impair with the fields given under `from:` replaced (already merged).
 	From map[string]Impairment
 	Line int
+	// TunnelKey is, in a cluster, the key of the link's tunnels as the placer allocated it
+	// (unique in the cluster, set by the agent from the placement); 0: the key its names
+	// derive (plan.TunnelKey).
+	TunnelKey uint32 `json:",omitempty"`
 
 	MTULine int // line of the mtu, for messages of later layers (also FieldLine("mtu"))
 

@@ -24,6 +24,7 @@ import (
 	"github.com/trellisnet/trellis/internal/agent"
 	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
+	"github.com/trellisnet/trellis/internal/plan"
 )
 
 // etcdAddr is the underlay address of the etcd members, on the underlay's bridge.
@@ -244,6 +245,29 @@ func TestClusterThreeMachines(t *testing.T) {
 		}
 	})
 
+	t.Run("tunnel keys of colliding names", func(t *testing.T) {
+		// Two networks whose links' names derive one VXLAN id (24 bits: found by trying names,
+		// as a tenant could to keep another tenant's network off the machines they share) both
+		// run: the placer gives each link a key of its own. Before, the second network's VXLAN
+		// device was refused on both machines (the id "is already used on this machine").
+		first, second := collidingVXLAN(t, "t1")
+		for _, name := range []string{first, second} {
+			registerNetwork(agent.LocalName("t1", name))
+			topo := writeTopo(t, fmt.Sprintf("name: %s\ntunnel: vxlan\nnodes:\n  x: {host: m1, addresses: {eth1: [10.9.0.1/24]}}\n"+
+				"  y: {host: m2, addresses: {eth1: [10.9.0.2/24]}}\nlinks:\n  - {name: l, endpoints: [x:eth1, y:eth1]}\n", name))
+			_, errOut, err := m.run(1, "--cluster", ctxFile, "up", topo)
+			defer cli(t, "down", name)
+			if err != nil {
+				t.Fatalf("up --cluster of %s, whose link derives the VXLAN id of %s's: %v\n%s", name, first, err, errOut)
+			}
+		}
+		for _, name := range []string{first, second} {
+			if err := m.tryPing(1, agent.LocalName("t1", name), "x", "10.9.0.2", "-c", "1", "-W", "2"); err != nil {
+				t.Errorf("%s: x does not reach y across the machines: %v", name, err)
+			}
+		}
+	})
+
 	t.Run("machine lost", func(t *testing.T) {
 		lost := where(p, "c")
 		start := time.Now()
@@ -308,4 +332,21 @@ func (n *mhInfo) pids() map[string]int {
 		out[nd.Name] = nd.PID
 	}
 	return out
+}
+
+// collidingVXLAN finds two network names of tenant whose link "l" derives one VXLAN id on the
+// machines (plan.TunnelKey of TENANT.NETWORK; 24 bits: a few thousand names on average).
+func collidingVXLAN(t *testing.T, tenant string) (string, string) {
+	t.Helper()
+	seen := map[uint32]string{}
+	for i := 0; i < 1<<22; i++ {
+		name := fmt.Sprintf("vx%d", i)
+		vni := plan.TunnelKey(agent.LocalName(tenant, name), "l") & 0xffffff
+		if other, ok := seen[vni]; ok {
+			return other, name
+		}
+		seen[vni] = name
+	}
+	t.Fatal("no two names with one derived VXLAN id in 4 million")
+	return "", ""
 }
