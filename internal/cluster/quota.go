@@ -138,7 +138,7 @@ func (s *Store) quotaGuard(ctx context.Context, n *Network) ([]clientv3.Cmp, err
 		return nil, err
 	}
 	if t.Removing {
-		return nil, fmt.Errorf("%w: tenant %s is being removed (trellis tenant rm); nothing was changed", ErrNotFound, n.Tenant)
+		return nil, fmt.Errorf("%w: tenant %s is being removed (trellis tenant rm); nothing was changed", ErrConflict, n.Tenant)
 	}
 	use, rev, err := s.Usage(ctx, n.Tenant, n.Name)
 	if err != nil {
