@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -38,6 +39,10 @@ func Desired(n *cluster.Network, p *cluster.Placement) (*spec.Network, error) {
 		return nil, err
 	}
 	sn.Name = LocalName(n.Tenant, n.Name)
+	// A placement of an older placer has no secret: its keys derive from the names, as before.
+	if sn.TunnelSecret, err = hex.DecodeString(p.Secret); err != nil {
+		return nil, fmt.Errorf("placement of %s, generation %d: secret: %w", n.Name, p.Generation, err)
+	}
 	machines := make([]string, 0, len(p.Machines))
 	for m := range p.Machines {
 		machines = append(machines, m)

@@ -18,16 +18,18 @@ func TestDesired(t *testing.T) {
 		name    string
 		sources map[string]string
 		nodes   map[string]string
+		secret  string
 		err     string
 	}{
-		{"two machines", map[string]string{"/top/b.conf": "b\n"}, map[string]string{"a": "m2", "b": "m1"}, ""},
-		{"node on a machine without address", map[string]string{"/top/b.conf": "b\n"}, map[string]string{"a": "m3", "b": "m1"}, `node a is on machine "m3"`},
-		{"node not placed", map[string]string{"/top/b.conf": "b\n"}, map[string]string{"b": "m1"}, `node a is on machine ""`},
-		{"source not stored", nil, map[string]string{"a": "m2", "b": "m1"}, "cannot read /top/b.conf"},
+		{"two machines", map[string]string{"/top/b.conf": "b\n"}, map[string]string{"a": "m2", "b": "m1"}, "00ff", ""},
+		{"node on a machine without address", map[string]string{"/top/b.conf": "b\n"}, map[string]string{"a": "m3", "b": "m1"}, "", `node a is on machine "m3"`},
+		{"node not placed", map[string]string{"/top/b.conf": "b\n"}, map[string]string{"b": "m1"}, "", `node a is on machine ""`},
+		{"source not stored", nil, map[string]string{"a": "m2", "b": "m1"}, "", "cannot read /top/b.conf"},
+		{"secret not hex", map[string]string{"/top/b.conf": "b\n"}, map[string]string{"a": "m2", "b": "m1"}, "zz", "secret: encoding/hex"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &cluster.Network{Tenant: "t1", Name: "lab", File: "/top/lab.yaml", Source: src, Sources: tc.sources}
-			p := &cluster.Placement{Tenant: "t1", Network: "lab", Generation: 5, Nodes: tc.nodes,
+			p := &cluster.Placement{Tenant: "t1", Network: "lab", Generation: 5, Nodes: tc.nodes, Secret: tc.secret,
 				Machines: map[string]cluster.Underlay{"m2": u("198.18.0.2", 0), "m1": u("198.18.0.1", 9000)},
 				Keys:     map[string]uint32{"a:eth1--b:eth1": 0x1234567}}
 			sn, err := Desired(n, p)
@@ -41,7 +43,8 @@ func TestDesired(t *testing.T) {
 				t.Fatal(err)
 			}
 			if sn.Name != "t1.lab" || len(sn.Hosts) != 2 || sn.Hosts[0].Name != "m1" || sn.Hosts[0].MTU != 9000 || sn.Hosts[1].MTU != 1500 ||
-				sn.Node("a").Host != "m2" || sn.Node("b").Host != "m1" || sn.Node("b").Files[0].Content != "b\n" || sn.Tunnel != "egre" {
+				sn.Node("a").Host != "m2" || sn.Node("b").Host != "m1" || sn.Node("b").Files[0].Content != "b\n" || sn.Tunnel != "egre" ||
+				string(sn.TunnelSecret) != "\x00\xff" {
 				t.Errorf("Desired: name %q, hosts %v, a on %q, b on %q, tunnel %q", sn.Name, sn.Hosts, sn.Node("a").Host, sn.Node("b").Host, sn.Tunnel)
 			}
 			if k := sn.Links[0].TunnelKey; k != 0x1234567 {

@@ -79,27 +79,36 @@ func answer(w http.ResponseWriter, res result) {
 }
 
 // authorize finds whose network a request is about, from the client's certificate, and checks
-// in etcd that the tenant owns a network of that name. It returns the tenant and the network's
-// placement. A tenant's certificate reaches only its own networks; the administrator's (root)
-// reaches any tenant's it names.
+// in etcd that the certificate is the one the cluster holds for its tenant (a removed tenant's,
+// or one of before the tenant was added again, is refused) and that the tenant owns a network of
+// that name. It returns the tenant and the network's placement. A tenant's certificate reaches
+// only its own networks; the administrator's (root) reaches any tenant's it names; no other
+// identity runs anything.
 func (a *Agent) authorize(r *http.Request, tenant, network string) (string, *cluster.Placement, error) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return "", nil, refuse(http.StatusUnauthorized, "no client certificate")
 	}
-	cn := r.TLS.PeerCertificates[0].Subject.CommonName
+	cert := r.TLS.PeerCertificates[0]
+	ctx := r.Context()
+	id := cluster.ParseIdentity(cert.Subject.CommonName)
 	switch {
-	case cn == cluster.RootUser:
+	case id.Kind == cluster.KindAdmin:
 		if tenant == "" {
 			tenant = cluster.DefaultTenant
 		}
-	case cn == cluster.AgentUser:
-		return "", nil, refuse(http.StatusForbidden, "the agents' certificate runs nothing in nodes; use a tenant's")
-	case tenant != "" && tenant != cn:
-		return "", nil, refuse(http.StatusForbidden, "the certificate of tenant %s reaches only its own networks, not tenant %s's", cn, tenant)
+	case id.Kind != cluster.KindTenant:
+		return "", nil, refuse(http.StatusForbidden, "the certificate of %s runs nothing in nodes; use a tenant's", cert.Subject.CommonName)
+	case tenant != "" && tenant != id.Name:
+		return "", nil, refuse(http.StatusForbidden, "the certificate of tenant %s reaches only its own networks, not tenant %s's", id.Name, tenant)
 	default:
-		tenant = cn
+		tenant = id.Name
+		if err := a.cfg.Store.CheckTenantCert(ctx, tenant, cert); err != nil {
+			if errors.Is(err, cluster.ErrRevoked) {
+				return "", nil, refuse(http.StatusForbidden, "%v", err)
+			}
+			return "", nil, err
+		}
 	}
-	ctx := r.Context()
 	if _, err := a.cfg.Store.Network(ctx, tenant, network); err != nil {
 		if errors.Is(err, cluster.ErrNotFound) || errors.Is(err, cluster.ErrBadName) {
 			return "", nil, refuse(http.StatusNotFound, "tenant %s has no network %s", tenant, network)

@@ -33,6 +33,9 @@ type Options struct {
 	// Cluster, if set, makes the API serve the cluster's networks, each tenant its own, by
 	// the client certificate of each request (tenancy.go), instead of the state directory's.
 	Cluster *Cluster
+	// Access says who may use the API over TCP (guard.go); root on the unix socket may
+	// always. Its zero value lets no TCP client in.
+	Access Access
 }
 
 // Server serves the API for one state directory.
@@ -44,6 +47,8 @@ type Server struct {
 	mux     *http.ServeMux
 	api     huma.API
 	handler http.Handler
+	// media are the media types of the body each operation takes ("POST /networks").
+	media map[string][]string
 	// reader keeps the nodes' devices and addresses between inspects (nil: each inspect
 	// reads them all).
 	reader *substrate.Reader
@@ -59,8 +64,14 @@ func New(ctx context.Context, st *state.Store, opts Options) *Server {
 	cfg.OpenAPIPath = "/openapi" // serves /openapi.json and /openapi.yaml
 	cfg.DocsPath = ""            // the docs page loads scripts from the internet
 	cfg.CreateHooks = nil        // no $schema fields: bodies are as `trellis inspect --json` prints
+	if opts.Cluster == nil {     // a TCP client's token (guard.go); a cluster's clients have certificates
+		cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{"token": {Type: "http", Scheme: "bearer",
+			Description: "the token of STATE_DIR/api-token (trellis serve --token-file), for a TCP client without a client certificate; root on the unix socket needs none"}}
+		cfg.Security = []map[string][]string{{"token": {}}, {}}
+	}
 	s.api = humago.New(s.mux, cfg)
 	s.register()
+	s.documentMedia()
 	if s.cl != nil {
 		s.documentTenancy()
 	}

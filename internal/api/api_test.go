@@ -40,7 +40,7 @@ func newTestServer(t *testing.T) (*httptest.Server, *state.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(context.Background(), st, Options{}))
+	srv := httptest.NewServer(New(context.Background(), st, Options{Access: testAccess}))
 	t.Cleanup(srv.Close)
 	return srv, st
 }
@@ -54,6 +54,7 @@ func do(t *testing.T, srv *httptest.Server, method, path, contentType, body stri
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
+	req.Header.Set("Authorization", "Bearer "+string(testAccess.Token))
 	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -140,11 +141,24 @@ func TestErrors(t *testing.T) {
 		{name: "link state with an unknown key", method: "PUT", path: "/networks/nope/links/l/state", ctype: "application/json",
 			body: `{"state":"down","colour":1}`, status: 422, first: &ProblemDetail{Location: "body.colour"}},
 		{name: "link state not JSON", method: "PUT", path: "/networks/nope/links/l/state", ctype: "text/plain",
-			body: `state=down`, status: 415, first: &ProblemDetail{Location: "body"}},
+			body: `state=down`, status: 415, detail: "takes a body of type application/json, not \"text/plain\""},
+		{name: "link state as a form", method: "PUT", path: "/networks/nope/links/l/state", ctype: "application/x-www-form-urlencoded",
+			body: `state=down`, status: 415, detail: "send Content-Type: application/json"},
+		{name: "up of a form", method: "POST", path: "/networks", ctype: "application/x-www-form-urlencoded", body: "name=x",
+			status: 415, detail: "takes a body of type application/yaml"},
+		{name: "up of text/plain", method: "POST", path: "/networks", ctype: "text/plain", body: twoYAML,
+			status: 415, detail: "takes a body of type application/yaml"},
+		{name: "up without a media type", method: "POST", path: "/networks", body: twoYAML, status: 415, detail: "send Content-Type: application/yaml"},
+		{name: "exec as multipart", method: "POST", path: "/networks/nope/nodes/a/exec", ctype: "multipart/form-data; boundary=x",
+			body: "--x--", status: 415, detail: "application/json"},
+		{name: "down with a body", method: "DELETE", path: "/networks/nope", ctype: "text/plain", body: "x", status: 415, detail: "takes no body"},
 		{name: "exec argv not a list", method: "POST", path: "/networks/nope/nodes/a/exec", ctype: "application/json",
 			body: `{"argv":"ls"}`, status: 422, first: &ProblemDetail{Location: "body.argv", Value: "ls"}},
-		{name: "up of malformed JSON", method: "POST", path: "/networks", ctype: "application/json", body: `{"name": "x", "nodes": {`,
-			status: 422, first: &ProblemDetail{Location: "body", File: "request.yaml", Line: 1, Field: "(file)"}},
+		{name: "up of JSON", method: "POST", path: "/networks", ctype: "application/json", body: `{"name": "x", "nodes": {}}`,
+			status: 415, detail: "send Content-Type: application/yaml"},
+		{name: "up of a file naming a host file", method: "POST", path: "/networks?file=lab.yaml", ctype: "application/yaml",
+			body: "name: x\nnodes:\n  a:\n    files:\n      - {path: /etc/x, source: /etc/shadow}\n", status: 422,
+			first: &ProblemDetail{Location: "body", File: "lab.yaml", Line: 5, Field: "nodes.a.files[0].source"}},
 		{name: "up of a network with a bad name", method: "POST", path: "/networks", ctype: "application/yaml", body: "name: \"bad name!\"\nnodes: {a: {}}\n",
 			status: 422, first: &ProblemDetail{Location: "body", File: "request.yaml", Line: 1, Field: "name"}},
 		{name: "diff of something not YAML", method: "POST", path: "/diff", ctype: "application/yaml", body: "name: [x\n  y: {",
@@ -258,6 +272,10 @@ func TestOpenAPI(t *testing.T) {
 			t.Errorf("%s %s: operation %v, want %s", method, path, op["operationId"], id)
 		}
 	}
+	if !strings.Contains(string(body), `"securitySchemes":{"token":{`) || !strings.Contains(string(body), `"scheme":"bearer","type":"http"`) ||
+		!strings.Contains(string(body), `"security":[{"token":[]},{}]`) {
+		t.Errorf("the document describes no bearer token")
+	}
 	if yaml := doc.Paths["/networks"]["post"]["requestBody"]; !strings.Contains(toJSON(yaml), "application/yaml") {
 		t.Errorf("up's request body is not YAML: %s", toJSON(yaml))
 	}
@@ -276,4 +294,20 @@ func TestOpenAPI(t *testing.T) {
 func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// A capture's filter is tcpdump's expression, never its options: `-F FILE` would make tcpdump
+// (as root) read FILE, here one that holds a filter that compiles.
+func TestCaptureFilterIsAnExpression(t *testing.T) {
+	srv, _ := newTestServer(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("icmp\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	status, _, body := do(t, srv, "GET", "/networks/nope/links/l/capture?filter=-F"+secret, "", "")
+	var p Problem
+	json.Unmarshal(body, &p)
+	if status != 422 || len(p.Errors) == 0 || p.Errors[0].Location != "query.filter" || !strings.Contains(p.Detail, "pcap expression") {
+		t.Errorf("capture with filter -F%s: %d %s; want 422 on query.filter, a filter that is an expression", secret, status, body)
+	}
 }

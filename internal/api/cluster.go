@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -98,16 +97,13 @@ func (s *Server) clusterInspect(ctx context.Context, name string) (*inspectOutpu
 	return &inspectOutput{Body: info}, nil
 }
 
-// parseClusterFile checks a topology file for the cluster; `source:` files are not at hand
-// (the agents have only what etcd holds), so a file must carry its content inline.
+// parseClusterFile checks a topology file for the cluster; it names no path on the server's
+// machine (spec.ParseSent), so a file must carry its files' content inline.
 func parseClusterFile(file string, body []byte) (*spec.Network, error) {
 	if len(body) == 0 {
 		return nil, newProblem(http.StatusBadRequest, "the request has no body: send the topology file (YAML) as the body")
 	}
-	read := func(p string) ([]byte, error) {
-		return nil, fmt.Errorf("%s: %w: a cluster's API takes no source: files (up --cluster from the CLI sends them)", p, os.ErrNotExist)
-	}
-	sn, err := spec.ParseCluster(file, body, read)
+	sn, err := spec.ParseSent(file, body, true)
 	if err != nil {
 		return nil, problemOf(err)
 	}

@@ -68,22 +68,24 @@ func (s *Server) inspect(ctx context.Context, in *networkInput) (*inspectOutput,
 // fileInput is a topology file in the request body, and where it is to apply.
 type fileInput struct {
 	Host    string `query:"host" doc:"which of the file's hosts this machine is (default: the one whose address is configured here)"`
-	File    string `query:"file" default:"request.yaml" doc:"the file's name in errors and records; relative source: paths are read relative to it on the server's machine"`
+	File    string `query:"file" default:"request.yaml" doc:"the file's name in errors and records; on the unix socket, relative paths (source:, rootfs, a VM's files) are read relative to it on the server's machine"`
 	RawBody []byte `contentType:"application/yaml" doc:"the topology file"`
 }
 
-// parse checks the file and finds which of its hosts this machine is; a problem is a 4xx
-// Problem and nothing has been touched.
-func (in *fileInput) parse() (*spec.Network, string, error) {
-	return parseFile(in.File, in.Host, in.RawBody)
-}
-
-func parseFile(file, host string, body []byte) (*spec.Network, string, error) {
+// parseFile checks the file and finds which of its hosts this machine is; a problem is a 4xx
+// Problem and nothing has been touched. The file may name paths on this machine (source:
+// files, rootfs, a VM's kernel, initrd, disk) only when root sent it, on the unix socket:
+// the server would read them as root for a client that may not.
+func parseFile(ctx context.Context, file, host string, body []byte) (*spec.Network, string, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, "", newProblem(http.StatusBadRequest, "the request has no body: send the topology file (YAML) as the body",
 			&huma.ErrorDetail{Message: "empty", Location: "body"})
 	}
-	n, err := spec.Parse(file, body)
+	parse := spec.Parse
+	if _, root := fromRoot(ctx); !root {
+		parse = func(file string, body []byte) (*spec.Network, error) { return spec.ParseSent(file, body, false) }
+	}
+	n, err := parse(file, body)
 	if err != nil {
 		return nil, "", problemOf(err)
 	}
@@ -114,7 +116,7 @@ type UpResult struct {
 
 type upInput struct {
 	Host    string `query:"host" doc:"which of the file's hosts this machine is (default: the one whose address is configured here)"`
-	File    string `query:"file" default:"request.yaml" doc:"the file's name in errors and records; relative source: paths are read relative to it on the server's machine"`
+	File    string `query:"file" default:"request.yaml" doc:"the file's name in errors and records; on the unix socket, relative paths (source:, rootfs, a VM's files) are read relative to it on the server's machine"`
 	Verbose bool   `query:"verbose" doc:"return how long each step took in log"`
 	RawBody []byte `contentType:"application/yaml" doc:"the topology file"`
 }
@@ -128,7 +130,7 @@ func (s *Server) up(ctx context.Context, in *upInput) (*upOutput, error) {
 	if s.cl != nil {
 		return s.clusterUp(ctx, in)
 	}
-	n, host, err := parseFile(in.File, in.Host, in.RawBody)
+	n, host, err := parseFile(ctx, in.File, in.Host, in.RawBody)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +174,7 @@ func (s *Server) diff(ctx context.Context, in *fileInput) (*diffOutput, error) {
 	if s.cl != nil {
 		return s.clusterDiff(ctx, in)
 	}
-	n, host, err := in.parse()
+	n, host, err := parseFile(ctx, in.File, in.Host, in.RawBody)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -108,3 +110,58 @@ func isLoopback(host string) bool {
 }
 
 func fprintf(w io.Writer, format string, args ...any) { fmt.Fprintf(w, format, args...) }
+
+// ErrBadHost is returned for a --host that is not a host name or address.
+var ErrBadHost = errors.New("--host takes a name or address the server is reached by, without scheme or port (e.g. lab.example.com)")
+
+// Hosts returns the names a server listening on addr (HOST:PORT) is reached by, as Access
+// takes them: the listen address; for a loopback one, localhost and both loopback addresses;
+// for the unspecified address, every address of the machine; the names and addresses of t's
+// server certificate; and extra (--host).
+func Hosts(addr string, t TLS, extra []string) ([]string, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("serve: --listen %q: %w", addr, err)
+	}
+	var names []string
+	ip := net.ParseIP(host)
+	switch {
+	case isLoopback(host):
+		names = append(names, host, "localhost", "127.0.0.1", "::1")
+	case host != "" && (ip == nil || !ip.IsUnspecified()):
+		names = append(names, host)
+	default: // the unspecified address: every address of the machine
+		addrs, _ := net.InterfaceAddrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				names = append(names, n.IP.String())
+			}
+		}
+		names = append(names, "localhost")
+	}
+	if t.Cert != "" {
+		pair, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("serve: --tls-cert %s: %w", t.Cert, err)
+		}
+		if leaf, err := x509.ParseCertificate(pair.Certificate[0]); err == nil {
+			names = append(names, leaf.DNSNames...)
+			for _, ip := range leaf.IPAddresses {
+				names = append(names, ip.String())
+			}
+		}
+	}
+	for _, h := range extra {
+		if h == "" || strings.ContainsAny(h, ":/@?# ") && net.ParseIP(strings.Trim(h, "[]")) == nil {
+			return nil, fmt.Errorf("serve: --host %q: %w", h, ErrBadHost)
+		}
+		names = append(names, h)
+	}
+	var out []string
+	for _, n := range names {
+		if n = hostname(n); n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -171,6 +172,42 @@ func checkTLSServer(t *testing.T, c certs, l net.Listener, dial func(addr string
 		resp.Body.Close()
 		if strings.Contains(string(body), "hello") {
 			t.Errorf("plain HTTP got in: %s %q", resp.Status, body)
+		}
+	}
+}
+
+// TestHosts checks the names a listener is reached by, and the --host names refused.
+func TestHosts(t *testing.T) {
+	cases := []struct {
+		addr  string
+		extra []string
+		want  []string // among the names
+		not   []string // not among them
+		err   error
+	}{
+		{"127.0.0.1:8080", nil, []string{"127.0.0.1", "localhost", "::1"}, []string{"evil.example", ""}, nil},
+		{"[::1]:8080", nil, []string{"::1", "localhost", "127.0.0.1"}, nil, nil},
+		{"localhost:8080", []string{"Lab.Example.", "[fd00::1]", "fd00::2"}, []string{"localhost", "lab.example", "fd00::1", "fd00::2"}, nil, nil},
+		{"0.0.0.0:8443", nil, []string{"127.0.0.1", "localhost"}, []string{"0.0.0.0"}, nil},
+		{"127.0.0.1:8080", []string{"http://lab.example"}, nil, nil, ErrBadHost},
+		{"127.0.0.1:8080", []string{"lab.example:8080"}, nil, nil, ErrBadHost},
+		{"127.0.0.1:8080", []string{""}, nil, nil, ErrBadHost},
+	}
+	for _, c := range cases {
+		names, err := Hosts(c.addr, TLS{}, c.extra)
+		if !errors.Is(err, c.err) {
+			t.Errorf("Hosts(%s, %v): error %v, want %v", c.addr, c.extra, err, c.err)
+			continue
+		}
+		for _, w := range c.want {
+			if !slices.Contains(names, w) {
+				t.Errorf("Hosts(%s, %v) = %v, want %q among them", c.addr, c.extra, names, w)
+			}
+		}
+		for _, n := range c.not {
+			if slices.Contains(names, n) {
+				t.Errorf("Hosts(%s, %v) = %v, want no %q", c.addr, c.extra, names, n)
+			}
 		}
 	}
 }

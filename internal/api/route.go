@@ -12,19 +12,18 @@ import (
 // method the path does not offer) gets a problem, as every other error does, instead of
 // http.ServeMux's plain text. A 405 keeps the Allow header ServeMux sets.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if !s.guard(w, r, pattern) {
+		return
+	}
 	if s.cl != nil {
 		ar, err := s.authorize(r)
 		if err != nil {
-			status, detail := http.StatusInternalServerError, err.Error()
-			if p, ok := err.(*Problem); ok {
-				status = p.Status
-			}
-			_ = huma.WriteErr(s.api, humago.NewContext(&huma.Operation{}, r, w), status, detail)
+			s.writeProblem(w, r, err)
 			return
 		}
 		r = ar
 	}
-	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r)
 		return
@@ -39,6 +38,15 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		detail = fmt.Sprintf("%s does not take %s; it takes %s", r.URL.Path, r.Method, rec.header.Get("Allow"))
 	}
 	_ = huma.WriteErr(s.api, humago.NewContext(&huma.Operation{}, r, w), rec.status, detail)
+}
+
+// writeProblem answers r with err, a Problem (any other error is a 500).
+func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+	p, ok := err.(*Problem)
+	if !ok {
+		p = &Problem{Status: http.StatusInternalServerError, Detail: err.Error()}
+	}
+	_ = huma.WriteErr(s.api, humago.NewContext(&huma.Operation{}, r, w), p.Status, p.Detail)
 }
 
 // headerRecorder keeps the status and headers a handler writes and drops its body.

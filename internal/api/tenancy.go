@@ -20,8 +20,9 @@ import (
 // answer as for a network that does not exist: nothing tells it exists), and naming another
 // tenant in the Trellis-Tenant header is refused (403). The administrator's certificate (root)
 // reaches every tenant's: list shows them all, and the header says which tenant a request is
-// about (default: tenant default). The agents' certificate is refused (403), and a client
-// without a certificate of the cluster's CA gets no connection at all (TLS refuses it).
+// about (default: tenant default). Agents', placers' and removed tenants' certificates are
+// refused (403), and a client without a client certificate of the cluster's CA gets no
+// connection at all (TLS refuses it).
 
 // TenantHeader names, in a request of the administrator, the tenant whose network it is about.
 const TenantHeader = "Trellis-Tenant"
@@ -65,31 +66,34 @@ func (c caller) scoped() string {
 }
 
 // identify finds who makes request r from its client certificate: the administrator, or a
-// tenant the cluster has (a certificate of the cluster's CA for any other name, such as a
-// server's, reaches nothing). An error is a Problem.
+// tenant whose certificate is the one the cluster holds for it (cluster.CheckTenantCert: not a
+// removed tenant's, nor one of before the tenant was added again); any other identity of the
+// cluster's CA reaches nothing. An error is a Problem.
 func (s *Server) identify(r *http.Request) (caller, error) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
 		return caller{}, newProblem(http.StatusUnauthorized,
-			"this API serves a cluster: present a client certificate of the cluster's CA (trellis cert issue TENANT)")
+			"this API serves a cluster: present a client certificate of the cluster's CA (trellis tenant add issues a tenant's)")
 	}
-	cn := r.TLS.VerifiedChains[0][0].Subject.CommonName
+	cert := r.TLS.VerifiedChains[0][0]
+	cn := cert.Subject.CommonName
 	named := strings.TrimSpace(r.Header.Get(TenantHeader))
+	id := cluster.ParseIdentity(cn)
 	switch {
-	case cn == cluster.RootUser:
+	case id.Kind == cluster.KindAdmin:
 		return caller{admin: true, tenant: named}, nil
-	case cn == cluster.AgentUser:
-		return caller{}, newProblem(http.StatusForbidden, "the agents' certificate has no networks; use a tenant's (trellis cert issue TENANT)")
-	case named != "" && named != cn:
+	case id.Kind != cluster.KindTenant:
+		return caller{}, newProblem(http.StatusForbidden, fmt.Sprintf("the certificate of %s has no networks; use a tenant's (trellis tenant add issues them)", cn))
+	case named != "" && named != id.Name:
 		return caller{}, newProblem(http.StatusForbidden,
-			fmt.Sprintf("the certificate of tenant %s reaches only its own networks, not tenant %s's", cn, named))
+			fmt.Sprintf("the certificate of tenant %s reaches only its own networks, not tenant %s's", id.Name, named))
 	}
-	if _, err := s.cl.Store.Tenant(r.Context(), cn); err != nil {
-		if errors.Is(err, cluster.ErrNotFound) || errors.Is(err, cluster.ErrBadName) {
-			return caller{}, newProblem(http.StatusForbidden, fmt.Sprintf("the certificate names %s, which is no tenant of the cluster (trellis tenant add makes one)", cn))
+	if err := s.cl.Store.CheckTenantCert(r.Context(), id.Name, cert); err != nil {
+		if errors.Is(err, cluster.ErrRevoked) {
+			return caller{}, newProblem(http.StatusForbidden, err.Error())
 		}
 		return caller{}, problemOf(err)
 	}
-	return caller{tenant: cn}, nil
+	return caller{tenant: id.Name}, nil
 }
 
 // authorize identifies the caller of r and, for a path about one network (/networks/NAME...),

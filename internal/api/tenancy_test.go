@@ -24,8 +24,10 @@ func TestIdentify(t *testing.T) {
 		{"no certificate", "", "", caller{}, 401},
 		{"the administrator", "root", "", caller{admin: true}, 0},
 		{"the administrator naming a tenant", "root", "bob", caller{admin: true, tenant: "bob"}, 0},
-		{"the agents", "trellis-agent", "", caller{}, 403},
-		{"a tenant naming another", "alice", "bob", caller{}, 403},
+		{"an agent", "agent:m1", "", caller{}, 403},
+		{"the placers", "placer", "", caller{}, 403},
+		{"a name of no identity (an etcd member's)", "e1", "", caller{}, 403},
+		{"a tenant naming another", "tenant:alice:1", "bob", caller{}, 403},
 	}
 	s := &Server{cl: &Cluster{}}
 	for _, c := range cases {

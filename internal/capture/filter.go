@@ -16,17 +16,22 @@ var ErrNoTcpdump = errors.New("compiling a filter expression needs tcpdump (apt-
 
 // CompileFilter compiles a pcap filter expression (tcpdump's syntax, e.g. "icmp or arp") for
 // Ethernet frames into classic BPF. The binary has no libpcap: the expression is compiled by
-// `tcpdump -ddd`, so it means exactly what it means to tcpdump.
+// `tcpdump -ddd`, so it means exactly what it means to tcpdump. It is given after "--", as
+// tcpdump's expression and never as its options: the expression comes from the caller of the
+// CLI or the API, and tcpdump runs as root (`-F/etc/shadow` would read that file).
 func CompileFilter(expr string, snaplen int) ([]bpf.RawInstruction, error) {
 	tcpdump, err := exec.LookPath("tcpdump")
 	if err != nil {
 		return nil, ErrNoTcpdump
 	}
 	var out, errOut bytes.Buffer
-	cmd := exec.Command(tcpdump, "-ddd", "-y", "EN10MB", "-s", strconv.Itoa(snaplen), expr)
+	cmd := exec.Command(tcpdump, "-ddd", "-y", "EN10MB", "-s", strconv.Itoa(snaplen), "--", expr)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(strings.ReplaceAll(errOut.String(), "Warning: assuming Ethernet", ""))
+		if strings.HasPrefix(expr, "-") {
+			msg += " (a filter is a pcap expression, e.g. \"icmp or arp\"; it takes no tcpdump options)"
+		}
 		return nil, fmt.Errorf("filter %q: %s", expr, strings.TrimPrefix(msg, "tcpdump: "))
 	}
 	return parseDDD(out.String())

@@ -43,7 +43,10 @@ while etcd cannot be reached it changes nothing, so the networks keep forwarding
 up when etcd is back. If the agent is not back within the lease (--lease), the machine counts as
 lost and its nodes are placed on other machines. Its reports carry the networks' port counters
 (--counters). It serves exec and link to the networks' tenants over mutual TLS (--listen): the
-caller's tenant is its certificate's common name, and it acts only on that tenant's networks.
+caller's tenant is its certificate's common name, and it acts only on that tenant's networks,
+for the certificate the tenant's record holds (a removed tenant's is refused). --cert is the
+machine's own, from trellis machine add NAME (common name agent:NAME): it may write only this
+machine's registration and reports.
 
 Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service runs it under systemd.`,
 		Args: cobra.NoArgs,
@@ -52,6 +55,9 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 				return errors.New("--machine: give this machine's name in the cluster")
 			}
 			if err := parseCapacity(&m, address, memory, rate); err != nil {
+				return err
+			}
+			if err := checkAgentCert(cf.cert, m.Name); err != nil {
 				return err
 			}
 			if err := agent.Detect(&m); err != nil {
@@ -96,7 +102,7 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 	cmd.Flags().DurationVar(&ttl, "lease", agent.DefaultLeaseTTL, "how long the machine stays registered without its agent")
 	cmd.Flags().StringVar(&listen, "listen", ":7445", "address of the agent's endpoint for exec and link (HTTPS, mutual TLS: --cert must be a server certificate too, naming the underlay address); \"\" for none")
 	cmd.Flags().DurationVar(&counters, "counters", 10*time.Second, "how often to report the networks' port counters in etcd (written only when they changed; 0: never)")
-	cmd.Flags().BoolVar(&withPlacer, "placer", false, "also run a placer in this process (one leader among all placers; see trellis placer)")
+	cmd.Flags().BoolVar(&withPlacer, "placer", false, "also run a placer in this process (one leader among all placers; see trellis placer): the certificate needs the placers' role, trellis machine add --placer")
 	return cmd
 }
 
@@ -118,6 +124,21 @@ func listenEndpoint(m *cluster.Machine, addr string, cf clusterFlags) (net.Liste
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	m.Endpoint = "https://" + net.JoinHostPort(m.Address.String(), port)
 	return tls.NewListener(l, tc), nil
+}
+
+// checkAgentCert refuses a certificate that is not machine's agent's (agent:MACHINE, from
+// trellis machine add) nor the administrator's: etcd would refuse its writes one by one.
+func checkAgentCert(path, machine string) error {
+	cn, err := commonName(path)
+	if err != nil {
+		return nil // the dial names the file and what is wrong with it
+	}
+	id := cluster.ParseIdentity(cn)
+	if (id.Kind == cluster.KindAgent && id.Name == machine) || id.Kind == cluster.KindAdmin {
+		return nil
+	}
+	return fmt.Errorf("--cert %s is the certificate of %s, not of machine %s's agent (%s): trellis machine add %s issues that one",
+		path, cn, machine, cluster.AgentUser(machine), machine)
 }
 
 // parseCapacity reads the flags that need parsing into m.

@@ -89,11 +89,13 @@ func benchCmd(store storeFunc) *cobra.Command {
 				return err
 			}
 			opt.Log = cmd.ErrOrStderr()
-			st, err := store()
-			if err != nil {
-				return err
+			if len(opt.Parts) > 0 { // the embed part alone needs no state directory (and no root: it is root's, 0700)
+				st, err := store()
+				if err != nil {
+					return err
+				}
+				opt.StateDir = st.Dir
 			}
-			opt.StateDir = st.Dir
 			if err := os.MkdirAll(bf.out, 0o755); err != nil {
 				return err
 			}

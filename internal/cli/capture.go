@@ -33,7 +33,8 @@ machine (nothing runs inside the nodes), to standard output or --write FILE, unt
 Every frame is recorded once, on an interface named after the node interface that sent it
 (NODE:IF). With --endpoint NODE:IF, the frames that endpoint sends and receives, on one
 interface named after it, each with its direction. FILTER is a pcap filter expression as
-tcpdump takes it (compiled by tcpdump -ddd: filters need tcpdump installed).`,
+tcpdump takes it (compiled by tcpdump -ddd: filters need tcpdump installed), never tcpdump's
+options; one that begins with "-" goes after "--" (trellis capture NET LINK -- '-4 < len').`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var filter []bpf.RawInstruction
@@ -82,7 +83,7 @@ func captureOutput(cmd *cobra.Command, file string) (io.Writer, func() error, er
 		}
 		return out, func() error { return nil }, nil
 	}
-	f, err := os.Create(file)
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600) // a network's traffic: for its user alone
 	if err != nil {
 		return nil, nil, fmt.Errorf("capture: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 func TestCertCLI(t *testing.T) {
 	dir := t.TempDir()
 	ca, key := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	peerCA, peerKey := filepath.Join(dir, "peer-ca.crt"), filepath.Join(dir, "peer-ca.key")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -23,7 +24,12 @@ func TestCertCLI(t *testing.T) {
 		{"ca", []string{"cert", "ca", "--out", dir}, ""},
 		{"ca again", []string{"cert", "ca", "--out", dir}, "ca.key exists"},
 		{"client", []string{"cert", "issue", "root", "--ca", ca, "--ca-key", key, "--out", dir}, ""},
-		{"server", []string{"cert", "issue", "trellis-agent", "--ca", ca, "--ca-key", key, "--out", dir, "--hosts", "198.18.0.1, localhost"}, ""},
+		{"peers' ca", []string{"cert", "ca", "--peer", "--out", dir}, ""},
+		{"server", []string{"cert", "issue", "e1", "--ca", ca, "--ca-key", key, "--out", dir, "--hosts", "198.18.0.1, localhost"}, ""},
+		{"peer", []string{"cert", "issue", "e1", "--peer", "--ca", peerCA, "--ca-key", peerKey, "--out", dir, "--hosts", "198.18.0.1"}, ""},
+		{"peer without hosts", []string{"cert", "issue", "e1", "--peer", "--ca", peerCA, "--ca-key", peerKey, "--out", dir}, "--peer needs --hosts"},
+		{"a tenant's name", []string{"cert", "issue", "tenant:alice:1", "--ca", ca, "--ca-key", key, "--out", dir}, "issued by trellis tenant add"},
+		{"an agent's name", []string{"cert", "issue", "agent:m1", "--ca", ca, "--ca-key", key, "--out", dir}, "issued by trellis machine add"},
 		{"no CA given", []string{"cert", "issue", "x", "--out", dir}, "--ca and --ca-key"},
 		{"key of no CA", []string{"cert", "issue", "x", "--ca", ca, "--ca-key", filepath.Join(dir, "root.key"), "--out", dir}, "does not belong"},
 	} {
@@ -52,10 +58,15 @@ func TestCertCLI(t *testing.T) {
 	if c := leaf("root"); c.Subject.CommonName != "root" || len(c.ExtKeyUsage) != 1 || c.ExtKeyUsage[0] != x509.ExtKeyUsageClientAuth {
 		t.Errorf("root: CN %q, usages %v; want root, client only", c.Subject.CommonName, c.ExtKeyUsage)
 	}
-	if c := leaf("trellis-agent"); len(c.ExtKeyUsage) != 2 || len(c.IPAddresses) != 1 || c.IPAddresses[0].String() != "198.18.0.1" || c.DNSNames[0] != "localhost" {
-		t.Errorf("trellis-agent: usages %v, IPs %v, names %v; want client and server for 198.18.0.1 and localhost", c.ExtKeyUsage, c.IPAddresses, c.DNSNames)
+	// A server certificate is no client: a member's cannot act as a tenant named like it.
+	if c := leaf("e1"); len(c.ExtKeyUsage) != 1 || c.ExtKeyUsage[0] != x509.ExtKeyUsageServerAuth || len(c.IPAddresses) != 1 || c.IPAddresses[0].String() != "198.18.0.1" || c.DNSNames[0] != "localhost" {
+		t.Errorf("e1: usages %v, IPs %v, names %v; want a server only, for 198.18.0.1 and localhost", c.ExtKeyUsage, c.IPAddresses, c.DNSNames)
 	}
-	f := pki.Files{CA: ca, Cert: filepath.Join(dir, "trellis-agent.crt"), Key: filepath.Join(dir, "trellis-agent.key")}
+	p := leaf("e1-peer")
+	if len(p.ExtKeyUsage) != 2 || p.Issuer.CommonName != "trellis etcd peers CA" {
+		t.Errorf("e1-peer: usages %v, issuer %q; want client and server, of the peers' CA", p.ExtKeyUsage, p.Issuer.CommonName)
+	}
+	f := pki.Files{CA: ca, Cert: filepath.Join(dir, "e1.crt"), Key: filepath.Join(dir, "e1.key")}
 	if _, err := f.ServerConfig(); err != nil {
 		t.Error(err)
 	}

@@ -32,8 +32,8 @@ var ownConnection = map[string]bool{"agent": true, "placer": true, "image": true
 // checkClusterVerb refuses --cluster on a command that does not work on a cluster (yet), rather
 // than run it on this machine.
 func checkClusterVerb(cmd *cobra.Command, args []string) error {
-	if cmd.HasParent() && cmd.Parent().Name() == "tenant" {
-		return nil // the tenant commands take the administrator's context file
+	if cmd.HasParent() && (cmd.Parent().Name() == "tenant" || cmd.Parent().Name() == "machine") {
+		return nil // the tenant and machine commands take the administrator's context file
 	}
 	if path, _ := cmd.Flags().GetString(clusterFlag); path != "" && !clusterVerbs[cmd.Name()] && !ownConnection[cmd.Name()] {
 		return fmt.Errorf("trellis %s does not work on a cluster yet (--cluster works with up, diff, down, ls, inspect, exec, link and serve)", cmd.Name())

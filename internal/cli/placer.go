@@ -22,7 +22,8 @@ It places every new or changed network (nodes with host: stay there, placed node
 are, the others go by capacity when the file gives cpu or memory, else to the machine with the
 fewest nodes), refuses a network that does not fit with the machine and resource that are short,
 and places the nodes of a machine whose registration expired again on the others.
-` + "`trellis agent --placer`" + ` runs a placer inside the agent instead.`,
+` + "`trellis agent --placer`" + ` runs a placer inside the agent instead. --cert is the placers'
+certificate (trellis cert issue placer), whose etcd role writes placements and nothing else.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

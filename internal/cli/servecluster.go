@@ -22,7 +22,7 @@ var ErrServeClusterAdmin = errors.New("serve --cluster takes the administrator's
 
 // serveCluster serves the API of the cluster of context file path on listen, with TLS and a
 // client certificate asked of every client (docs/api.md, "Serving a cluster").
-func serveCluster(ctx context.Context, cmd *cobra.Command, path, listen string, t api.TLS, opts api.Options) error {
+func serveCluster(ctx context.Context, cmd *cobra.Command, path, listen string, hosts []string, t api.TLS, opts api.Options) error {
 	if listen == "" || t.Cert == "" || t.Key == "" {
 		return fmt.Errorf("serve --cluster: give --listen HOST:PORT with --tls-cert and --tls-key: a cluster's API is served only with TLS and client certificates (there is no unix socket)")
 	}
@@ -40,6 +40,10 @@ func serveCluster(ctx context.Context, cmd *cobra.Command, path, listen string, 
 	}
 	l, err := api.Listen(listen, t)
 	if err != nil {
+		return err
+	}
+	if opts.Access.Hosts, err = api.Hosts(listen, t, hosts); err != nil {
+		l.Close()
 		return err
 	}
 	st, err := cluster.Dial(ctx, cc.Config())

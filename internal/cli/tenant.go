@@ -21,11 +21,13 @@ func tenantCmd() *cobra.Command {
 		Use:   "tenant",
 		Short: "Manage a cluster's tenants: etcd users confined to their own networks, with quotas (administrator)",
 		Long: `Manage the tenants of a cluster (docs/cluster.md, "Tenants"), with the administrator's context
-file (--cluster, whose certificate is etcd's root user's). A tenant is an etcd user of its name
-with a role that grants only its own networks, a client certificate of that name, and a quota
-(nodes, cpus, memory, pids; and the grants realtime and pin, refused without them) that up
-keeps in its transaction. The first tenant turns etcd's
-authentication on.`,
+file (--cluster, whose certificate is etcd's root user's). A tenant is a role that grants only
+its own networks, a client certificate (common name tenant:NAME:ID, an etcd user of that role)
+whose fingerprint its record keeps, and a quota (nodes, cpus, memory, pids; and the grants
+realtime and pin, refused without them) that up keeps in its transaction. Removing a tenant
+revokes its certificate: etcd, the agents and the API refuse it, also after a tenant of the
+same name is added again. The names default and root are reserved. The first tenant turns
+etcd's authentication on.`,
 	}
 	cmd.AddCommand(tenantAddCmd(), tenantLsCmd(), tenantQuotaCmd(), tenantRmCmd())
 	return cmd
@@ -68,7 +70,7 @@ func (f *quotaFlags) quota() (cluster.Quota, error) {
 func adminSession(cmd *cobra.Command) (*clusterSession, *cluster.Context, error) {
 	path, _ := cmd.Flags().GetString(clusterFlag)
 	if path == "" {
-		return nil, nil, errors.New("trellis tenant needs --cluster FILE: the administrator's context file (its certificate is etcd's root user's)")
+		return nil, nil, fmt.Errorf("%s needs --cluster FILE: the administrator's context file (its certificate is etcd's root user's)", cmd.CommandPath())
 	}
 	cc, err := cluster.LoadContext(path)
 	if err != nil {
@@ -106,11 +108,8 @@ func tenantAddCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pair, err := ca.Issue(name, pki.Client, nil, valid) // first: a bad CA leaves nothing made
+			pair, err := cs.store.AddTenant(cmd.Context(), &cluster.Tenant{Name: name, Quota: q}, ca, valid)
 			if err != nil {
-				return err
-			}
-			if err := cs.store.AddTenant(cmd.Context(), &cluster.Tenant{Name: name, Quota: q}); err != nil {
 				return err
 			}
 			ctxFile, err := writeTenantContext(outDir, name, cc, ca, pair)
@@ -213,7 +212,7 @@ func tenantQuotaCmd() *cobra.Command {
 func tenantRmCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "rm NAME",
-		Short: "Remove a tenant that has no networks: its etcd user, role and quota (its certificate stops working)",
+		Short: "Remove a tenant that has no networks: its etcd user, role and quota (its certificate is refused from then on)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cs, _, err := adminSession(cmd)

@@ -90,6 +90,14 @@ func TestTenantCLI(t *testing.T) {
 		{"over quota", []string{"--cluster", ctxFile("alice"), "up", big}, "over quota: tenant alice with network big: nodes: 4, quota 3; nothing was changed", true},
 		{"tenant ls as the administrator", []string{"--cluster", admin, "tenant", "ls"}, "alice   1         nodes 2, cpus -, memory 512M, pids 2048  nodes 3, cpus -, memory -, pids -", false},
 		{"rm a tenant with networks", []string{"--cluster", admin, "tenant", "rm", "bob"}, "still has 1 networks", true},
+		{"tenant add default", []string{"--cluster", admin, "tenant", "add", "default", "--ca-key", caKey, "--out", dir}, `tenant "default": the name is reserved: it holds the administrator's own networks`, true},
+		{"tenant add root", []string{"--cluster", admin, "tenant", "add", "root", "--ca-key", caKey, "--out", dir}, `tenant "root": the name is reserved`, true},
+		{"machine add", []string{"--cluster", admin, "machine", "add", "m1", "--ca-key", caKey, "--out", filepath.Join(dir, "m1"), "--hosts", "127.0.0.1"}, "machine m1 added: its agent's certificate", false},
+		{"machine add without --hosts", []string{"--cluster", admin, "machine", "add", "m2", "--ca-key", caKey, "--out", dir}, "--hosts: give the machine's underlay address", true},
+		{"machine add as a tenant", []string{"--cluster", ctxFile("alice"), "machine", "add", "m3", "--ca-key", caKey, "--out", dir, "--hosts", "127.0.0.1"}, "permission denied", true},
+		{"machine rm of no machine", []string{"--cluster", admin, "machine", "rm", "m9"}, "machine m9 has no agent's user", true},
+		{"agent with another machine's certificate", []string{"agent", "--etcd", c.Endpoints[0], "--machine", "m2", "--cacert", c.Root.CA,
+			"--cert", filepath.Join(dir, "m1", "agent-m1.crt"), "--key", filepath.Join(dir, "m1", "agent-m1.key")}, "is the certificate of agent:m1, not of machine m2's agent", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
@@ -115,7 +123,7 @@ func TestTenantCLI(t *testing.T) {
 		})
 	}
 	out, _ := run(t, "--cluster", admin, "tenant", "ls")
-	if strings.Contains(out, "eve") || !strings.Contains(out, "bob") {
-		t.Errorf("tenant ls after the refused add of eve:\n%s", out)
+	if strings.Contains(out, "eve") || strings.Contains(out, "default") || !strings.Contains(out, "bob") {
+		t.Errorf("tenant ls after the refused adds of eve and default:\n%s", out)
 	}
 }

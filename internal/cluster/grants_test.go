@@ -18,10 +18,7 @@ func TestTenantLimits(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	root := New(c.Client())
 	ctx := ctxT(t)
-	if err := root.AddTenant(ctx, &Tenant{Name: "carol", Quota: Quota{Memory: 700 << 20, Pids: 3000}}); err != nil {
-		t.Fatal(err)
-	}
-	carol := tenantStore(t, c, "carol")
+	carol := addTenant(t, c, root, &Tenant{Name: "carol", Quota: Quota{Memory: 700 << 20, Pids: 3000}})
 	net := func(name, nodes string) *Network {
 		return &Network{Tenant: "carol", Name: name, File: "/t/" + name + ".yaml", Source: "name: " + name + "\nnodes:\n" + nodes}
 	}

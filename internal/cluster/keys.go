@@ -4,13 +4,13 @@ import "strings"
 
 // The key layout (docs/cluster.md). Each kind of record has a prefix of its own, so that one
 // etcd role can grant exactly one kind (a tenant: its networks to write, its placements and
-// status to read; an agent: placements to read, status and machines to write), and one watch
-// follows one kind.
+// status to read; an agent: placements to read, its own machine and its own reports to
+// write), and one watch follows one kind.
 const (
 	Prefix           = "/trellis/v1/"
 	NetworksPrefix   = Prefix + "networks/"   // networks/TENANT/NETWORK: the desired network
 	PlacementsPrefix = Prefix + "placements/" // placements/TENANT/NETWORK: node -> machine
-	StatusPrefix     = Prefix + "status/"     // status/TENANT/NETWORK/MACHINE: an agent's report
+	StatusPrefix     = Prefix + "status/"     // status/TENANT/MACHINE/NETWORK: an agent's report
 	MachinesPrefix   = Prefix + "machines/"   // machines/MACHINE: a registration, with a lease
 	ElectionPrefix   = Prefix + "election/"   // election/placer: the placer's leader election
 	TenantsPrefix    = Prefix + "tenants/"    // tenants/TENANT: the tenant's quota (admin only)
@@ -25,9 +25,16 @@ func PlacementKey(tenant, network string) string {
 	return PlacementsPrefix + tenant + "/" + network
 }
 
-// StatusKey is the key of what machine reports of a tenant's network.
+// StatusKey is the key of what machine reports of a tenant's network. The machine comes before
+// the network, so that one grant (StatusMachinePrefix) lets a machine's agent write its own
+// reports of a tenant's networks and no other machine's.
 func StatusKey(tenant, network, machine string) string {
-	return StatusPrefix + tenant + "/" + network + "/" + machine
+	return StatusMachinePrefix(tenant, machine) + network
+}
+
+// StatusMachinePrefix is the prefix of machine's reports of tenant's networks.
+func StatusMachinePrefix(tenant, machine string) string {
+	return StatusPrefix + tenant + "/" + machine + "/"
 }
 
 // TenantKey is the key of a tenant's record (its quota).
@@ -40,7 +47,8 @@ func MachineKey(machine string) string { return MachinesPrefix + machine }
 // trailing slash, so that tenant "a" never covers tenant "ab".
 func TenantPrefix(kind, tenant string) string { return kind + tenant + "/" }
 
-// splitKey returns the parts of key after prefix: tenant and network (and machine for status).
+// splitKey returns the parts of key after prefix: tenant and network (machine and network for
+// status).
 func splitKey(key, prefix string) []string {
 	return strings.Split(strings.TrimPrefix(key, prefix), "/")
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -74,12 +76,13 @@ func (s *Store) DeleteStatus(ctx context.Context, tenant, network, machine strin
 	return nil
 }
 
-// Statuses lists the reports of a tenant's network, one per machine, by machine.
+// Statuses lists the reports of a tenant's network from every machine, by machine (the
+// machines that still hold it after its placement went, too: down waits for none to be left).
 func (s *Store) Statuses(ctx context.Context, tenant, network string) ([]*Status, error) {
 	if err := checkNames(tenant, network); err != nil {
 		return nil, err
 	}
-	resp, err := s.cli.Get(ctx, StatusKey(tenant, network, ""), clientv3.WithPrefix())
+	resp, err := s.cli.Get(ctx, TenantPrefix(StatusPrefix, tenant), clientv3.WithPrefix())
 	if err != nil {
 		return nil, unreachable(err, s.cli.Endpoints())
 	}
@@ -87,13 +90,48 @@ func (s *Store) Statuses(ctx context.Context, tenant, network string) ([]*Status
 	for _, kv := range resp.Kvs {
 		parts := splitKey(string(kv.Key), StatusPrefix)
 		if len(parts) != 3 {
-			return nil, fmt.Errorf("cluster: key %s is not status/TENANT/NETWORK/MACHINE", kv.Key)
+			return nil, fmt.Errorf("cluster: key %s is not status/TENANT/MACHINE/NETWORK", kv.Key)
 		}
-		st := &Status{Tenant: parts[0], Network: parts[1], Machine: parts[2]}
+		if parts[2] != network {
+			continue
+		}
+		st := &Status{Tenant: parts[0], Network: parts[2], Machine: parts[1]}
 		if err := json.Unmarshal(kv.Value, st); err != nil {
 			return nil, fmt.Errorf("cluster: key %s: %w", kv.Key, err)
 		}
 		out = append(out, st)
+	}
+	return out, nil
+}
+
+// statusesOf reads, in one transaction, the report of each machine that placement p names: what
+// ProgressOf (up's wait, ls, inspect) needs, without reading the tenant's other networks'.
+func (s *Store) statusesOf(ctx context.Context, p *Placement) ([]*Status, error) {
+	named := map[string]bool{}
+	for m := range p.Machines {
+		named[m] = true
+	}
+	for _, m := range p.Nodes {
+		named[m] = true
+	}
+	machines := slices.Sorted(maps.Keys(named))
+	ops := make([]clientv3.Op, len(machines))
+	for i, m := range machines {
+		ops[i] = clientv3.OpGet(StatusKey(p.Tenant, p.Network, m))
+	}
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, unreachable(err, s.cli.Endpoints())
+	}
+	var out []*Status
+	for i, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			st := &Status{Tenant: p.Tenant, Network: p.Network, Machine: machines[i]}
+			if err := json.Unmarshal(kv.Value, st); err != nil {
+				return nil, fmt.Errorf("cluster: key %s: %w", kv.Key, err)
+			}
+			out = append(out, st)
+		}
 	}
 	return out, nil
 }

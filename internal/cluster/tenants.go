@@ -7,19 +7,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/cluster/pki"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Tenants are etcd users (docs/cluster.md, "Tenants"): tenant NAME is etcd user NAME, whose
-// client certificate has common name NAME (etcd's --client-cert-auth takes the user from it),
-// with role NAME granting that tenant's prefixes and nothing else. Agents and placers are user
-// AgentUser. The administrator is etcd's root.
-const (
-	RootUser  = "root"
-	AgentUser = "trellis-agent"
-)
+// Tenants are etcd users (docs/cluster.md, "Tenants"): each certificate of tenant NAME is
+// etcd user tenant:NAME:ID (its common name: identity.go), with role tenant:NAME granting that
+// tenant's prefixes and nothing else. The administrator is etcd's root.
 
 // ErrDenied: etcd refused the request for this client's user (another tenant's records).
 var ErrDenied = errors.New("permission denied")
@@ -27,133 +22,61 @@ var ErrDenied = errors.New("permission denied")
 // ErrTenantExists: a tenant of that name exists already.
 var ErrTenantExists = errors.New("tenant exists")
 
-// Tenant is a tenant's record: its quota, kept at TenantKey (readable by the tenant, written
-// only by the administrator).
+// Tenant is a tenant's record: its quota and certificate, kept at TenantKey (readable by the
+// tenant, written only by the administrator).
 type Tenant struct {
 	Name    string    `json:"-"`
 	Quota   Quota     `json:"quota"`
 	Created time.Time `json:"created"`
+	// User is the etcd user of the tenant's certificate (its common name), and Cert the
+	// certificate's fingerprint (pki.Fingerprint): the one certificate the agents and the API
+	// take as the tenant's (CheckTenantCert).
+	User string `json:"user"`
+	Cert string `json:"cert"`
 	// Removing: `tenant rm` has begun (RemoveTenant); ups of the tenant are refused.
 	Removing bool `json:"removing,omitempty"`
 	// Revision is etcd's revision of the record's last change.
 	Revision int64 `json:"-"`
 }
 
-// grant is one permission of a role: a key, or every key under a prefix.
-type grant struct {
-	key    string
-	prefix bool
-	perm   clientv3.PermissionType
-}
-
-// tenantGrants is what tenant t may do: write its networks, read its placements, status and
-// record, and read the ping key. Every prefix ends in "/", so tenant "a" never covers "ab".
-func tenantGrants(t string) []grant {
-	return []grant{
-		{TenantPrefix(NetworksPrefix, t), true, clientv3.PermissionType(clientv3.PermReadWrite)},
-		{TenantPrefix(PlacementsPrefix, t), true, clientv3.PermissionType(clientv3.PermRead)},
-		{TenantPrefix(StatusPrefix, t), true, clientv3.PermissionType(clientv3.PermRead)},
-		{TenantKey(t), false, clientv3.PermissionType(clientv3.PermRead)},
-		{PingKey, false, clientv3.PermissionType(clientv3.PermRead)},
-	}
-}
-
-// agentGrants is what agents and placers may do: read every tenant's networks and quotas,
-// write placements, status, machines and the placer's election.
-func agentGrants() []grant {
-	r, rw := clientv3.PermissionType(clientv3.PermRead), clientv3.PermissionType(clientv3.PermReadWrite)
-	return []grant{
-		{NetworksPrefix, true, r}, {TenantsPrefix, true, r}, {PingKey, false, r},
-		{PlacementsPrefix, true, rw}, {StatusPrefix, true, rw}, {MachinesPrefix, true, rw}, {ElectionPrefix, true, rw},
-	}
-}
-
-// EnableAuth turns on etcd's authentication if it is off: it makes the root user (the
-// administrator, whose certificate has common name root) and the agents' user and role, then
-// enables auth. From then on, every client is the user its certificate names, and may only do
-// what that user's roles grant. Safe to call again.
-func (s *Store) EnableAuth(ctx context.Context) error {
-	st, err := s.cli.AuthStatus(ctx)
-	if err != nil {
-		return unreachable(err, s.cli.Endpoints())
-	}
-	if err := s.ensureUser(ctx, RootUser, RootUser, nil); err != nil {
-		return err
-	}
-	if err := s.ensureUser(ctx, AgentUser, AgentUser, agentGrants()); err != nil {
-		return err
-	}
-	if st.Enabled {
-		return nil
-	}
-	if _, err := s.cli.AuthEnable(ctx); err != nil {
-		return fmt.Errorf("cluster: enabling etcd's authentication: %w", err)
-	}
-	return nil
-}
-
-// ensureUser makes user name (no password: it authenticates with its certificate) with role
-// (made with grants unless it is etcd's root role), if they do not exist.
-func (s *Store) ensureUser(ctx context.Context, name, role string, grants []grant) error {
-	if role != RootUser {
-		if _, err := s.cli.RoleAdd(ctx, role); err != nil && !errors.Is(err, rpctypes.ErrRoleAlreadyExist) {
-			return fmt.Errorf("cluster: role %s: %w", role, unreachable(err, s.cli.Endpoints()))
-		}
-		for _, g := range grants {
-			end := ""
-			if g.prefix {
-				end = clientv3.GetPrefixRangeEnd(g.key)
-			}
-			if _, err := s.cli.RoleGrantPermission(ctx, role, g.key, end, g.perm); err != nil {
-				return fmt.Errorf("cluster: role %s: granting %s: %w", role, g.key, unreachable(err, s.cli.Endpoints()))
-			}
-		}
-	}
-	_, err := s.cli.UserAddWithOptions(ctx, name, "", &clientv3.UserAddOptions{NoPassword: true})
-	if err != nil && !errors.Is(err, rpctypes.ErrUserAlreadyExist) {
-		return fmt.Errorf("cluster: user %s: %w", name, unreachable(err, s.cli.Endpoints()))
-	}
-	if _, err := s.cli.UserGrantRole(ctx, name, role); err != nil {
-		return fmt.Errorf("cluster: user %s: role %s: %w", name, role, unreachable(err, s.cli.Endpoints()))
-	}
-	return nil
-}
-
-// AddTenant makes tenant t: its etcd user and role (granting its prefixes only) and its record
-// with its quota. It turns etcd's authentication on first (EnableAuth). A tenant that exists is
-// refused with ErrTenantExists; names of etcd's root and of the agents are refused.
-func (s *Store) AddTenant(ctx context.Context, t *Tenant) error {
-	if err := checkName("tenant", t.Name); err != nil {
-		return err
-	}
-	if t.Name == RootUser || t.Name == AgentUser {
-		return fmt.Errorf("%w: tenant %q: the name is etcd's administrator's or the agents'; choose another", ErrBadName, t.Name)
+// AddTenant makes tenant t: a client certificate of the CA for it (a new etcd user of role
+// tenant:NAME, which grants its prefixes only), and its record with its quota and the
+// certificate's fingerprint; it returns the certificate. It turns etcd's authentication on
+// first (EnableAuth). A tenant that exists is refused with ErrTenantExists; the reserved names
+// (default, root) with ErrBadName.
+func (s *Store) AddTenant(ctx context.Context, t *Tenant, ca *pki.CA, validFor time.Duration) (*pki.Pair, error) {
+	if err := checkTenantName(t.Name); err != nil {
+		return nil, err
 	}
 	if err := t.Quota.check(); err != nil {
-		return err
+		return nil, err
+	}
+	pair, err := issueTenant(t, ca, validFor) // first: a bad CA leaves nothing made
+	if err != nil {
+		return nil, err
 	}
 	if err := s.EnableAuth(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	t.Created = time.Now().UTC()
 	data, err := json.Marshal(t)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	key := TenantKey(t.Name)
 	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).Then(clientv3.OpPut(key, string(data))).Commit()
 	if err != nil {
-		return unreachable(err, s.cli.Endpoints())
+		return nil, unreachable(err, s.cli.Endpoints())
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%w: %s; `trellis tenant quota` changes its quota, `trellis tenant rm` removes it", ErrTenantExists, t.Name)
+		return nil, fmt.Errorf("%w: %s; `trellis tenant quota` changes its quota, `trellis tenant rm` removes it", ErrTenantExists, t.Name)
 	}
 	t.Revision = resp.Header.Revision
-	if err := s.ensureUser(ctx, t.Name, t.Name, tenantGrants(t.Name)); err != nil {
+	if err := s.addTenantUser(ctx, t); err != nil {
 		s.cli.Delete(context.WithoutCancel(ctx), key)
-		return err
+		return nil, err
 	}
-	return nil
+	return pair, nil
 }
 
 // SetQuota changes tenant name's quota. Networks already up stay; ups that would go over the
@@ -222,12 +145,14 @@ func (s *Store) Tenants(ctx context.Context) ([]*Tenant, error) {
 	return out, nil
 }
 
-// RemoveTenant removes tenant name: its record, etcd user and role. Certificates issued for it
-// no longer work. A tenant that still has networks is refused: bring them down first. It first
-// marks the record Removing, in a transaction that fails if a network of the tenant was written
-// since they were listed; an up whose transaction comes later finds the record changed, reads
-// it again and is refused. What the tenant's own etcd client writes under its prefix until its
-// user is gone is removed with the record, so no network outlives its tenant.
+// RemoveTenant removes tenant name: its etcd user and role, the agents' grants of its status,
+// and its record. Its certificate no longer works, at etcd nor at the agents, nor after a
+// tenant of the same name is added again. A tenant that still has networks is refused: bring
+// them down first. It first marks the record Removing, in a transaction that fails if a
+// network of the tenant was written since they were listed; an up whose transaction comes
+// later finds the record changed, reads it again and is refused. What the tenant's own etcd
+// client writes under its prefix until its user is gone is removed with the record, so no
+// network outlives its tenant.
 func (s *Store) RemoveTenant(ctx context.Context, name string) error {
 	t, err := s.Tenant(ctx, name)
 	if err != nil {
@@ -238,11 +163,8 @@ func (s *Store) RemoveTenant(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	if _, err := s.cli.UserDelete(ctx, name); err != nil && !errors.Is(err, rpctypes.ErrUserNotFound) {
-		return fmt.Errorf("cluster: user %s: %w", name, unreachable(err, s.cli.Endpoints()))
-	}
-	if _, err := s.cli.RoleDelete(ctx, name); err != nil && !errors.Is(err, rpctypes.ErrRoleNotFound) {
-		return fmt.Errorf("cluster: role %s: %w", name, unreachable(err, s.cli.Endpoints()))
+	if err := s.removeTenantUser(ctx, t); err != nil {
+		return err
 	}
 	if _, err := s.cli.Txn(ctx).Then(clientv3.OpDelete(TenantPrefix(NetworksPrefix, name), clientv3.WithPrefix()), clientv3.OpDelete(TenantKey(name))).Commit(); err != nil {
 		return unreachable(err, s.cli.Endpoints())

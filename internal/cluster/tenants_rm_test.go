@@ -24,10 +24,7 @@ func TestRemoveTenantRacesUp(t *testing.T) {
 	removed := 0
 	for i := range rounds {
 		name := fmt.Sprintf("race%d", i)
-		if err := root.AddTenant(ctx, &Tenant{Name: name, Quota: Quota{Nodes: 10}}); err != nil {
-			t.Fatal(err)
-		}
-		tenant := tenantStore(t, c, name)
+		tenant := addTenant(t, c, root, &Tenant{Name: name, Quota: Quota{Nodes: 10}})
 		if _, err := tenant.Tenant(ctx, name); err != nil { // connected before the race
 			t.Fatal(err)
 		}

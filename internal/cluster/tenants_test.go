@@ -24,24 +24,58 @@ func tenantNet(tenant, name string, n int, cpu float64, mem string) *Network {
 	return &Network{Tenant: tenant, Name: name, File: "/t/" + name + ".yaml", Source: src}
 }
 
-// tenantStore is a store as tenant name, with a client certificate of CN name.
-func tenantStore(t *testing.T, c *etcdtest.Cluster, name string) *Store {
+// storeOf is a store of the cluster with the certificate pair p.
+func storeOf(t *testing.T, c *etcdtest.Cluster, p *pki.Pair) *Store {
 	t.Helper()
-	p, err := c.CA.Issue(name, pki.Client, nil, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
+	return filesStore(t, c, pairFiles(t, c, p))
+}
+
+// pairFiles writes pair p and returns its files, with the cluster's CA.
+func pairFiles(t *testing.T, c *etcdtest.Cluster, p *pki.Pair) pki.Files {
+	t.Helper()
 	f := pki.Files{CA: c.Root.CA}
-	if f.Cert, f.Key, err = p.Write(dir, name); err != nil {
+	var err error
+	if f.Cert, f.Key, err = p.Write(t.TempDir(), "client"); err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// filesStore is a store of the cluster with the certificate files f.
+func filesStore(t *testing.T, c *etcdtest.Cluster, f pki.Files) *Store {
+	t.Helper()
 	cli, err := c.NewClient(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
 	return New(cli)
+}
+
+// clientStore is a store as the etcd user cn, with a client certificate of the CA for it.
+func clientStore(t *testing.T, c *etcdtest.Cluster, cn string) *Store {
+	t.Helper()
+	p, err := c.CA.Issue(cn, pki.Client, nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return storeOf(t, c, p)
+}
+
+// tenantFiles adds tenant tn as root and returns the files of the certificate it was issued.
+func tenantFiles(t *testing.T, c *etcdtest.Cluster, root *Store, tn *Tenant) pki.Files {
+	t.Helper()
+	p, err := root.AddTenant(ctxT(t), tn, c.CA, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pairFiles(t, c, p)
+}
+
+// addTenant adds tenant tn as root and returns a store with the certificate it was issued.
+func addTenant(t *testing.T, c *etcdtest.Cluster, root *Store, tn *Tenant) *Store {
+	t.Helper()
+	return filesStore(t, c, tenantFiles(t, c, root, tn))
 }
 
 // TestTenants makes tenants in an etcd with authentication on, and checks that one cannot
@@ -51,20 +85,17 @@ func TestTenants(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	root := New(c.Client())
 	ctx := ctxT(t)
-	for _, tn := range []*Tenant{{Name: "alice", Quota: Quota{Nodes: 4, CPUs: 3, Memory: 96 << 20}}, {Name: "alice2"}, {Name: "bob"}} {
-		if err := root.AddTenant(ctx, tn); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := root.AddTenant(ctx, &Tenant{Name: "bob"}); !errors.Is(err, ErrTenantExists) {
+	alice := addTenant(t, c, root, &Tenant{Name: "alice", Quota: Quota{Nodes: 4, CPUs: 3, Memory: 96 << 20}})
+	a2 := addTenant(t, c, root, &Tenant{Name: "alice2"})
+	bob := addTenant(t, c, root, &Tenant{Name: "bob"})
+	if _, err := root.AddTenant(ctx, &Tenant{Name: "bob"}, c.CA, time.Hour); !errors.Is(err, ErrTenantExists) {
 		t.Errorf("adding bob again: %v, want ErrTenantExists", err)
 	}
-	for _, name := range []string{"root", AgentUser, "a/b"} {
-		if err := root.AddTenant(ctx, &Tenant{Name: name}); !errors.Is(err, ErrBadName) {
+	for _, name := range []string{"a/b", "tenant:x"} {
+		if _, err := root.AddTenant(ctx, &Tenant{Name: name}, c.CA, time.Hour); !errors.Is(err, ErrBadName) {
 			t.Errorf("adding tenant %q: %v, want ErrBadName", name, err)
 		}
 	}
-	alice, bob := tenantStore(t, c, "alice"), tenantStore(t, c, "bob")
 	for _, s := range []*Store{alice, bob} {
 		n := tenantNet(map[*Store]string{alice: "alice", bob: "bob"}[s], "lab", 1, 1, "8M")
 		if _, err := s.Up(ctx, n, 0); err != nil {
@@ -94,9 +125,13 @@ func TestTenants(t *testing.T) {
 		}
 	})
 	t.Run("quota", func(t *testing.T) { testQuota(t, root, alice) })
-	t.Run("agent", func(t *testing.T) { testAgentUser(t, tenantStore(t, c, AgentUser)) })
+	t.Run("agent", func(t *testing.T) {
+		if err := root.AddAgent(ctx, "m1", true); err != nil {
+			t.Fatal(err)
+		}
+		testAgentUser(t, clientStore(t, c, AgentUser("m1")))
+	})
 	t.Run("removed", func(t *testing.T) {
-		a2 := tenantStore(t, c, "alice2")
 		if err := root.RemoveTenant(ctx, "alice2"); err == nil {
 			t.Fatal("removing a tenant with a network: no error")
 		}
@@ -111,6 +146,11 @@ func TestTenants(t *testing.T) {
 		}
 		if _, err := root.Tenant(ctx, "alice2"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("removed tenant's record: %v, want ErrNotFound", err)
+		}
+		// Added again, the tenant has a new user: the old certificate stays refused.
+		addTenant(t, c, root, &Tenant{Name: "alice2"})
+		if _, _, err := a2.Networks(ctx, "alice2"); !errors.Is(err, ErrDenied) {
+			t.Errorf("a re-added tenant's old certificate lists its networks: %v, want ErrDenied", err)
 		}
 	})
 }
@@ -132,7 +172,7 @@ func testIsolation(t *testing.T, alice, bob *Store) {
 		{"list networks/alice without the slash (covers alice2)", func() error { return get(NetworksPrefix+"alice", pfx) }},
 		{"get alice2's network", func() error { return get(NetworkKey("alice2", "lab")) }},
 		{"get bob's placement", func() error { return get(PlacementKey("bob", "lab")) }},
-		{"get bob's status", func() error { return get(StatusKey("bob", "lab", ""), pfx) }},
+		{"get bob's status", func() error { return get(TenantPrefix(StatusPrefix, "bob"), pfx) }},
 		{"get bob's quota", func() error { return get(TenantKey("bob")) }},
 		{"list tenants", func() error { return get(TenantsPrefix, pfx) }},
 		{"list machines", func() error { return get(MachinesPrefix, pfx) }},
@@ -258,8 +298,8 @@ func testQuota(t *testing.T, root, alice *Store) {
 	}
 }
 
-// testAgentUser checks that the agents' user may do an agent's and a placer's work under
-// authentication, and may not change a tenant's network.
+// testAgentUser checks that an agent's user with the placers' role may do an agent's and a
+// placer's work under authentication, and may not change a tenant's network.
 func testAgentUser(t *testing.T, s *Store) {
 	ctx := ctxT(t)
 	if nets, _, err := s.Networks(ctx, ""); err != nil || len(nets) < 3 {

@@ -63,7 +63,7 @@ func (s *Store) ProgressOf(ctx context.Context, tenant, name string, gen int64) 
 		return pr, nil
 	}
 	pr.Placement = pl
-	if pr.Statuses, err = s.Statuses(ctx, tenant, name); err != nil {
+	if pr.Statuses, err = s.statusesOf(ctx, pl); err != nil {
 		return nil, err
 	}
 	want := map[string]int{}

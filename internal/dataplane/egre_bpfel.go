@@ -42,6 +42,8 @@ const (
 	egreMapEncapStats      = "encap_stats"
 	egreMapKeys            = "keys"
 	egreMapTunnels         = "tunnels"
+	egreMapVxlanPeers      = "vxlan_peers"
+	egreMapVxlanVnis       = "vxlan_vnis"
 	egreProgEgreDecap      = "egre_decap"
 	egreProgEgreEncap      = "egre_encap"
 	egreVarKey             = "key"
@@ -106,6 +108,8 @@ type egreMapSpecs struct {
 	EncapStats *ebpf.MapSpec `ebpf:"encap_stats"`
 	Keys       *ebpf.MapSpec `ebpf:"keys"`
 	Tunnels    *ebpf.MapSpec `ebpf:"tunnels"`
+	VxlanPeers *ebpf.MapSpec `ebpf:"vxlan_peers"`
+	VxlanVnis  *ebpf.MapSpec `ebpf:"vxlan_vnis"`
 }
 
 // egreVariableSpecs contains global variables before they are loaded into the kernel.
@@ -144,6 +148,8 @@ type egreMaps struct {
 	EncapStats *ebpf.Map `ebpf:"encap_stats"`
 	Keys       *ebpf.Map `ebpf:"keys"`
 	Tunnels    *ebpf.Map `ebpf:"tunnels"`
+	VxlanPeers *ebpf.Map `ebpf:"vxlan_peers"`
+	VxlanVnis  *ebpf.Map `ebpf:"vxlan_vnis"`
 }
 
 func (m *egreMaps) Close() error {
@@ -153,6 +159,8 @@ func (m *egreMaps) Close() error {
 		m.EncapStats,
 		m.Keys,
 		m.Tunnels,
+		m.VxlanPeers,
+		m.VxlanVnis,
 	)
 }
 

@@ -1,7 +1,8 @@
 package dataplane
 
 // The decapsulation side of EGRE (see egre.go): the one program per machine on the underlay
-// device, its map of tunnels, and the priming of underlay neighbours for new tunnels.
+// device, its map of tunnels, and the priming of underlay neighbours for new tunnels. The same
+// program vets the packets of trellis's VXLAN devices (vxlan_guard.go).
 
 import (
 	"errors"
@@ -28,6 +29,7 @@ type Decap struct {
 	mu *sync.Mutex
 
 	tunnels, keys, stats *ebpf.Map
+	vxPeers, vxVNIs      *ebpf.Map // vxlan_guard.go
 
 	closeOnce sync.Once
 }
@@ -45,6 +47,10 @@ type EGRECounters struct {
 	WrongSource uint64
 	// Errors counts packets dropped because a kernel helper failed.
 	Errors uint64
+	// VXLANRefused counts VXLAN packets dropped because their VNI belongs
+	// to tunnels with other remote machines (or they were cut too short to
+	// tell).
+	VXLANRefused uint64
 }
 
 // OpenDecap finds the decapsulation program attached to the tc ingress of
@@ -117,7 +123,7 @@ func openDecap(underlayIfindex int, local netip.Addr, create bool) (*Decap, erro
 
 // open opens the maps of the attached program id.
 func (d *Decap) open(id ebpf.ProgramID, local netip.Addr) error {
-	maps, err := programMaps(id, egreMapTunnels, egreMapKeys, egreMapDecapStats, ".rodata")
+	maps, err := programMaps(id, egreMapTunnels, egreMapKeys, egreMapDecapStats, egreMapVxlanPeers, egreMapVxlanVnis, ".rodata")
 	if err != nil {
 		return err
 	}
@@ -140,6 +146,7 @@ func (d *Decap) open(id ebpf.ProgramID, local netip.Addr) error {
 	}
 	d.progID = id
 	d.tunnels, d.keys, d.stats = maps[egreMapTunnels], maps[egreMapKeys], maps[egreMapDecapStats]
+	d.vxPeers, d.vxVNIs = maps[egreMapVxlanPeers], maps[egreMapVxlanVnis]
 	return nil
 }
 
@@ -175,6 +182,8 @@ func (d *Decap) create(local netip.Addr) error {
 		Tunnels *ebpf.Map     `ebpf:"tunnels"`
 		Keys    *ebpf.Map     `ebpf:"keys"`
 		Stats   *ebpf.Map     `ebpf:"decap_stats"`
+		VxPeers *ebpf.Map     `ebpf:"vxlan_peers"`
+		VxVNIs  *ebpf.Map     `ebpf:"vxlan_vnis"`
 	}
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		return loadError("EGRE decap", err)
@@ -184,6 +193,8 @@ func (d *Decap) create(local netip.Addr) error {
 		objs.Tunnels.Close()
 		objs.Keys.Close()
 		objs.Stats.Close()
+		objs.VxPeers.Close()
+		objs.VxVNIs.Close()
 	}
 	info, err := objs.Prog.Info()
 	if err != nil {
@@ -218,6 +229,7 @@ func (d *Decap) create(local netip.Addr) error {
 	}
 	d.progID = id
 	d.tunnels, d.keys, d.stats = objs.Tunnels, objs.Keys, objs.Stats
+	d.vxPeers, d.vxVNIs = objs.VxPeers, objs.VxVNIs
 	return nil
 }
 
@@ -283,19 +295,25 @@ func (d *Decap) add(key uint32, remote netip.Addr, targetIfindex int, intoPeer b
 // adjustKeyCount adds delta to the number of tunnels with key k (in network
 // byte order), removing the entry at zero. Called with d.mu held.
 func (d *Decap) adjustKeyCount(k uint32, delta int) error {
+	return adjustCount(d.keys, k, delta)
+}
+
+// adjustCount adds delta to the count of k in counts, removing the entry at
+// zero. Called with d.mu held.
+func adjustCount(counts *ebpf.Map, k uint32, delta int) error {
 	var n uint32
-	if err := d.keys.Lookup(&k, &n); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	if err := counts.Lookup(&k, &n); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("looking up key count: %w", err)
 	}
 	next := int64(n) + int64(delta)
 	if next <= 0 {
-		if err := d.keys.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		if err := counts.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("deleting key count: %w", err)
 		}
 		return nil
 	}
 	n = uint32(next)
-	if err := d.keys.Update(&k, &n, ebpf.UpdateAny); err != nil {
+	if err := counts.Update(&k, &n, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("updating key count: %w", err)
 	}
 	return nil
@@ -329,19 +347,19 @@ func (d *Decap) delete(key uint32, remote netip.Addr) error {
 	return d.adjustKeyCount(k.Key, -1)
 }
 
-// Len returns the number of tunnels in the map.
+// Len returns the number of tunnels the program serves: EGRE tunnels and
+// VXLAN peers.
 func (d *Decap) Len() (int, error) {
-	var (
-		k egreTunnelKey
-		v egreTunnelValue
-		n int
-	)
-	it := d.tunnels.Iterate()
-	for it.Next(&k, &v) {
-		n++
-	}
-	if err := it.Err(); err != nil {
-		return 0, fmt.Errorf("dataplane: EGRE decap: iterating tunnels: %w", err)
+	n := 0
+	for _, m := range []*ebpf.Map{d.tunnels, d.vxPeers} {
+		var k egreTunnelKey
+		it := m.Iterate()
+		for v := make([]byte, m.ValueSize()); it.Next(&k, v); {
+			n++
+		}
+		if err := it.Err(); err != nil {
+			return 0, fmt.Errorf("dataplane: EGRE decap: iterating %s: %w", m, err)
+		}
 	}
 	return n, nil
 }
@@ -349,7 +367,7 @@ func (d *Decap) Len() (int, error) {
 // Counters reads the program's counters (summed over CPUs).
 func (d *Decap) Counters() (EGRECounters, error) {
 	var c EGRECounters
-	for slot, dst := range []*uint64{&c.Decapsulated, &c.UnknownKey, &c.WrongSource, &c.Errors} {
+	for slot, dst := range []*uint64{&c.Decapsulated, &c.UnknownKey, &c.WrongSource, &c.Errors, &c.VXLANRefused} {
 		v, err := sumPerCPU(d.stats, uint32(slot))
 		if err != nil {
 			return c, fmt.Errorf("dataplane: EGRE decap counters: %w", err)
@@ -417,7 +435,7 @@ func (d *Decap) detach() error {
 func (d *Decap) Close() error {
 	var err error
 	d.closeOnce.Do(func() {
-		err = errors.Join(d.tunnels.Close(), d.keys.Close(), d.stats.Close())
+		err = errors.Join(d.tunnels.Close(), d.keys.Close(), d.stats.Close(), d.vxPeers.Close(), d.vxVNIs.Close())
 		d.nl.Close()
 	})
 	return err

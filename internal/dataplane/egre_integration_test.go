@@ -139,6 +139,7 @@ func TestEGRE(t *testing.T) {
 		progIDs = append(progIDs, ebpf.ProgramID(fs[0].Id))
 	}
 	t.Run("decap maps", func(t *testing.T) { testEGREDecapMaps(t, m1) })
+	t.Run("VXLAN peers", func(t *testing.T) { testVXLANPeers(t, m1) })
 
 	t.Run("no neighbour", func(t *testing.T) { testEGRENoNeighbour(t, m1) })
 
@@ -353,6 +354,51 @@ func testEGREDecapMaps(t *testing.T, m *egreMachine) {
 	}
 	if counts := keyCounts(t, m.decap); len(counts) != 1 || counts[egreKey] != 1 {
 		t.Fatalf("keys map after deletes = %v, want only %#x: 1", counts, egreKey)
+	}
+}
+
+// testVXLANPeers adds VXLAN peers of both ports, checks that Len counts them with the EGRE
+// tunnels and that bad ports and VNIs are refused, and deletes them again.
+func testVXLANPeers(t *testing.T, m *egreMachine) {
+	r1, r2 := netip.MustParseAddr("203.0.113.1"), netip.MustParseAddr("203.0.113.2")
+	for _, tc := range []struct {
+		name string
+		port uint16
+		vni  uint32
+		err  string
+	}{
+		{"VNI 0", VXLANPort, 0, "invalid VNI 0"},
+		{"VNI over 24 bits", VXLANPort, 1 << 24, "invalid VNI"},
+		{"another port", 8472, 7, "not a VXLAN port of trellis"},
+	} {
+		if err := m.decap.AddVXLAN(tc.port, tc.vni, r1); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("AddVXLAN with %s: %v, want an error with %q", tc.name, err, tc.err)
+		}
+	}
+	before, err := m.decap.Len()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers := []struct {
+		port uint16
+		vni  uint32
+		r    netip.Addr
+	}{{VXLANPort, 7, r1}, {VXLANPort, 7, r2}, {EngineVXLANPort, 7, r1}, {VXLANPort, 7, r1}} // the last again
+	for _, p := range peers {
+		if err := m.decap.AddVXLAN(p.port, p.vni, p.r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := m.decap.Len(); err != nil || n != before+3 {
+		t.Fatalf("Len = %d, %v; want %d", n, err, before+3)
+	}
+	for _, p := range append(peers, peers[0]) { // deleting what is gone is not an error
+		if err := m.decap.DeleteVXLAN(p.port, p.vni, p.r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := m.decap.Len(); err != nil || n != before {
+		t.Fatalf("Len after deletes = %d, %v; want %d", n, err, before)
 	}
 }
 

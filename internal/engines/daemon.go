@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/dataplane"
+	"github.com/trellisnet/trellis/internal/state"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -102,7 +103,7 @@ func start(c Config) (*helper, error) {
 		return nil, err
 	}
 	go h.m.run(h.done, sub, stop)
-	if err := os.MkdirAll(filepath.Dir(h.status), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(h.status), state.DirMode); err != nil {
 		return nil, err
 	}
 	return h, h.writeStatus()
@@ -195,7 +196,7 @@ func (h *helper) writeStatus() error {
 	}
 	data, _ := json.MarshalIndent(s, "", "  ")
 	tmp := h.status + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	if err := os.WriteFile(tmp, data, state.FileMode); err != nil {
 		return err
 	}
 	return os.Rename(tmp, h.status)

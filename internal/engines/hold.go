@@ -1,6 +1,7 @@
 package engines
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -43,7 +44,7 @@ func hold(c Config, ready *os.File) error {
 			return err
 		}
 		f.ops = localOps{f.nl, f.rt}
-		ln, err := net.Listen("tcp", net.JoinHostPort(c.Local, strconv.Itoa(plan.EngineMirrorPort(c.Network, c.Node, i))))
+		ln, err := listenFrom(context.Background(), net.JoinHostPort(c.Local, strconv.Itoa(plan.EngineMirrorPort(c.Network, c.Node, i))), home)
 		if err != nil {
 			return fmt.Errorf("FE %d: mirror listener: %w", i, err)
 		}
@@ -54,7 +55,8 @@ func hold(c Config, ready *os.File) error {
 	select {} // killed by down or by a new configuration; the FEs go with the process
 }
 
-// serveHeld takes the connections of the node's helper (from home only), one at a time: a new
+// serveHeld takes the connections of the node's helper (from home only: the listener's socket
+// filter drops the rest, and this check stays for a listener without one), one at a time: a new
 // one replaces the one before (a helper that was replaced, or a link that broke silently).
 func serveHeld(ln net.Listener, home netip.Addr, hello wireHello, ops feOps) {
 	var mu sync.Mutex // one change at a time into the FE

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/trellisnet/trellis/internal/dataplane"
+	"github.com/trellisnet/trellis/internal/state"
 	"github.com/vishvananda/netlink"
 )
 
@@ -51,7 +52,7 @@ func startVM(c Config, pidfd int) (*helper, error) {
 		return nil, err
 	}
 	go h.m.run(h.done, sub, stop)
-	if err := os.MkdirAll(filepath.Dir(h.status), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(h.status), state.DirMode); err != nil {
 		return nil, err
 	}
 	return h, h.writeStatus()

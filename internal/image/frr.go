@@ -6,10 +6,13 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/trellisnet/trellis/internal/pkgfiles"
 )
 
 // Where Debian's frr package puts FRR.
@@ -38,7 +41,7 @@ var ErrNoFRR = errors.New("FRR is not installed on this machine")
 // frr adds the host's FRR as Debian installs it, so that stock FRR runs in the guest as on a
 // router (`/usr/lib/frr/frrinit.sh start`, then vtysh): every daemon and module with their
 // libraries (FRR's own libfrr through the daemons' RUNPATH), the init scripts (not the Python
-// tools: the guest has no Python), vtysh, /etc/frr with its owner and modes, and the frr user
+// tools: the guest has no Python), vtysh, /etc/frr as the package installed it, and the frr user
 // and the frr and frrvty groups with the host's ids.
 func (c *collection) frr() error {
 	names, err := os.ReadDir(frrDaemons)
@@ -67,16 +70,8 @@ func (c *collection) frr() error {
 			return err
 		}
 	}
-	if err := c.owned(frrEtc); err != nil {
+	if err := c.packagedEtc(); err != nil {
 		return err
-	}
-	etc, _ := os.ReadDir(frrEtc)
-	for _, f := range etc {
-		if f.Type().IsRegular() {
-			if err := c.owned(filepath.Join(frrEtc, f.Name())); err != nil {
-				return err
-			}
-		}
 	}
 	users, err := accounts(filepath.Join(hostEtc, "passwd"), frrUsers)
 	if err != nil {
@@ -165,25 +160,46 @@ func (c *collection) executable(path string) error {
 	return c.copy(path, path, st.Mode().Perm())
 }
 
-// owned adds a host file or directory with its mode and owner.
-func (c *collection) owned(path string) error {
-	st, err := os.Stat(path)
+// packagedEtc adds /etc/frr with the files in it that are as the frr package installed them
+// (daemons, frr.conf, vtysh.conf), with their owners and modes: a file the host's administrator
+// changed is the host's, not a guest's, and may hold its secrets (docs/security.md).
+func (c *collection) packagedEtc() error {
+	st, err := os.Stat(frrEtc)
+	if err != nil || !st.IsDir() {
+		return fmt.Errorf("image: %w (no %s directory): reinstall frr", ErrNoFRR, frrEtc)
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	c.add(&entry{path: frrEtc, dir: true, mode: st.Mode().Perm(), uid: int(sys.Uid), gid: int(sys.Gid)})
+	sums, err := pkgfiles.Read()
 	if err != nil {
 		return fmt.Errorf("image: %w", err)
 	}
-	uid, gid := 0, 0
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		uid, gid = int(sys.Uid), int(sys.Gid)
+	etc, _ := os.ReadDir(frrEtc)
+	for _, f := range etc {
+		if e := packaged(filepath.Join(frrEtc, f.Name()), sums); e != nil {
+			c.add(e)
+		}
 	}
-	if st.IsDir() {
-		c.add(&entry{path: path, dir: true, mode: st.Mode().Perm(), uid: uid, gid: gid})
+	return nil
+}
+
+// packaged returns the entry of a regular file as its package installed it, or nil.
+func packaged(path string, sums pkgfiles.Sums) *entry {
+	in, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
 		return nil
 	}
-	e, err := c.copyEntry(path, path, st.Mode().Perm())
-	if e != nil {
-		e.uid, e.gid = uid, gid
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return nil
 	}
-	return err
+	data, err := io.ReadAll(in)
+	if err != nil || !sums.Unchanged(path, data) {
+		return nil
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	return &entry{path: path, content: string(data), mode: st.Mode().Perm(), uid: int(sys.Uid), gid: int(sys.Gid)}
 }
 
 // accounts returns the lines of a passwd or group file for names, in that order.

@@ -1,7 +1,10 @@
 package image
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/user"
@@ -11,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/cavaliergopher/cpio"
+
+	"github.com/trellisnet/trellis/internal/pkgfiles"
 )
 
 // TestFRR collects the host's FRR and reads the archive back: the daemons with libfrr (found
@@ -170,5 +175,41 @@ func TestLoadFRR(t *testing.T) {
 		if err != nil || img.FRR != c.want {
 			t.Errorf("inputs %s: FRR %v, %v; want %v", c.inputs, img.FRR, err, c.want)
 		}
+	}
+}
+
+// An image takes the files of /etc/frr that are as the package installed them, and leaves out
+// those the host's administrator changed or wrote (they may hold the host's secrets).
+func TestFRRPackagedEtc(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{"daemons": "stock daemons", "frr.conf": "password secret", "extra.conf": "secret"}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum := func(s string) string { h := md5.Sum([]byte(s)); return hex.EncodeToString(h[:]) }
+	status := fmt.Sprintf("Conffiles:\n %s/daemons %s\n %s/frr.conf %s\n", dir, sum("stock daemons"), dir, sum("stock frr.conf"))
+	if err := os.WriteFile(filepath.Join(dir, "status"), []byte(status), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	oldE, oldS, oldU := frrEtc, pkgfiles.DpkgStatus, pkgfiles.UCFHashes
+	frrEtc, pkgfiles.DpkgStatus, pkgfiles.UCFHashes = dir, filepath.Join(dir, "status"), filepath.Join(dir, "none")
+	defer func() { frrEtc, pkgfiles.DpkgStatus, pkgfiles.UCFHashes = oldE, oldS, oldU }()
+	c := &collection{files: map[string]*entry{}}
+	if err := c.packagedEtc(); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"daemons": true, "frr.conf": false, "extra.conf": false} {
+		e := c.files[filepath.Join(dir, name)]
+		if (e != nil) != want {
+			t.Errorf("%s in the image: %v, want %v", name, e != nil, want)
+		}
+		if e != nil && (e.content != files[name] || e.mode != 0o640) {
+			t.Errorf("%s: %q mode %v, want %q 0640", name, e.content, e.mode, files[name])
+		}
+	}
+	if e := c.files[dir]; e == nil || !e.dir {
+		t.Errorf("the directory: %+v, want it in the image", e)
 	}
 }

@@ -267,9 +267,10 @@ func (c *Collector) readPort(s *snapshot, n *network, machine string, l *plan.Li
 	}
 }
 
-// readTunnelKinds adds the machine-wide counters of the tunnel kinds that offer them (EGRE's
-// decapsulation program), once per scrape.
+// readTunnelKinds adds the machine-wide counters of the tunnel kinds that offer them (the
+// decapsulation program, which EGRE and VXLAN share), once per scrape and machine.
 func (c *Collector) readTunnelKinds(s *snapshot) {
+	seen := map[string]bool{}
 	for name, p := range s.tunnels {
 		tk, err := kinds.TunnelKind(name)
 		if err != nil {
@@ -286,10 +287,15 @@ func (c *Collector) readTunnelKinds(s *snapshot) {
 			continue
 		}
 		m := c.machineOf(p)
+		if seen[m] {
+			continue
+		}
+		seen[m] = true
 		s.out.add(famDecap, e.Decapsulated, m)
 		s.out.add(famUnkKey, e.UnknownKey, m)
 		s.out.add(famWrong, e.WrongSource, m)
 		s.out.add(famDecErr, e.Errors, m)
+		s.out.add(famVXRef, e.VXLANRefused, m)
 	}
 }
 

@@ -40,11 +40,12 @@ var (
 	famUnkKey = newFamily("trellis_egre_unknown_key_drops_total", counter, "EGRE packets dropped because no tunnel has their key.", egreLabels...)
 	famWrong  = newFamily("trellis_egre_wrong_source_drops_total", counter, "EGRE packets dropped because their key belongs to tunnels with other machines.", egreLabels...)
 	famDecErr = newFamily("trellis_egre_errors_total", counter, "EGRE packets dropped because a kernel helper failed.", egreLabels...)
+	famVXRef  = newFamily("trellis_vxlan_refused_total", counter, "VXLAN packets dropped because their VNI belongs to tunnels with other machines.", egreLabels...)
 
 	famScrape = newFamily("trellis_scrape_duration_seconds", gauge, "How long reading the networks from the kernel took for this scrape.")
 
 	// families are the live metrics in the order a scrape writes them.
 	families = []*family{famNetwork, famNodeUp, famCPU, famMemory, famProcesses, famOOMKills, famLinkUp, famPortUp, famRxFrames, famTxFrames, famRxBytes,
 		famTxBytes, famRxDrops, famTxDrops, famShaper, famImpDrop, famImpDup, famImpCorr,
-		famTunRxFrames, famTunTxFrames, famTunRxBytes, famTunTxBytes, famDecap, famUnkKey, famWrong, famDecErr, famScrape}
+		famTunRxFrames, famTunTxFrames, famTunRxBytes, famTunTxBytes, famDecap, famUnkKey, famWrong, famDecErr, famVXRef, famScrape}
 )

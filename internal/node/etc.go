@@ -3,12 +3,9 @@ package node
 import (
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,10 +15,12 @@ import (
 // network and trellis process (an "etc template"), its upper layer is in the node's /run.
 // In the copy, a file owned by host uid U (and gid G) below UIDRange is owned by base+U (base+G),
 // the network's uids, so that inside every node of the network it belongs to U as on the host
-// (bird's files to bird, frr's to frr), with the host's modes. What an unprivileged user may not
-// read on the host is left out (/etc/shadow, private keys), unless it belongs to a system
-// service's own user (uid 1 to 999, e.g. /etc/frr/daemons, 0640 frr:frr): a node's root is an
-// unprivileged uid on the host, and its /etc holds no host secret.
+// (bird's files to bird, frr's to frr), with the host's modes. Only what is public is copied
+// (copyTree): what any unprivileged host user may read, and the files a package installed that
+// nobody changed since (/etc/frr/daemons, 0640 frr:frr, as Debian's frr ships it), whose
+// contents anyone may download; /etc/shadow, keys, and what an administrator wrote for a
+// service's eyes only are left out, whoever owns them. A node's root is an unprivileged uid on
+// the host, and its /etc holds no host secret.
 //
 // The copy is a tmpfs of its own, mounted nowhere (fsopen, fsmount): only this process's
 // descriptor and the overlays of the nodes started from it reach it, nothing of it is on disk,
@@ -38,7 +37,7 @@ import (
 // from the host's /etc (src) unless this process has it already; the path stays valid until
 // release is called, which the caller does once the node's overlay is mounted (node.Start).
 func EtcTemplate(src string, base uint32) (path string, release func(), err error) {
-	return template(src, base, hostOwners)
+	return template(src, base, false)
 }
 
 // RootfsEtcTemplate is EtcTemplate for the nodes whose root is rootfs: a copy of rootfs/etc.
@@ -47,31 +46,11 @@ func RootfsEtcTemplate(rootfs string, base uint32) (path string, release func(),
 	if fi, err := os.Lstat(src); err != nil || !fi.IsDir() {
 		return "", nil, fmt.Errorf("%w: %s is not a directory", ErrRootfs, src)
 	}
-	return template(src, base, rootfsOwners)
+	return template(src, base, true)
 }
 
 // ErrRootfs is returned when a node's root directory cannot serve.
 var ErrRootfs = errors.New("node root directory")
-
-// owners says whether an entry of a copied /etc goes into the nodes, and which of the node's
-// uid and gid own it there.
-type owners func(mode fs.FileMode, uid, gid uint32) (nuid, ngid uint32, ok bool)
-
-// hostOwners: the host's /etc without its secrets, owners kept (copied).
-func hostOwners(mode fs.FileMode, uid, gid uint32) (uint32, uint32, bool) {
-	return uid, gid, copied(mode, uid, gid)
-}
-
-// rootfsOwners: all of a rootfs's /etc, owners beyond the node's range given to its root.
-func rootfsOwners(_ fs.FileMode, uid, gid uint32) (uint32, uint32, bool) {
-	if uid >= UIDRange {
-		uid = 0
-	}
-	if gid >= UIDRange {
-		gid = 0
-	}
-	return uid, gid, true
-}
 
 // templates are the etc templates this process holds, by source and uid base.
 var templates = struct {
@@ -94,7 +73,7 @@ type heldTemplate struct {
 // `trellis serve` applies many changes): then it is closed, and its nodes keep their copy.
 const templateIdle = time.Minute
 
-func template(src string, base uint32, own owners) (string, func(), error) {
+func template(src string, base uint32, whole bool) (string, func(), error) {
 	templates.Lock() // the nodes of a network start in parallel: one copy is enough
 	defer templates.Unlock()
 	now := time.Now()
@@ -107,7 +86,7 @@ func template(src string, base uint32, own owners) (string, func(), error) {
 	k := templateKey{src, base}
 	t := templates.m[k]
 	if t == nil {
-		root, err := memoryCopy(src, base, own)
+		root, err := memoryCopy(src, base, whole)
 		if err != nil {
 			return "", nil, fmt.Errorf("copy of %s for the nodes: %w", src, err)
 		}
@@ -126,9 +105,9 @@ func template(src string, base uint32, own owners) (string, func(), error) {
 	return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), t.root.Fd()), release, nil
 }
 
-// memoryCopy copies src as own says into a new tmpfs mounted nowhere, made read-only once
-// filled, and returns its root.
-func memoryCopy(src string, base uint32, own owners) (*os.File, error) {
+// memoryCopy copies src (whole, or what copyTree keeps of a host's /etc) into a new tmpfs
+// mounted nowhere, made read-only once filled, and returns its root.
+func memoryCopy(src string, base uint32, whole bool) (*os.File, error) {
 	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("tmpfs: %w", err)
@@ -142,7 +121,7 @@ func memoryCopy(src string, base uint32, own owners) (*os.File, error) {
 		return nil, fmt.Errorf("tmpfs: %w", err)
 	}
 	root := os.NewFile(uintptr(fd), src+" (copy)")
-	err = copyTree(src, fmt.Sprintf("/proc/self/fd/%d", fd), base, own)
+	err = copyTree(src, fmt.Sprintf("/proc/self/fd/%d", fd), base, whole)
 	if err == nil {
 		err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
 	}
@@ -151,96 +130,4 @@ func memoryCopy(src string, base uint32, own owners) (*os.File, error) {
 		return nil, err
 	}
 	return root, nil
-}
-
-// copyTree copies what own says of src to dst, owners as own says shifted by base, modes kept.
-func copyTree(src, dst string, base uint32, own owners) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if path != src && errors.Is(err, fs.ErrPermission) {
-				return nil
-			}
-			return err
-		}
-		fi, err := os.Lstat(path)
-		if err != nil {
-			return nil // gone meanwhile
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		uid, gid, ok := own(fi.Mode(), st.Uid, st.Gid)
-		if !ok && path != src {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		rel, _ := filepath.Rel(src, path)
-		to := filepath.Join(dst, rel)
-		if path != src { // dst, the copy's root, is there
-			if err := copyEntry(path, to, fi); err != nil || !exists(to) {
-				return err
-			}
-		}
-		chown := os.Lchown
-		if path == src {
-			chown = os.Chown // dst may be a link to the root (/proc/self/fd/N)
-		}
-		if err := chown(to, int(base+uid), int(base+gid)); err != nil {
-			return err
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			return os.Chmod(to, fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
-		}
-		return nil
-	})
-}
-
-// copied says whether an entry of the host's /etc goes into the nodes: it must be owned by
-// uids and gids the node maps, and be readable by anyone on the host or belong to a system
-// service's user.
-func copied(mode fs.FileMode, uid, gid uint32) bool {
-	if uid >= UIDRange || gid >= UIDRange {
-		return false
-	}
-	read := fs.FileMode(0o004)
-	if mode.IsDir() {
-		read |= 0o001
-	}
-	return mode&fs.ModeSymlink != 0 || mode.Perm()&read == read || (uid > 0 && uid < 1000)
-}
-
-// copyEntry copies one directory, symlink or regular file; other files (devices, sockets,
-// pipes) are left out.
-func copyEntry(from, to string, fi fs.FileInfo) error {
-	switch {
-	case fi.IsDir():
-		return os.Mkdir(to, 0o700)
-	case fi.Mode()&fs.ModeSymlink != 0:
-		target, err := os.Readlink(from)
-		if err != nil {
-			return nil
-		}
-		return os.Symlink(target, to)
-	case fi.Mode().IsRegular():
-		in, err := os.Open(from)
-		if err != nil {
-			return nil // not readable after all: left out
-		}
-		defer in.Close()
-		out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	}
-	return nil
-}
-
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
 }

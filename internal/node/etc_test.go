@@ -1,6 +1,9 @@
 package node
 
 import (
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -9,34 +12,12 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/trellisnet/trellis/internal/pkgfiles"
 )
 
-func TestCopied(t *testing.T) {
-	cases := []struct {
-		what     string
-		mode     fs.FileMode
-		uid, gid uint32
-		want     bool
-	}{
-		{"world-readable file", 0o644, 0, 0, true},
-		{"shadow", 0o640, 0, 42, false},
-		{"root's private key", 0o600, 0, 0, false},
-		{"frr's configuration", 0o640, 101, 104, true},
-		{"a person's file", 0o600, 1000, 1000, false},
-		{"traversable directory", fs.ModeDir | 0o755, 0, 0, true},
-		{"root's closed directory", fs.ModeDir | 0o710, 0, 110, false},
-		{"frr's directory", fs.ModeDir | 0o750, 101, 104, true},
-		{"symlink", fs.ModeSymlink | 0o777, 0, 0, true},
-		{"owner beyond the range", 0o644, 70000, 0, false},
-		{"group beyond the range", 0o644, 0, 70000, false},
-	}
-	for _, c := range cases {
-		if got := copied(c.mode, c.uid, c.gid); got != c.want {
-			t.Errorf("%s: copied = %v, want %v", c.what, got, c.want)
-		}
-	}
-}
-
+// The copy of a host's /etc keeps what any unprivileged user may read and the files packages
+// installed unchanged, and nothing else, whoever owns it.
 func TestEtcTemplate(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to give files owners")
@@ -46,18 +27,48 @@ func TestEtcTemplate(t *testing.T) {
 		path     string
 		mode     fs.FileMode
 		uid, gid int
+		want     bool
 	}{
-		{"passwd", 0o644, 0, 0},
-		{"shadow", 0o640, 0, 42},
-		{"frr", fs.ModeDir | 0o750, 101, 104},
-		{"frr/frr.conf", 0o640, 101, 104},
-		{"ssl", fs.ModeDir | 0o755, 0, 0},
-		{"ssl/private", fs.ModeDir | 0o710, 0, 110},
-		{"ssl/private/key.pem", 0o600, 0, 0},
+		{"passwd", 0o644, 0, 0, true},
+		{"shadow", 0o640, 0, 42, false},
+		{"service.key", 0o600, 100, 100, false},         // a service's secret (rndc, etcd)
+		{"service.conf", 0o640, 0, 100, false},          // for the service's group only
+		{"public.conf", 0o644, 100, 100, true},          // a service's, readable by anyone
+		{"changed.conf", 0o644, 0, 0, true},             // a conffile changed, but public
+		{"frr", fs.ModeDir | 0o750, 101, 104, true},     // holds what is copied
+		{"frr/daemons", 0o640, 101, 104, true},          // as its package installed it (dpkg)
+		{"frr/vtysh.conf", 0o640, 101, 104, true},       // as its package installed it (ucf)
+		{"frr/frr.conf", 0o640, 101, 104, false},        // a conffile the administrator changed
+		{"frr/readable.conf", 0o644, 101, 104, false},   // in a directory others may not enter
+		{"bird", fs.ModeDir | 0o750, 102, 105, false},   // holds nothing copied
+		{"bird/bird.conf", 0o640, 102, 105, false},      // not a package's
+		{"secret", fs.ModeDir | 0o700, 100, 100, false}, // a service's own directory
+		{"secret/readable", 0o644, 100, 100, false},     // in it
+		{"ssl", fs.ModeDir | 0o755, 0, 0, true},         // traversable: copied, even empty
+		{"ssl/private", fs.ModeDir | 0o710, 0, 110, false},
+		{"ssl/private/key.pem", 0o600, 0, 0, false},
+		{"wide", fs.ModeDir | 0o755, 0, 70000, false}, // group beyond the range
+		{"beyond", 0o644, 70000, 0, false},            // owner beyond the range
 	}
 	for _, f := range files {
 		makeEntry(t, src, f.path, f.mode, f.uid, f.gid)
 	}
+	if err := os.Symlink("passwd", filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../passwd", filepath.Join(src, "frr", "link")); err != nil {
+		t.Fatal(err)
+	}
+	// dpkg and ucf record the packages' sums of frr/daemons, frr/frr.conf (since changed),
+	// frr/vtysh.conf and changed.conf; makeEntry writes each file's path as its contents.
+	sum := func(contents string) string { s := md5.Sum([]byte(contents)); return hex.EncodeToString(s[:]) }
+	status := fmt.Sprintf("Package: frr\nStatus: install ok installed\nConffiles:\n %s %s\n %s %s\n %s %s obsolete\nDescription: x\n y\n",
+		filepath.Join(src, "frr/daemons"), sum("frr/daemons"), filepath.Join(src, "frr/frr.conf"), sum("stock frr.conf"),
+		filepath.Join(src, "changed.conf"), sum("stock"))
+	hashes := fmt.Sprintf("%s  %s\n", sum("frr/vtysh.conf"), filepath.Join(src, "frr/vtysh.conf"))
+	standIn(t, &pkgfiles.DpkgStatus, status)
+	standIn(t, &pkgfiles.UCFHashes, hashes)
+
 	const base = 1 << 20
 	dst, release, err := EtcTemplate(src, base)
 	if err != nil {
@@ -66,9 +77,8 @@ func TestEtcTemplate(t *testing.T) {
 	defer release()
 	for _, f := range files {
 		fi, err := os.Lstat(filepath.Join(dst, f.path))
-		want := copied(f.mode, uint32(f.uid), uint32(f.gid)) && f.path != "ssl/private/key.pem"
-		if (err == nil) != want {
-			t.Errorf("%s: copied = %v, want %v", f.path, err == nil, want)
+		if (err == nil) != f.want {
+			t.Errorf("%s (%v %d:%d): copied = %v, want %v", f.path, f.mode, f.uid, f.gid, err == nil, f.want)
 			continue
 		}
 		if err != nil {
@@ -78,6 +88,15 @@ func TestEtcTemplate(t *testing.T) {
 		if fi.Mode().Perm() != f.mode.Perm() || st.Uid != uint32(base+f.uid) || st.Gid != uint32(base+f.gid) {
 			t.Errorf("%s: mode %v owner %d:%d, want %v %d:%d", f.path, fi.Mode().Perm(), st.Uid, st.Gid, f.mode.Perm(), base+f.uid, base+f.gid)
 		}
+	}
+	if target, err := os.Readlink(filepath.Join(dst, "link")); err != nil || target != "passwd" {
+		t.Errorf("a link in /etc: %q, %v; want it copied", target, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "frr", "link")); err == nil {
+		t.Error("a link in a directory others may not enter was copied")
+	}
+	if data, err := os.ReadFile(filepath.Join(dst, "frr", "daemons")); err != nil || string(data) != "frr/daemons" {
+		t.Errorf("frr/daemons: %q, %v", data, err)
 	}
 	again, release2, err := EtcTemplate(src, base) // held already: the same copy
 	if err != nil {
@@ -97,6 +116,18 @@ func TestEtcTemplate(t *testing.T) {
 	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), src) {
 		t.Errorf("the template is mounted in this mount namespace:\n%s", mounts)
 	}
+}
+
+// standIn points *file at a temporary file holding contents until the test ends.
+func standIn(t *testing.T, file *string, contents string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), filepath.Base(*file))
+	if err := os.WriteFile(path, []byte(contents), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := *file
+	*file = path
+	t.Cleanup(func() { *file = old })
 }
 
 // A template nobody holds is closed after templateIdle; one held is kept.

@@ -71,6 +71,9 @@ func JoinMain(args []string) {
 			err = joinCgroups(pid)
 		}
 		if err == nil {
+			err = installFilter() // inherited by the command, and by all it starts in the node
+		}
+		if err == nil {
 			err = unix.Exec(args[2], args[2:], os.Environ())
 		}
 	}

@@ -47,6 +47,10 @@ func Start(marker []string, cfg Config, opt Options) (int, error) {
 		return 0, fmt.Errorf("starting node: %w: %s is not an absolute path", ErrRootfs, opt.Rootfs)
 	}
 	cfg.UIDBase, cfg.Etc, cfg.Rootfs = opt.UIDBase, opt.Etc, opt.Rootfs
+	var err error
+	if cfg.Seccomp, err = filterProgram(); err != nil {
+		return 0, fmt.Errorf("starting node: %w", err)
+	}
 	p, err := openPipes(opt)
 	if err != nil {
 		return 0, fmt.Errorf("starting node: %w", err)

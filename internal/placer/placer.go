@@ -251,6 +251,9 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 	pl := &cluster.Placement{Tenant: n.Tenant, Network: n.Name, Generation: n.Revision}
 	sn := p.parse(n)
 	var err error
+	if pl.Secret, err = tunnelSecret(prev); err != nil {
+		return err
+	}
 	q, tenant := p.quota[n.Tenant] // a network of no tenant's (etcd without tenants) is granted all
 	if sn.err != nil {
 		err = sn.err

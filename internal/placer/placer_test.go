@@ -2,6 +2,7 @@ package placer
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,6 +79,9 @@ func TestPlacer(t *testing.T) {
 	if p.Nodes["a"] != "m2" || len(p.Machines) != 3 {
 		t.Errorf("ring placed %v over %v, want a on m2 and all three machines used", p.Nodes, p.Machines)
 	}
+	if b, err := hex.DecodeString(p.Secret); err != nil || len(b) != 16 {
+		t.Errorf("ring's tunnel secret %q, want 16 random bytes in hex", p.Secret)
+	}
 
 	t.Run("machine lost", func(t *testing.T) {
 		var lost string
@@ -104,6 +108,9 @@ func TestPlacer(t *testing.T) {
 				t.Errorf("node %s moved from %s to %s, though its machine is alive", n, m, q.Nodes[n])
 			}
 		}
+		if q.Secret != p.Secret {
+			t.Errorf("the tunnel secret changed from %q to %q when the network was placed again", p.Secret, q.Secret)
+		}
 	})
 
 	t.Run("refused", func(t *testing.T) {
@@ -112,10 +119,13 @@ func TestPlacer(t *testing.T) {
 		if len(q.Nodes) != 0 || !strings.Contains(q.Refused, "memory") {
 			t.Errorf("big: nodes %v, refused %q; want no nodes and memory named", q.Nodes, q.Refused)
 		}
+		if q.Secret == p.Secret || len(q.Secret) != 32 {
+			t.Errorf("big's tunnel secret %q, ring's %q: want another random one", q.Secret, p.Secret)
+		}
 	})
 
 	t.Run("over quota written past the CLI", func(t *testing.T) {
-		if err := s.AddTenant(ctx, &cluster.Tenant{Name: "q", Quota: cluster.Quota{Nodes: 2}}); err != nil {
+		if _, err := s.AddTenant(ctx, &cluster.Tenant{Name: "q", Quota: cluster.Quota{Nodes: 2}}, c.CA, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		rev, err := s.Up(ctx, &cluster.Network{Tenant: "q", Name: "fits", File: "/t/fits.yaml", Source: "name: fits\nnodes:\n  a: {}\n  b: {}\n"}, 0)
@@ -135,36 +145,53 @@ func TestPlacer(t *testing.T) {
 	})
 
 	t.Run("tunnel keys", func(t *testing.T) {
-		// Two tenants' networks whose names derive tunnel keys of one VXLAN id (as a tenant can
-		// find by trying names) get keys of the cluster's own, different; a link on one
-		// machine gets none; a network placed again keeps its keys.
-		first, second := collidingKeys(t)
+		// Keys drawn from random secrets still meet by chance (24 bits of VXLAN id). Two
+		// tenants' networks whose placements the test gives one secret, under which their
+		// names derive keys of one VXLAN id, get keys of the cluster's own, different: the
+		// first the one its secret derives (not the names' alone), the second another. A link
+		// on one machine gets none; a network placed again keeps its keys.
+		secret := []byte("0123456789abcdef")
+		first, second := collidingKeys(t, secret)
 		ms, _, err := s.Machines(ctx)
 		if err != nil || len(ms) < 2 {
 			t.Fatalf("machines %v: %v; want two", ms, err)
 		}
-		src := func(name string) string {
-			return "name: " + name + "\nnodes:\n  a: {host: " + ms[0].Name + "}\n  b: {host: " + ms[1].Name + "}\n  c: {host: " + ms[1].Name + "}\n" +
+		src := func(name, aHost string) string {
+			return "name: " + name + "\nnodes:\n  a: {host: " + aHost + "}\n  b: {host: " + ms[1].Name + "}\n  c: {host: " + ms[1].Name + "}\n" +
 				"links:\n  - {name: l, endpoints: [a:eth1, b:eth1]}\n  - {name: local, endpoints: [b:eth2, c:eth2]}\n"
 		}
-		var keys []uint32
-		for _, tn := range []string{first[0], second[0]} {
-			name := map[string]string{first[0]: first[1], second[0]: second[1]}[tn]
-			rev, err := s.Up(ctx, &cluster.Network{Tenant: tn, Name: name, File: "/t/k.yaml", Source: src(name)}, 0)
+		up := func(tn, name, aHost string, expect int64) *cluster.Placement {
+			rev, err := s.Up(ctx, &cluster.Network{Tenant: tn, Name: name, File: "/t/k.yaml", Source: src(name, aHost)}, expect)
 			if err != nil {
 				t.Fatal(err)
 			}
-			q := placedAs(tn, name, rev, func(q *cluster.Placement) bool { return len(q.Nodes) == 3 })
-			if _, ok := q.Keys["local"]; ok || q.Keys["l"]&0xffffff == 0 {
-				t.Errorf("%s/%s: keys %v, want one for l only", tn, name, q.Keys)
+			return placedAs(tn, name, rev, func(q *cluster.Placement) bool { return len(q.Nodes) == 3 })
+		}
+		var keys []uint32
+		var gens []int64
+		for _, pair := range [][2]string{first, second} {
+			tn, name := pair[0], pair[1]
+			q := up(tn, name, ms[1].Name, 0) // on one machine: no keys yet; its secret replaced
+			q.Secret = hex.EncodeToString(secret)
+			if _, err := s.PutPlacement(ctx, q, q.Revision); err != nil {
+				t.Fatal(err)
+			}
+			q = up(tn, name, ms[0].Name, q.Generation)
+			if _, ok := q.Keys["local"]; ok || q.Keys["l"]&0xffffff == 0 || q.Secret != hex.EncodeToString(secret) {
+				t.Errorf("%s/%s: keys %v, secret %s; want one for l only, and the secret kept", tn, name, q.Keys, q.Secret)
 			}
 			keys = append(keys, q.Keys["l"])
+			gens = append(gens, q.Generation)
 		}
 		if keys[0]&0xffffff == keys[1]&0xffffff {
 			t.Errorf("keys %#x and %#x share a VXLAN id", keys[0], keys[1])
 		}
-		if keys[0] != plan.TunnelKey(agent.LocalName(first[0], first[1]), "l") {
-			t.Errorf("the first network's key %#x is not the one its names derive", keys[0])
+		if derived := plan.TunnelKey(secret, agent.LocalName(first[0], first[1]), "l"); keys[0] != derived ||
+			keys[0] == plan.TunnelKey(nil, agent.LocalName(first[0], first[1]), "l") {
+			t.Errorf("the first network's key %#x, want %#x, the one its secret derives", keys[0], derived)
+		}
+		if q := up(second[0], second[1], ms[0].Name, gens[1]); q.Keys["l"] != keys[1] {
+			t.Errorf("%s/%s placed again: key %#x, want %#x kept", second[0], second[1], q.Keys["l"], keys[1])
 		}
 	})
 
@@ -225,13 +252,13 @@ func TestPlacer(t *testing.T) {
 	})
 }
 
-// collidingKeys finds two (tenant, network) pairs whose link "l" derives tunnel keys of one
-// VXLAN id on the machines (24 bits: a few thousand names on average).
-func collidingKeys(t *testing.T) ([2]string, [2]string) {
+// collidingKeys finds two (tenant, network) pairs whose link "l" derives, under secret, tunnel
+// keys of one VXLAN id on the machines (24 bits: a few thousand names on average).
+func collidingKeys(t *testing.T, secret []byte) ([2]string, [2]string) {
 	seen := map[uint32][2]string{}
 	for i := 0; i < 1<<22; i++ {
 		tn, name := fmt.Sprintf("k%d", i%2), fmt.Sprintf("n%d", i)
-		vni := plan.TunnelKey(agent.LocalName(tn, name), "l") & 0xffffff
+		vni := plan.TunnelKey(secret, agent.LocalName(tn, name), "l") & 0xffffff
 		if other, ok := seen[vni]; ok && other[0] != tn {
 			return other, [2]string{tn, name}
 		}

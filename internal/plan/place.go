@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"math"
@@ -92,11 +93,22 @@ func placeByCapacity(n *spec.Network) (map[string]string, error) {
 }
 
 // TunnelKey is the GRE key (or, its low 24 bits, the VXLAN VNI) of a link that crosses
-// machines. It derives from the network and link names only, so that every machine agrees
-// on it without talking to the others; the substrate refuses a key already in use. In a
-// cluster, the placer allocates keys unique in the cluster instead (spec.Link.TunnelKey).
-func TunnelKey(network, link string) uint32 {
-	sum := sha256.Sum256([]byte("trellis/" + network + "/" + link))
+// machines. Every machine derives the same key from the network and link names without
+// talking to the others: keyed with the network's secret when it has one (HMAC-SHA256), so
+// that nobody without the secret can predict it (a cluster's placement holds a random one; a
+// file with hosts may name one), or else from the names alone. The substrate refuses a key
+// already in use. In a cluster, the placer allocates keys unique in the cluster instead
+// (spec.Link.TunnelKey), and this key is the first it tries.
+func TunnelKey(secret []byte, network, link string) uint32 {
+	var sum []byte
+	if len(secret) > 0 {
+		mac := hmac.New(sha256.New, secret)
+		mac.Write([]byte("trellis/" + network + "/" + link))
+		sum = mac.Sum(nil)
+	} else {
+		s := sha256.Sum256([]byte("trellis/" + network + "/" + link))
+		sum = s[:]
+	}
 	key := binary.BigEndian.Uint32(sum[:4])
 	if key&0xffffff == 0 {
 		key |= 1 // VNI 0 is not allowed

@@ -185,7 +185,7 @@ func (p *Plan) addTunnels(n *spec.Network, index int, pl *Link, remote map[strin
 		underlay = min(underlay, h.MTU)
 		t := Tunnel{Host: h.Name, Remote: h.Address, Key: l.TunnelKey}
 		if t.Key == 0 {
-			t.Key = TunnelKey(n.Name, l.Name)
+			t.Key = TunnelKey(n.TunnelSecret, n.Name, l.Name)
 		}
 		if kind.OneDevice {
 			t.Device = names.device(p.NetID, 't', "tunnel/"+l.Name)

@@ -81,7 +81,7 @@ func TestMakeForHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p3.Links[0].Tunnels[0].Key != ab.Tunnels[0].Key || ab.Tunnels[0].Key == plan.TunnelKey(n.Name, n.Links[1].Name) {
+	if p3.Links[0].Tunnels[0].Key != ab.Tunnels[0].Key || ab.Tunnels[0].Key == plan.TunnelKey(nil, n.Name, n.Links[1].Name) {
 		t.Errorf("keys: m1 %#x, m3 %#x", ab.Tunnels[0].Key, p3.Links[0].Tunnels[0].Key)
 	}
 	for _, l := range append(p.Links, p3.Links...) {
@@ -254,5 +254,31 @@ func TestPlaceByCapacity(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTunnelKeySecret: with a secret, a link's key is not the one its names give, and another
+// secret gives another key; without one, every machine still derives the same key from names.
+func TestTunnelKeySecret(t *testing.T) {
+	names := plan.TunnelKey(nil, "t1.chain", "ab")
+	for _, tc := range []struct {
+		name   string
+		secret []byte
+		differ bool // from the key of the names alone
+	}{
+		{"no secret", nil, false},
+		{"empty secret", []byte{}, false},
+		{"secret", []byte("0123456789abcdef"), true},
+		{"another secret", []byte("fedcba9876543210"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := plan.TunnelKey(tc.secret, "t1.chain", "ab")
+			if k != plan.TunnelKey(tc.secret, "t1.chain", "ab") || (k != names) != tc.differ || k&0xffffff == 0 {
+				t.Errorf("key %#x (names alone: %#x)", k, names)
+			}
+		})
+	}
+	if plan.TunnelKey([]byte("0123456789abcdef"), "t1.chain", "ab") == plan.TunnelKey([]byte("fedcba9876543210"), "t1.chain", "ab") {
+		t.Error("two secrets give the same key")
 	}
 }

@@ -124,3 +124,35 @@ func linkMTU(n *spec.Network, l *spec.Link, home string, placed map[string]strin
 	}
 	return underlay - spec.TunnelOverhead(n.Tunnel)
 }
+
+// VXLANPeer is a tunnel to a remote engine as the machine's decapsulation program vets it: the
+// packets of VNI come from Remote only.
+type VXLANPeer struct {
+	VNI    uint32
+	Remote netip.Addr
+}
+
+// EnginePeers lists the VXLAN tunnels of plan p's machine to remote engines: those of its
+// nodes' engines held on other machines, and those of the engines it holds for other
+// machines' nodes.
+func (p *Plan) EnginePeers() []VXLANPeer {
+	var out []VXLANPeer
+	for _, n := range p.Nodes {
+		for i, e := range n.Engines {
+			if !Remote(e, p.Host) || i >= len(n.FEPorts) {
+				continue
+			}
+			for ifname := range n.FEPorts[i] {
+				out = append(out, VXLANPeer{EngineVNI(p.Network, n.Name, i, ifname), p.Hosts[e.Host]})
+			}
+		}
+	}
+	for _, h := range p.Hosted {
+		for _, i := range h.Here {
+			for _, in := range h.Ifaces {
+				out = append(out, VXLANPeer{EngineVNI(p.Network, h.Node, i, in.Name), h.HomeAddr})
+			}
+		}
+	}
+	return out
+}

@@ -76,6 +76,23 @@ links:
 	if !plan.Remote(n.Node("r").Engines[1], "m1") || plan.Remote(n.Node("r").Engines[2], "m1") || plan.Remote(n.Node("r").Engines[0], "m1") {
 		t.Error("Remote: only engine 1 is on another machine than m1")
 	}
+	// Both ends of engine 1's tunnels vet the same VNIs, each from the other's address.
+	m1, m2 := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+	peers := map[string][]plan.VXLANPeer{}
+	for h, p := range plans {
+		peers[h] = p.EnginePeers()
+		slices.SortFunc(peers[h], func(a, b plan.VXLANPeer) int { return int(a.VNI) - int(b.VNI) })
+	}
+	var want1, want2 []plan.VXLANPeer
+	for _, ifn := range []string{"eth1", "eth2"} {
+		want1 = append(want1, plan.VXLANPeer{VNI: plan.EngineVNI("cr", "r", 1, ifn), Remote: m2})
+		want2 = append(want2, plan.VXLANPeer{VNI: plan.EngineVNI("cr", "r", 1, ifn), Remote: m1})
+	}
+	slices.SortFunc(want1, func(a, b plan.VXLANPeer) int { return int(a.VNI) - int(b.VNI) })
+	slices.SortFunc(want2, func(a, b plan.VXLANPeer) int { return int(a.VNI) - int(b.VNI) })
+	if !slices.Equal(peers["m1"], want1) || !slices.Equal(peers["m2"], want2) || len(peers["m3"]) != 0 {
+		t.Errorf("EnginePeers: m1 %v, m2 %v, m3 %v; want %v, %v and none", peers["m1"], peers["m2"], peers["m3"], want1, want2)
+	}
 }
 
 // The VNIs and mirror ports are the same on every machine (they derive from names only), in

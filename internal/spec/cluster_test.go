@@ -25,6 +25,7 @@ func TestParseCluster(t *testing.T) {
 		{"tunnel alone", "name: lab\ntunnel: vxlan\n" + nodes, VXLAN, ""},
 		{"unknown tunnel", "name: lab\ntunnel: carrier-pigeon\n" + nodes, "", `/top/lab.yaml:2: tunnel: unknown tunnel "carrier-pigeon"`},
 		{"hosts refused", "name: lab\nhosts:\n  m1: {address: 198.18.0.1}\n" + nodes, "", "/top/lab.yaml:3: hosts: a cluster's machines are those whose agents registered"},
+		{"secret refused", "name: lab\nsecret: x.conf\n" + nodes, "", "/top/lab.yaml:2: secret: a cluster's tunnel keys derive from a random secret the placer draws"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, err := ParseCluster("/top/lab.yaml", []byte(tc.file), read)

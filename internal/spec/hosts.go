@@ -118,3 +118,32 @@ func (p *parser) validateHosts(n *Network) {
 		p.add(n.NodeError(nd, "host", fmt.Sprintf("no host named %q", nd.Host), fix))
 	}
 }
+
+// minSecret is the fewest bytes a `secret:` file may have.
+const minSecret = 16
+
+// secret reads `secret:`, the file whose content keys the tunnels' keys, the same file on every
+// host (in a cluster the placer draws the secret).
+func (p *parser) secret(n *Network, s *yaml.Node) {
+	switch {
+	case s == nil:
+		return
+	case p.cluster:
+		p.fail(s, "secret", "a cluster's tunnel keys derive from a random secret the placer draws for the network", "remove `secret:`")
+		return
+	case len(n.Hosts) == 0:
+		p.fail(s, "secret", "the secret keys the tunnels between hosts, and the network has none", "remove `secret:`, or add a `hosts:` section")
+		return
+	}
+	errs := len(p.errs)
+	data := p.source(s, "secret")
+	if len(p.errs) > errs {
+		return // p.source said why
+	}
+	if len(data) < minSecret {
+		p.fail(s, "secret", fmt.Sprintf("the file has %d bytes, fewer than %d", len(data), minSecret),
+			"fill it with random bytes, the same file on every host, e.g. `head -c 32 /dev/urandom > tunnel.key`")
+		return
+	}
+	n.TunnelSecret = []byte(data)
+}

@@ -205,7 +205,7 @@ func get(m []string, i int) string {
 // source reads the file a `source:` names, relative to the topology file.
 func (p *parser) source(s *yaml.Node, field string) string {
 	src, ok := p.str(s, field)
-	if !ok {
+	if !ok || p.hostPath(s, field, "send the file's text in `content:` instead of `source:`") {
 		return ""
 	}
 	src = p.besideFile(src)

@@ -52,7 +52,11 @@ func parse(file string, data []byte, read func(string) ([]byte, error)) (*Networ
 
 // parseAs parses a file of one machine's network, or of a cluster's.
 func parseAs(file string, data []byte, read func(string) ([]byte, error), cluster bool) (*Network, error) {
-	p := &parser{file: file, read: read, cluster: cluster}
+	return (&parser{file: file, read: read, cluster: cluster}).parse(data)
+}
+
+// parse parses and validates data as the parser is set up.
+func (p *parser) parse(data []byte) (*Network, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
@@ -69,7 +73,7 @@ func parseAs(file string, data []byte, read func(string) ([]byte, error), cluste
 		return nil, sortErrors(p.errs)
 	}
 	setDefaults(n)
-	if cluster {
+	if p.cluster {
 		clusterLimits(n)
 	}
 	return n, nil
@@ -83,7 +87,9 @@ type parser struct {
 	read func(string) ([]byte, error) // reads a `source:` file
 	// cluster: the file is a cluster's, whose machines are registered in etcd, not listed.
 	cluster bool
-	errs    []*Error
+	// sent: the file came from a client that may name no path on this machine (hostpath.go).
+	sent bool
+	errs []*Error
 
 	hostsBad, nodesBad, linksBad bool // the section is there but could not be read
 	endpointsBad                 bool // some link's endpoints could not be read
@@ -175,12 +181,13 @@ func (p *parser) network(root *yaml.Node) *Network {
 		p.fail(root, "(file)", "expected a mapping with the keys name, nodes and links", "see the topology file reference in README.md")
 		return nil
 	}
-	f, _ := p.fields(root, "", "name", "hosts", "tunnel", "nodes", "links")
+	f, _ := p.fields(root, "", "name", "hosts", "tunnel", "secret", "nodes", "links")
 	n := &Network{File: p.file, lines: map[string]int{}}
 	for k, v := range f {
 		n.lines[k] = v.Line
 	}
 	p.machines(n, f["hosts"], f["tunnel"])
+	p.secret(n, f["secret"])
 	if f["name"] == nil {
 		p.fail(root, "name", "missing", "give the network a name, e.g. `name: lab1`")
 	} else if name, ok := p.str(f["name"], "name"); ok {

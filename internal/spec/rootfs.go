@@ -23,7 +23,7 @@ var RootfsDirs = []string{"dev", "etc", "proc", "run", "sys", "tmp"}
 // links; "" if it cannot serve (a problem is recorded).
 func (p *parser) rootfs(v *yaml.Node, field string) string {
 	dir, ok := p.str(v, field)
-	if !ok {
+	if !ok || p.hostPath(v, field, "remove `rootfs:` (the node then sees the machine's root read-only)") {
 		return ""
 	}
 	if p.cluster {

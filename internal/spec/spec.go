@@ -44,8 +44,12 @@ type Network struct {
 	File   string  // path of the topology file, for messages
 	Hosts  []*Host // the physical machines it spans; none for a single machine
 	Tunnel string  // a registered tunnel kind; set when there are hosts
-	Nodes  []*Node
-	Links  []*Link
+	// TunnelSecret, when set, keys the tunnels' keys (plan.TunnelKey) so that they cannot be
+	// derived from the names: the content of the file `secret:` names, or in a cluster the
+	// placement's secret.
+	TunnelSecret []byte `json:"-"`
+	Nodes        []*Node
+	Links        []*Link
 
 	lines map[string]int // line of each top-level key's value ("name", "tunnel", "hosts", ...)
 }

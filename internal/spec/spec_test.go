@@ -20,7 +20,7 @@ var parseErrorCases = []struct {
 	{"unknown top-level key", `name: t
 nodse:
   r1:
-`, `topo.yaml:2: nodse: unknown key; the keys allowed here are [name hosts tunnel nodes links]`},
+`, `topo.yaml:2: nodse: unknown key; the keys allowed here are [name hosts tunnel secret nodes links]`},
 	{"unknown node key", `name: t
 nodes:
   r1:

@@ -98,8 +98,11 @@ func (p *parser) bootFile(n *yaml.Node, field string) string {
 	if !ok {
 		return ""
 	}
-	if p.cluster {
+	if p.cluster { // a name, not a path: sent files may give it too
 		return p.imageName(n, field, path)
+	}
+	if p.hostPath(n, field, "remove it: the VM then boots trellis's kernel and initramfs") {
+		return ""
 	}
 	if path == "" {
 		p.fail(n, field, "the path is empty", "give the file's path, absolute or relative to the topology file")

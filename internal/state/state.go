@@ -51,10 +51,13 @@ type Store struct {
 	ID  string // random, made once per directory; scopes names and process markers
 }
 
-// Open opens (creating if needed) the state directory dir.
+// Open opens the state directory dir, making it if need be (makePrivate).
 func Open(dir string) (*Store, error) {
-	for _, d := range []string{dir, filepath.Join(dir, "networks"), filepath.Join(dir, "logs")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	if err := makePrivate(dir); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	for _, d := range []string{filepath.Join(dir, "networks"), filepath.Join(dir, "logs")} {
+		if err := os.Mkdir(d, DirMode); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("state directory: %w", err)
 		}
 	}
@@ -126,7 +129,7 @@ func (s *Store) Save(r *Record) error {
 // MarkChanging notes that a change of network name is under way, without rewriting its
 // record: until the next Save of the network as up, Load gives its status as Changing.
 func (s *Store) MarkChanging(name string) error {
-	return os.WriteFile(s.markPath(name), nil, 0o644)
+	return os.WriteFile(s.markPath(name), nil, FileMode)
 }
 
 func (s *Store) markPath(name string) string {
@@ -172,7 +175,7 @@ func (s *Store) List() ([]*Record, error) {
 // Lock takes the lock of network name, so that two trellis commands never change one network
 // at once. The kernel drops the lock if trellis dies. Call the returned function to release it.
 func (s *Store) Lock(name string) (func(), error) {
-	f, err := os.OpenFile(s.lockPath(name), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(s.lockPath(name), os.O_CREATE|os.O_RDWR, FileMode)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +189,7 @@ func (s *Store) Lock(name string) (func(), error) {
 // LockMachine takes the lock of what the networks of this state directory share on the
 // machine (the EGRE decapsulation program), waiting for it if need be.
 func (s *Store) LockMachine() (func(), error) {
-	f, err := os.OpenFile(filepath.Join(s.Dir, "machine.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(filepath.Join(s.Dir, "machine.lock"), os.O_CREATE|os.O_RDWR, FileMode)
 	if err != nil {
 		return nil, err
 	}
@@ -195,12 +198,4 @@ func (s *Store) LockMachine() (func(), error) {
 		return nil, err
 	}
 	return func() { f.Close() }, nil
-}
-
-func writeAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

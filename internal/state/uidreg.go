@@ -32,10 +32,10 @@ func UIDRegistryDir() string {
 // lockRegistry takes the registry's lock, waiting for it if need be.
 func lockRegistry() (func(), error) {
 	dir := UIDRegistryDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := makeDir(dir); err != nil {
 		return nil, fmt.Errorf("uid range registry: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("uid range registry: %w", err)
 	}
@@ -57,7 +57,11 @@ func registered(used map[uint32]bool) error {
 		if err != nil {
 			continue // the lock, a temporary file
 		}
-		data, err := os.ReadFile(filepath.Join(UIDRegistryDir(), e.Name()))
+		path := filepath.Join(UIDRegistryDir(), e.Name())
+		if err := tighten(path, 0, FileMode); err != nil { // a trellis before made them 0644
+			return fmt.Errorf("uid range registry: %w", err)
+		}
+		data, err := os.ReadFile(path)
 		if err != nil {
 			return fmt.Errorf("uid range registry: %w", err)
 		}

@@ -107,7 +107,7 @@ func (s *Store) AllocUIDs(name string, busy func() (map[uint32]bool, error)) (ui
 		if used[base] {
 			continue
 		}
-		if err := os.MkdirAll(filepath.Dir(s.uidPath(name)), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(s.uidPath(name)), DirMode); err != nil {
 			return 0, err
 		}
 		if err := writeAtomic(s.uidPath(name), []byte(strconv.FormatUint(uint64(base), 10)+"\n")); err != nil {

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/engines"
 	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/kinds/egre"
+	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/rtnl"
 	"github.com/trellisnet/trellis/internal/state"
@@ -49,12 +52,63 @@ func pids(running map[string]kinds.Instance) map[string]int {
 }
 
 // convergeEngines starts, replaces or stops the nodes' engines; after the links, so that the
-// ports they attach to exist and deliver through their egress.
+// ports they attach to exist and deliver through their egress. The VXLAN tunnels to remote
+// engines are vetted from before their devices exist until after they are gone.
 func (a *applier) convergeEngines(ctx context.Context) error {
 	if !enginesMayRun(a.env.Plan, a.recorded) {
 		return nil
 	}
-	return engines.Converge(ctx, a.env.Store.Dir, a.env.Store.ID, a.env.Plan, pids(a.running))
+	p := a.env.Plan
+	if err := guardEngines(a.env.Store, p, true, nil); err != nil {
+		return err
+	}
+	if err := engines.Converge(ctx, a.env.Store.Dir, a.env.Store.ID, p, pids(a.running)); err != nil {
+		return err
+	}
+	keep := map[plan.VXLANPeer]bool{}
+	for _, v := range p.EnginePeers() {
+		keep[v] = true
+	}
+	for _, q := range a.recorded {
+		if err := guardEngines(a.env.Store, q, false, keep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// guardEngines adds the VXLAN tunnels of plan p to remote engines to the machine's
+// decapsulation program, which then takes their packets from the engine's (or node's) machine
+// only; or removes those not in keep.
+func guardEngines(st *state.Store, p *plan.Plan, add bool, keep map[plan.VXLANPeer]bool) error {
+	if p == nil {
+		return nil
+	}
+	peers := p.EnginePeers()
+	if len(peers) == 0 {
+		return nil
+	}
+	underlay, err := netdev.Underlay(p.Local)
+	if err != nil {
+		if add {
+			return err
+		}
+		return nil // the underlay is gone, and the program with it
+	}
+	return egre.WithDecap(&kinds.Env{Store: st, Plan: p}, underlay, add, func(d *dataplane.Decap) error {
+		for _, v := range peers {
+			var err error
+			if add {
+				err = d.AddVXLAN(plan.EngineVXLANPort, v.VNI, v.Remote)
+			} else if !keep[v] {
+				err = d.DeleteVXLAN(plan.EngineVXLANPort, v.VNI, v.Remote)
+			}
+			if err != nil {
+				return fmt.Errorf("remote engines: %w", err)
+			}
+		}
+		return nil
+	})
 }
 
 // enginesMayRun tells whether helpers of forwarding engines (internal/engines) may run for

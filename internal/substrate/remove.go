@@ -56,6 +56,9 @@ func remove(st *state.Store, rec *state.Record) error {
 		return err
 	}
 	for _, p := range []*plan.Plan{rec.Plan, rec.Target} {
+		if err := guardEngines(st, p, false, nil); err != nil {
+			return err
+		}
 		if err := removeTunnels(ctx, st, p); err != nil {
 			return err
 		}

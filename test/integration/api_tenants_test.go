@@ -161,15 +161,17 @@ func TestAPIClusterTenants(t *testing.T) {
 	root := cluster.New(c.Client())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	for _, tn := range []string{"alice", "bob"} {
-		if err := root.AddTenant(ctx, &cluster.Tenant{Name: tn, Quota: cluster.Quota{Nodes: 2}}); err != nil {
-			t.Fatal(err)
-		}
+	files := map[string]pki.Files{}
+	for _, tn := range []string{"alice", "bob", "carol"} {
+		files[tn] = tenantAs(t, c, root, tn, cluster.Quota{Nodes: 2})
 	}
-	agentFiles := certAs(t, c.CA, c.Root.CA, cluster.AgentUser, pki.Client|pki.Server, []string{"127.0.0.1"})
+	if err := root.RemoveTenant(ctx, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	agentFiles := agentAs(t, c, root, "m1")
 	ag := startAgentAs(t, c, agentFiles, e.state, "m1", "127.0.0.1", "--placer", "--listen", "127.0.0.1:0")
-	base := startClusterServe(t, c, e.state, certAs(t, c.CA, c.Root.CA, "trellis-api", pki.Client|pki.Server, []string{"127.0.0.1"}))
-	alice, bob := newTLSClient(t, base, clientAs(t, c, "alice")), newTLSClient(t, base, clientAs(t, c, "bob"))
+	base := startClusterServe(t, c, e.state, certAs(t, c.CA, c.Root.CA, "trellis-api", pki.Server, []string{"127.0.0.1"}))
+	alice, bob := newTLSClient(t, base, files["alice"]), newTLSClient(t, base, files["bob"])
 	admin := newTLSClient(t, base, c.Root)
 
 	alice.must(201, "POST", "/networks?file=lab.yaml", "", fmt.Sprintf(tenantTopo, "lab", ""))
@@ -238,8 +240,9 @@ func TestAPIClusterTenants(t *testing.T) {
 		}{
 			{"no certificate", pki.Files{CA: c.Root.CA}, 0, "certificate"},
 			{"bob's name from another CA", certAs(t, otherCA, c.Root.CA, "bob", pki.Client, nil), 0, "certificate"},
-			{"the agents' certificate", agentFiles, 403, "the agents' certificate has no networks"},
-			{"a name that is no tenant", clientAs(t, c, "mallory"), 403, "mallory, which is no tenant of the cluster"},
+			{"an agent's certificate", agentFiles, 403, "the certificate of agent:m1 has no networks"},
+			{"a name of no identity", clientAs(t, c, "mallory"), 403, "the certificate of mallory has no networks"},
+			{"a removed tenant's certificate", files["carol"], 403, "tenant carol is no tenant of the cluster"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				status, body, err := newTLSClient(t, base, tc.files).do("GET", "/networks/bnet", "", "")

@@ -29,16 +29,17 @@ type apiServer struct {
 	cmd    *exec.Cmd
 	socket string
 	client *http.Client
+	out    *lockedBuffer // what it prints
 }
 
 // startServe starts `trellis serve` (with the flags given) on the state directory's socket
 // and waits until it answers.
 func startServe(t testing.TB, stateDir string, flags ...string) *apiServer {
 	t.Helper()
-	s := &apiServer{t: t, socket: filepath.Join(stateDir, "trellis.sock")}
+	s := &apiServer{t: t, socket: filepath.Join(stateDir, "trellis.sock"), out: &lockedBuffer{}}
 	s.cmd = exec.Command(trellisBin, append([]string{"--state-dir", stateDir, "serve", "--quiet"}, flags...)...)
 	var errOut bytes.Buffer
-	s.cmd.Stderr = &errOut
+	s.cmd.Stderr, s.cmd.Stdout = &errOut, s.out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

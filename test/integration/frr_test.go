@@ -13,10 +13,10 @@ import (
 // TestFRROSPF brings up the frr-ospf example: stock FRR (Debian's package, started by its own
 // frrinit.sh) in four routers, OSPFv2 and OSPFv3 over two areas. It waits until every router
 // reaches every loopback over both, checks the adjacencies through vtysh as a user would, and
-// that the daemons dropped to user frr as on a real router.
+// that the daemons dropped to user frr as on a real router, under the nodes' seccomp filter.
 func TestFRROSPF(t *testing.T) {
 	if _, err := exec.LookPath("/usr/lib/frr/zebra"); err != nil {
-		t.Skipf("FRR is not installed (%v): scripts/setup.sh installs frr", err)
+		t.Fatalf("FRR is not installed (%v): scripts/setup.sh installs frr (a row of docs/security.md)", err)
 	}
 	root, err := moduleRoot()
 	if err != nil {
@@ -69,6 +69,7 @@ func TestFRROSPF(t *testing.T) {
 			t.Errorf("r1: no process %q:\n%s", want, ps)
 		}
 	}
+	assertFiltered(t, e.state, "frr-ospf", "r1", "zebra", "ospfd", "ospf6d", "watchfrr")
 	mustTrellis(t, e.state, "down", "frr-ospf")
 	e.assertClean()
 }

@@ -11,10 +11,11 @@ import (
 )
 
 // TestOSPFRingConverges brings up the OSPF ring example (four BIRD routers) and checks, with the
-// example's own check script, that OSPF converges and every router reaches every loopback.
+// example's own check script, that OSPF converges and every router reaches every loopback, BIRD
+// running under the nodes' seccomp filter.
 func TestOSPFRingConverges(t *testing.T) {
 	if _, err := exec.LookPath("bird"); err != nil {
-		t.Skipf("BIRD is not installed (%v): scripts/setup.sh installs bird2", err)
+		t.Fatalf("BIRD is not installed (%v): scripts/setup.sh installs bird2 (a row of docs/security.md)", err)
 	}
 	root, err := moduleRoot()
 	if err != nil {
@@ -29,6 +30,7 @@ func TestOSPFRingConverges(t *testing.T) {
 		t.Fatalf("check.sh: %v\n%s", err, out)
 	}
 	t.Logf("converged %.1fs after up began:\n%s", time.Since(began).Seconds(), strings.TrimSpace(string(out)))
+	assertFiltered(t, e.state, "ospf-ring", "r1", "bird")
 	mustTrellis(t, e.state, "down", "ospf-ring")
 	e.assertClean()
 }

@@ -49,10 +49,39 @@ func certAs(t *testing.T, ca *pki.CA, caFile, cn string, usage pki.Usage, hosts 
 	return f
 }
 
-// storeAs is a store of the cluster as user.
-func storeAs(t *testing.T, c *etcdtest.Cluster, user string) *cluster.Store {
+// tenantAs adds tenant name with quota q as root and returns the files of the certificate it
+// was issued.
+func tenantAs(t *testing.T, c *etcdtest.Cluster, root *cluster.Store, name string, q cluster.Quota) pki.Files {
 	t.Helper()
-	cli, err := c.NewClient(clientAs(t, c, user))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := root.AddTenant(ctx, &cluster.Tenant{Name: name, Quota: q}, c.CA, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := pki.Files{CA: c.Root.CA}
+	if f.Cert, f.Key, err = p.Write(t.TempDir(), name); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// agentAs adds machine's agent as root (with the placers' role) and returns the files of its
+// certificate, a server for 127.0.0.1 too, as trellis machine add issues it.
+func agentAs(t *testing.T, c *etcdtest.Cluster, root *cluster.Store, machine string) pki.Files {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := root.AddAgent(ctx, machine, true); err != nil {
+		t.Fatal(err)
+	}
+	return certAs(t, c.CA, c.Root.CA, cluster.AgentUser(machine), pki.Client|pki.Server, []string{"127.0.0.1"})
+}
+
+// storeWith is a store of the cluster with the certificate files f.
+func storeWith(t *testing.T, c *etcdtest.Cluster, f pki.Files) *cluster.Store {
+	t.Helper()
+	cli, err := c.NewClient(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,17 +102,16 @@ func TestClusterTenants(t *testing.T) {
 	root := cluster.New(c.Client())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	files := map[string]pki.Files{}
 	for _, tn := range tenants {
-		if err := root.AddTenant(ctx, &cluster.Tenant{Name: tn, Quota: cluster.Quota{Nodes: 2}}); err != nil {
-			t.Fatal(err)
-		}
+		files[tn] = tenantAs(t, c, root, tn, cluster.Quota{Nodes: 2})
 	}
-	agentFiles := certAs(t, c.CA, c.Root.CA, cluster.AgentUser, pki.Client|pki.Server, []string{"127.0.0.1"})
+	agentFiles := agentAs(t, c, root, "m1")
 	ag := startAgentAs(t, c, agentFiles, e.state, "m1", "127.0.0.1", "--placer", "--listen", "127.0.0.1:0", "--counters", "500ms")
 	src := strings.Replace(fmt.Sprintf(agentTopo, ""), "name: two", "name: lab", 1)
 	stores := map[string]*cluster.Store{}
 	for _, tn := range tenants {
-		stores[tn] = storeAs(t, c, tn)
+		stores[tn] = storeWith(t, c, files[tn])
 		before := revision(t, root)
 		gen, err := stores[tn].Up(ctx, &cluster.Network{Tenant: tn, Name: "lab", File: filepath.Join("/", tn, "lab.yaml"), Source: src}, 0)
 		if err != nil {
@@ -129,8 +157,8 @@ func TestClusterTenants(t *testing.T) {
 			}
 		}
 	})
-	t.Run("VM images from the store", func(t *testing.T) { testImageStore(t, e.state, root, ag) })
-	t.Run("exec and link through the agent", func(t *testing.T) { testRemote(t, c, agentFiles, tenants) })
+	t.Run("VM images from the store", func(t *testing.T) { testImageStore(t, c, e.state, root, ag) })
+	t.Run("exec and link through the agent", func(t *testing.T) { testRemote(t, c, agentFiles, files) })
 	if err := stores["bob"].Down(ctx, "bob", "lab", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +183,7 @@ func TestClusterTenants(t *testing.T) {
 
 // testRemote runs exec and link through the agent with the CLI (--cluster) and directly, as the
 // network's tenant and as others.
-func testRemote(t *testing.T, c *etcdtest.Cluster, agentFiles pki.Files, tenants []string) {
+func testRemote(t *testing.T, c *etcdtest.Cluster, agentFiles pki.Files, files map[string]pki.Files) {
 	dir := t.TempDir()
 	ctxFile := func(name string, f pki.Files, tenant string) string {
 		path := filepath.Join(dir, name+".yaml")
@@ -165,10 +193,9 @@ func testRemote(t *testing.T, c *etcdtest.Cluster, agentFiles pki.Files, tenants
 		}
 		return path
 	}
-	files := map[string]pki.Files{}
 	ctxs := map[string]string{}
+	tenants := slices.Sorted(maps.Keys(files))
 	for _, tn := range tenants {
-		files[tn] = clientAs(t, c, tn)
 		ctxs[tn] = ctxFile(tn, files[tn], tn)
 	}
 	forged := ctxFile("forged", files["alice"], "bob") // alice's certificate, bob's tenant
@@ -236,7 +263,7 @@ func testRemote(t *testing.T, c *etcdtest.Cluster, agentFiles pki.Files, tenants
 		{"agent: alice names a node of no network", func() (string, error) {
 			return direct(t, files["alice"], &agent.ExecRequest{Network: "lab", Node: "z", Argv: []string{"true"}})
 		}, "has no node z on machine m1"},
-		{"agent: the agents' certificate", func() (string, error) { return direct(t, agentFiles, exec) }, "the agents' certificate runs nothing in nodes"},
+		{"agent: an agent's certificate", func() (string, error) { return direct(t, agentFiles, exec) }, "the certificate of agent:m1 runs nothing in nodes"},
 		{"agent: a certificate of another CA", func() (string, error) { return direct(t, stranger, exec) }, "certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -286,7 +313,7 @@ func revision(t *testing.T, s *cluster.Store) int64 {
 // is not there and a qcow2 image whose backing file is a host file (here /dev/zero: it could as
 // well be the machine's disk), reporting the field and the image and no host path, and starts
 // nothing of the network.
-func testImageStore(t *testing.T, stateDir string, root *cluster.Store, ag *agentProc) {
+func testImageStore(t *testing.T, c *etcdtest.Cluster, stateDir string, root *cluster.Store, ag *agentProc) {
 	qemuImg, err := exec.LookPath("qemu-img")
 	if err != nil {
 		t.Fatal("qemu-img is needed to make a qcow2 image with a backing file: install qemu-utils (scripts/setup.sh does)")
@@ -303,9 +330,7 @@ func testImageStore(t *testing.T, stateDir string, root *cluster.Store, ag *agen
 	defer cancel()
 	const tn = "carol"
 	registerNetwork(agent.LocalName(tn, "img"))
-	if err := root.AddTenant(ctx, &cluster.Tenant{Name: tn}); err != nil {
-		t.Fatal(err)
-	}
+	tenantAs(t, c, root, tn, cluster.Quota{})
 	src := "name: img\nnodes:\n  v: {kind: vm, vm: {disk: backed.qcow2}}\n  w: {kind: vm, vm: {disk: missing.qcow2}}\n"
 	gen, err := root.Up(ctx, &cluster.Network{Tenant: tn, Name: "img", File: "/carol/img.yaml", Source: src}, 0)
 	if err != nil {

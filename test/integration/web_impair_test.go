@@ -30,7 +30,7 @@ func TestWebImpairments(t *testing.T) {
 		ports[ep.Node] = ep.Port
 	}
 
-	if err := chromedp.Do(ctx, chromedp.Navigate(page+"/#/n/"+name)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(page+"#/n/"+name)); err != nil {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the graph", "window.trellis && trellis.shown !== null", 20*time.Second)

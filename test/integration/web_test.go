@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +22,8 @@ import (
 )
 
 // startServeTCP is startServe with a loopback listener too, for a browser; it returns the
-// page's address.
-func startServeTCP(t testing.TB, stateDir string) (*apiServer, string) {
+// page's address with the token, as serve prints it (http://127.0.0.1:PORT/?token=TOKEN).
+func startServeTCP(t testing.TB, stateDir string, flags ...string) (*apiServer, string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -30,7 +31,17 @@ func startServeTCP(t testing.TB, stateDir string) (*apiServer, string) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	return startServe(t, stateDir, "--listen", addr), "http://" + addr
+	s := startServe(t, stateDir, append([]string{"--listen", addr}, flags...)...)
+	re := regexp.MustCompile(`web page: (http://` + regexp.QuoteMeta(addr) + `/\?token=[A-Za-z0-9_-]+) `)
+	m := re.FindStringSubmatch(s.out.String())
+	for deadline := time.Now().Add(5 * time.Second); m == nil && time.Now().Before(deadline); m = re.FindStringSubmatch(s.out.String()) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if m == nil {
+		t.Errorf("trellis serve --listen %s printed no web page address with its token:\n%s", addr, s.out.String())
+		return s, "http://" + addr + "/"
+	}
+	return s, m[1]
 }
 
 // chromium finds Debian's chromium (scripts/test.sh installs it), or skips the test.
@@ -44,11 +55,13 @@ func chromium(t testing.TB) string {
 	return ""
 }
 
-// browser starts a headless chromium of width x height; the context ends it.
-func browser(t testing.TB, width, height int) context.Context {
+// browser starts a headless chromium of width x height, with the options given; the context
+// ends it.
+func browser(t testing.TB, width, height int, more ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)), chromedp.NoSandbox,
 		chromedp.WindowSize(width, height), chromedp.Flag("disable-gpu", true))
+	opts = append(opts, more...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
 	t.Cleanup(func() { cancel(); cancelAlloc() })
@@ -142,10 +155,15 @@ func TestWebPage(t *testing.T) {
 	s.must(201, "POST", "/networks?file="+file, "application/yaml", string(ring))
 	info := s.inspect("ospf-ring")
 
-	if err := chromedp.Do(ctx, chromedp.Navigate(page+"/#/n/ospf-ring")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(page+"#/n/ospf-ring")); err != nil {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the graph", "window.trellis && trellis.shown !== null", 20*time.Second)
+	// The page traded the token of its address for a cookie that its scripts cannot read.
+	if where, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + " cookie:" + document.cookie`)); strings.Contains(where, "token") ||
+		!strings.HasSuffix(where, "/#/n/ospf-ring cookie:") {
+		t.Errorf("the page's address and script-readable cookies %q, want the address without the token and no cookie", where)
+	}
 	nodes, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`trellis.graph.cy.nodes(".node").map(n => n.data("name")).sort()`))
 	if strings.Join(nodes, " ") != "r1 r2 r3 r4" {
 		t.Errorf("the graph's nodes: %v, want r1 r2 r3 r4", nodes)
@@ -260,7 +278,7 @@ func TestWebScale(t *testing.T) {
 
 	var best float64
 	for i := range 3 { // the first load also compiles the page's script: best of 3
-		if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(page+"/#/n/"+name)); err != nil {
+		if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(page+"#/n/"+name)); err != nil {
 			t.Fatal(err)
 		}
 		waitJS(t, ctx, "the graph", "window.trellis && trellis.shown !== null", 30*time.Second)

@@ -64,14 +64,14 @@ func begin(stateDir string) (*Run, error) {
 	id := fmt.Sprintf("%d-%s", pid, hex.EncodeToString(nonce[:]))
 	r := &Run{ID: id, PID: pid, Start: start, Work: filepath.Join(os.TempDir(), "trellis-bench-"+id),
 		file: filepath.Join(runsDir(stateDir), id+".json")}
-	if err := os.MkdirAll(runsDir(stateDir), 0o755); err != nil {
+	if err := os.MkdirAll(runsDir(stateDir), state.DirMode); err != nil {
 		return nil, fmt.Errorf("bench runs: %w", err)
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(r.file, data, 0o644); err != nil {
+	if err := os.WriteFile(r.file, data, state.FileMode); err != nil {
 		return nil, fmt.Errorf("bench runs: %w", err)
 	}
 	if err := os.Mkdir(r.Work, 0o755); err != nil {

@@ -58,8 +58,12 @@ func Binary() (string, error) {
 type Cluster struct {
 	Endpoints []string  // client URLs, https://127.0.0.1:PORT, one per member
 	Root      pki.Files // a client certificate of etcd's root user
-	CA        *pki.CA   // the authority that signed every certificate, to issue more
-	Dir       string
+	CA        *pki.CA   // the authority of the clients and the client ports, to issue more
+	// PeerEndpoints are the members' peer URLs, https://HOST:PORT; only certificates of
+	// PeerCA, which signs nothing but the members' peer certificates, are let in there.
+	PeerEndpoints []string
+	PeerCA        *pki.CA
+	Dir           string
 
 	t       testing.TB
 	bin     string
@@ -147,6 +151,7 @@ func launch(bin, dir string, n int, opts Options) (*Cluster, error) {
 		m.args = c.args(m, ports[2*i+1], strings.Join(initial, ","))
 		c.members = append(c.members, m)
 		c.Endpoints = append(c.Endpoints, fmt.Sprintf("https://%s:%d", opts.Host, m.clientPort))
+		c.PeerEndpoints = append(c.PeerEndpoints, fmt.Sprintf("https://%s:%d", opts.Host, ports[2*i+1]))
 	}
 	for _, m := range c.members {
 		if err := c.startMember(m); err != nil {
@@ -161,24 +166,41 @@ func launch(bin, dir string, n int, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// certs makes the CA, one server-and-peer certificate per member and the root client's.
+// certs makes the cluster's CA and the peers' own, and per member a server certificate for its
+// client port (cluster CA, not a client) and a peer certificate (peer CA), and the root
+// client's: as docs/cluster.md's "Certificates" says to.
 func (c *Cluster) certs(n int) error {
 	ca, err := pki.NewCA("trellis test CA", 24*time.Hour)
 	if err != nil {
 		return err
 	}
-	c.CA = ca
+	peerCA, err := pki.NewCA("trellis test peer CA", 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	c.CA, c.PeerCA = ca, peerCA
 	c.Root.CA = filepath.Join(c.Dir, "ca.crt")
 	if err := os.WriteFile(c.Root.CA, ca.PEM, 0o644); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(c.Dir, "peer-ca.crt"), peerCA.PEM, 0o644); err != nil {
+		return err
+	}
+	hosts := []string{"127.0.0.1", "localhost", c.opts.Host}
 	for i := range n {
-		p, err := ca.Issue(fmt.Sprintf("m%d", i+1), pki.Server|pki.Client, []string{"127.0.0.1", "localhost", c.opts.Host}, 24*time.Hour)
-		if err != nil {
-			return err
-		}
-		if _, _, err := p.Write(c.Dir, fmt.Sprintf("m%d", i+1)); err != nil {
-			return err
+		name := fmt.Sprintf("m%d", i+1)
+		for _, k := range []struct {
+			ca    *pki.CA
+			usage pki.Usage
+			file  string
+		}{{ca, pki.Server, name}, {peerCA, pki.Peer, name + "-peer"}} {
+			p, err := k.ca.Issue(name, k.usage, hosts, 24*time.Hour)
+			if err != nil {
+				return err
+			}
+			if _, _, err := p.Write(c.Dir, k.file); err != nil {
+				return err
+			}
 		}
 	}
 	root, err := ca.Issue("root", pki.Client, nil, 24*time.Hour)
@@ -190,10 +212,12 @@ func (c *Cluster) certs(n int) error {
 }
 
 // args are the flags of member m: TLS with client certificates on both the client and the peer
-// ports, no fsync (a test's data need not survive a power cut, and fsync is slow on shared CI
-// disks), quiet logs.
+// ports, the peer port trusting only the peers' CA, no HTTP gateway (trellis speaks gRPC, and
+// the gateway would dial the member as a client), no fsync (a test's data need not survive a
+// power cut, and fsync is slow on shared CI disks), quiet logs.
 func (c *Cluster) args(m *member, peerPort int, initial string) []string {
 	crt, key := filepath.Join(c.Dir, m.name+".crt"), filepath.Join(c.Dir, m.name+".key")
+	pcrt, pkey := filepath.Join(c.Dir, m.name+"-peer.crt"), filepath.Join(c.Dir, m.name+"-peer.key")
 	return []string{
 		"--name", m.name, "--data-dir", filepath.Join(c.Dir, m.name+".etcd"),
 		"--listen-client-urls", fmt.Sprintf("https://%s:%d", c.opts.Host, m.clientPort),
@@ -203,7 +227,9 @@ func (c *Cluster) args(m *member, peerPort int, initial string) []string {
 		"--initial-cluster", initial, "--initial-cluster-state", "new",
 		"--initial-cluster-token", filepath.Base(c.Dir),
 		"--cert-file", crt, "--key-file", key, "--trusted-ca-file", c.Root.CA, "--client-cert-auth",
-		"--peer-cert-file", crt, "--peer-key-file", key, "--peer-trusted-ca-file", c.Root.CA, "--peer-client-cert-auth",
+		"--enable-grpc-gateway=false",
+		"--peer-cert-file", pcrt, "--peer-key-file", pkey, "--peer-trusted-ca-file", filepath.Join(c.Dir, "peer-ca.crt"),
+		"--peer-client-cert-auth",
 		"--unsafe-no-fsync", "--log-level", "warn",
 	}
 }

@@ -1,16 +1,21 @@
 // Package pki makes the certificates a trellis cluster runs on (docs/design.md, decision 10:
-// TLS between everything): a certificate authority, and certificates it signs for etcd
-// members (server and peer), agents, the placer and tenants (clients; etcd takes a client's
-// user name from its certificate's common name). Keys are ECDSA P-256; everything is PEM.
+// TLS between everything; docs/cluster.md, "Certificates"): certificate authorities, and
+// certificates they sign, each for only the usages its holder needs: a client (an identity:
+// etcd takes a client's user from its certificate's common name), a server (an etcd member's
+// client port, the API), or both for an etcd member's peer port (signed by a CA of the peers
+// alone) and an agent (its identity, and the server of its endpoint). Keys are ECDSA P-256;
+// everything is PEM.
 package pki
 
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -40,8 +45,11 @@ type Pair struct {
 type Usage int
 
 const (
-	Client Usage = 1 << iota // a TLS client: agents, the placer, tenants, the CLI
-	Server                   // a TLS server: etcd members, agents' stream endpoints
+	Client Usage = 1 << iota // a TLS client: agents, the placer, tenants, the administrator
+	Server                   // a TLS server: etcd members' client ports, agents' endpoints, the API
+	// Peer is an etcd member's certificate for its peer port, where each member is the
+	// server of the others and their client.
+	Peer = Client | Server
 )
 
 // NewCA makes a self-signed certificate authority named name, valid for validFor.
@@ -129,10 +137,31 @@ func (p *Pair) Write(dir, name string) (cert, key string, err error) {
 	if err := os.WriteFile(cert, p.CertPEM, 0o644); err != nil {
 		return "", "", err
 	}
-	if err := os.WriteFile(key, p.KeyPEM, 0o600); err != nil {
+	if err := writeKey(key, p.KeyPEM); err != nil {
 		return "", "", err
 	}
 	return cert, key, nil
+}
+
+// writeKey writes a private key to path as a new file of mode 0600 that replaces any file
+// there: writing into an existing file would keep its mode (a key made 0644 by hand, or a file
+// another user made there to read it).
+func writeKey(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*") // 0600
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 // Files names the PEM files a TLS client of the cluster uses.
@@ -206,7 +235,7 @@ func (ca *CA) WriteKey(path string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
+	return writeKey(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
 }
 
 // ServerConfig reads the files into a TLS configuration for a server (an agent's endpoint) that
@@ -218,4 +247,20 @@ func (f Files) ServerConfig() (*tls.Config, error) {
 		return nil, err
 	}
 	return &tls.Config{Certificates: tc.Certificates, ClientCAs: tc.RootCAs, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}, nil
+}
+
+// Certificate parses the pair's certificate.
+func (p *Pair) Certificate() (*x509.Certificate, error) {
+	b, _ := pem.Decode(p.CertPEM)
+	if b == nil || b.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%w: no certificate", ErrBadPEM)
+	}
+	return x509.ParseCertificate(b.Bytes)
+}
+
+// Fingerprint is the SHA-256 of a certificate (its DER), in hex: what a tenant's record keeps
+// to tell the certificate issued for it from any other of the same name.
+func Fingerprint(c *x509.Certificate) string {
+	sum := sha256.Sum256(c.Raw)
+	return hex.EncodeToString(sum[:])
 }

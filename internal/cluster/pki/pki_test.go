@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,5 +82,47 @@ func TestLoadCA(t *testing.T) {
 				t.Errorf("LoadCA: %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Keys are written 0600 even over a file that was there with a wider mode (a key made by
+// hand, or a file another user put there to read the next key written into it).
+func TestWriteKeyPrivate(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := NewCA("ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Issue("alice", Client, nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]func(path string) error{
+		"alice.key": func(string) error { _, _, err := pair.Write(dir, "alice"); return err },
+		"ca.key":    ca.WriteKey,
+	}
+	for name, write := range keys {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		held, err := os.Open(path) // what a reader that opened it before holds
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Close()
+		if err := write(path); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, %v; want mode 0600", name, fi.Mode(), err)
+		}
+		if data, _ := io.ReadAll(held); string(data) != "old" {
+			t.Errorf("%s: the key was written into the file that was there, which others may hold open", name)
+		}
+		if leftovers, _ := filepath.Glob(filepath.Join(dir, "."+name+".*")); len(leftovers) > 0 {
+			t.Errorf("%s: temporary files left: %v", name, leftovers)
+		}
 	}
 }

@@ -14,8 +14,10 @@
 // every frame, encapsulated, out of the underlay device. egre_decap sits on
 // the tc ingress of the machine's underlay device (one per machine) and hands
 // the inner frame of every EGRE packet for a known (key, source) pair to its
-// port (or straight into the node behind it); all other traffic passes
-// untouched.
+// port (or straight into the node behind it). It also vets VXLAN packets for
+// the kernel's VXLAN devices of trellis (vxlan_check): one for a VNI of this
+// machine's tunnels goes on only if it comes from a machine of that tunnel.
+// All other traffic passes untouched.
 //
 // VLAN tags, which the kernel keeps out of band (skb metadata) on both
 // sides, travel inside the inner frame as gretap would carry them.
@@ -30,12 +32,14 @@
 // build for the bpf target without libc headers.
 #define AF_INET 2
 #define IPPROTO_GRE 47
+#define IPPROTO_UDP 17
 #define PACKET_HOST 0
 
 #define ETH_P_TEB 0x6558     // transparent Ethernet bridging (GRE protocol)
 #define GRE_KEY_PRESENT 0x2000 // GRE flags/version: K bit, version 0
 #define IP_DF 0x4000
 #define IP_MF_OFFSET 0x3fff
+#define IP_OFFSET 0x1fff
 #define EGRE_TTL 64
 
 // Outer IPv4 + GRE with key: the room adjust_room opens after the outer
@@ -81,6 +85,9 @@ enum {
 	DECAP_UNKNOWN_KEY = 1,  // EGRE packet whose key no tunnel has
 	DECAP_WRONG_SOURCE = 2, // known key, but not from that tunnel's remote
 	DECAP_ERROR = 3,        // a helper failed
+	DECAP_VXLAN_REFUSED = 4, // VXLAN packet for one of our VNIs, not from
+				 // a machine of that tunnel (or cut too short
+				 // to tell)
 	DECAP_MAX,
 };
 
@@ -145,6 +152,30 @@ struct {
 	__type(key, __be32);
 	__type(value, __u32);
 } keys SEC(".maps");
+
+// UDP ports of trellis's VXLAN devices: the vxlan tunnel kind's (IANA) and
+// that of the tunnels to remote engines (internal/plan.EngineVXLANPort).
+#define VXLAN_PORT 4789
+#define ENGINE_VXLAN_PORT 4792
+
+// (VNI word, remote) -> 1: the machines a VXLAN tunnel of this machine takes
+// packets from. The VNI word is the second 32-bit word of the VXLAN header
+// (VNI in the top 24 bits, network order) with its low, reserved byte
+// replaced by 0 for VXLAN_PORT and 1 for ENGINE_VXLAN_PORT.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct tunnel_key);
+	__type(value, __u32);
+} vxlan_peers SEC(".maps");
+
+// VNI word -> number of vxlan_peers entries with it: the VNIs that are ours.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __be32);
+	__type(value, __u32);
+} vxlan_vnis SEC(".maps");
 
 static __always_inline void count(void *map, __u32 slot)
 {
@@ -536,6 +567,64 @@ error:
 	return TC_ACT_SHOT;
 }
 
+struct vxlan_rx {
+	__be16 sport;
+	__be16 dport;
+	__be16 len;
+	__be16 check;
+	__be32 flags; // VXLAN: flags, reserved
+	__be32 vni;   // VXLAN: VNI, reserved
+} __attribute__((packed));
+
+// vxlan_check vets an IPv4 packet (any destination address, any link-layer
+// type: the kernel's VXLAN socket takes them all) before the IP stack sees
+// it. A UDP packet to one of trellis's VXLAN ports whose VNI is one of this
+// machine's tunnels goes on only if its source is a machine of that tunnel;
+// any other passes untouched. Fragments: the first one carries the UDP and
+// VXLAN headers and is checked like a whole packet (one too short to show
+// them is dropped: no honest sender cuts there); the others carry no header
+// and pass, as the kernel's reassembly drops overlapping fragments, so they
+// cannot complete a packet whose first fragment was dropped.
+static __always_inline int vxlan_check(struct __sk_buff *skb)
+{
+	struct {
+		__u8 ver_ihl;
+		__u8 tos;
+		__be16 tot_len;
+		__be16 id;
+		__be16 frag_off;
+		__u8 ttl;
+		__u8 protocol;
+		__u16 check;
+		__be32 saddr;
+	} __attribute__((packed)) ip;
+	struct vxlan_rx u;
+	struct tunnel_key k;
+	__u32 hl;
+
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) < 0 ||
+	    ip.protocol != IPPROTO_UDP || (ip.frag_off & bpf_htons(IP_OFFSET)))
+		return TC_ACT_UNSPEC;
+	hl = (ip.ver_ihl & 0xf) * 4;
+	if (hl < 20)
+		return TC_ACT_UNSPEC; // not IPv4 the stack accepts
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + hl, &u, 4) < 0)
+		goto refuse; // a first fragment too short to show its ports
+	if (u.dport != bpf_htons(VXLAN_PORT) && u.dport != bpf_htons(ENGINE_VXLAN_PORT))
+		return TC_ACT_UNSPEC;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + hl, &u, sizeof(u)) < 0)
+		goto refuse;
+	k.key = (u.vni & bpf_htonl(0xffffff00)) |
+		bpf_htonl(u.dport == bpf_htons(ENGINE_VXLAN_PORT));
+	k.remote_ip = ip.saddr;
+	if (bpf_map_lookup_elem(&vxlan_peers, &k) ||
+	    !bpf_map_lookup_elem(&vxlan_vnis, &k.key))
+		return TC_ACT_UNSPEC;
+refuse:
+	count(&decap_stats, DECAP_VXLAN_REFUSED);
+	return TC_ACT_SHOT;
+}
+
 SEC("tc")
 int egre_decap(struct __sk_buff *skb)
 {
@@ -550,11 +639,13 @@ int egre_decap(struct __sk_buff *skb)
 	// untouched. TC_ACT_UNSPEC rather than TC_ACT_OK: the frame continues
 	// exactly as with TC_ACT_OK, and other tc filters on this (shared,
 	// host) device still get to see it.
-	if (skb->protocol != bpf_htons(ETH_P_IP) || skb->pkt_type != PACKET_HOST)
+	if (skb->protocol != bpf_htons(ETH_P_IP))
 		return TC_ACT_UNSPEC;
-	if (skb->len < sizeof(h))
-		return TC_ACT_UNSPEC;
-	if (bpf_skb_load_bytes(skb, 0, &h, sizeof(h)) < 0)
+	// Too short for EGRE, or UDP: what vxlan_check does not stop passes.
+	if (skb->len < sizeof(h) || bpf_skb_load_bytes(skb, 0, &h, sizeof(h)) < 0 ||
+	    h.protocol == IPPROTO_UDP)
+		return vxlan_check(skb);
+	if (skb->pkt_type != PACKET_HOST)
 		return TC_ACT_UNSPEC;
 	if (h.ver_ihl != 0x45 || h.protocol != IPPROTO_GRE ||
 	    (h.frag_off & bpf_htons(IP_MF_OFFSET)) || h.daddr != local_ip)

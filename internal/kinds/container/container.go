@@ -16,6 +16,7 @@ import (
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/state"
 )
 
 // Name is the kind's name in topology files.
@@ -150,11 +151,11 @@ func (Kind) Exec(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 		return nil
 	}
 	dir := env.Store.LogDir(env.Plan.Network)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, state.DirMode); err != nil {
 		return err
 	}
 	logPath := filepath.Join(dir, n.Name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, state.FileMode)
 	if err != nil {
 		return err
 	}

@@ -97,33 +97,52 @@ func tunnelPort(t plan.Tunnel, mtu int) (dev, encap netlink.Link, err error) {
 // stale (a port made anew) and is replaced; one that leads to another network's device means
 // two networks derived the same key.
 func addDecap(env *kinds.Env, underlay netlink.Link, t plan.Tunnel, target int, intoPeer bool) error {
+	return WithDecap(env, underlay, true, func(d *dataplane.Decap) error {
+		old, ok, err := d.Target(t.Key, t.Remote)
+		if err != nil {
+			return err
+		}
+		if ok && old != target {
+			dev, err := netlink.LinkByIndex(old)
+			if err == nil && plan.DeviceNetID(dev.Attrs().Name) != env.Plan.NetID {
+				return fmt.Errorf("tunnel key %#x from %s is used by %s, of another network (does another network use this link name?)", t.Key, t.Host, dev.Attrs().Name)
+			}
+			if err := d.Delete(t.Key, t.Remote); err != nil {
+				return err
+			}
+		}
+		if err := d.Add(t.Key, t.Remote, target, intoPeer); err != nil {
+			return fmt.Errorf("tunnel key %#x from %s: %w", t.Key, t.Host, err)
+		}
+		return nil
+	})
+}
+
+// WithDecap runs fn on the decapsulation program of the machine's underlay device (which also
+// vets the VXLAN tunnel kind's packets), holding the machine's lock. With add, it attaches the
+// program if it is not there; without, a missing program is not an error (fn does not run)
+// and the program is detached once it serves no tunnel any more.
+func WithDecap(env *kinds.Env, underlay netlink.Link, add bool, fn func(*dataplane.Decap) error) error {
 	unlock, err := env.Store.LockMachine()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	d, err := dataplane.OpenDecap(underlay.Attrs().Index, env.Plan.Local, true)
+	d, err := dataplane.OpenDecap(underlay.Attrs().Index, env.Plan.Local, add)
+	if !add && errors.Is(err, dataplane.ErrNoDecap) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	old, ok, err := d.Target(t.Key, t.Remote)
-	if err != nil {
+	if err := fn(d); err != nil || add {
 		return err
 	}
-	if ok && old != target {
-		dev, err := netlink.LinkByIndex(old)
-		if err == nil && plan.DeviceNetID(dev.Attrs().Name) != env.Plan.NetID {
-			return fmt.Errorf("tunnel key %#x from %s is used by %s, of another network (does another network use this link name?)", t.Key, t.Host, dev.Attrs().Name)
-		}
-		if err := d.Delete(t.Key, t.Remote); err != nil {
-			return err
-		}
+	if n, err := d.Len(); err != nil || n > 0 {
+		return err
 	}
-	if err := d.Add(t.Key, t.Remote, target, intoPeer); err != nil {
-		return fmt.Errorf("tunnel key %#x from %s: %w", t.Key, t.Host, err)
-	}
-	return nil
+	return d.Detach()
 }
 
 // Remove unregisters the link's tunnels from the machine's decapsulation program, detaching
@@ -145,29 +164,15 @@ func removeDecap(env *kinds.Env, tunnels []plan.Tunnel) error {
 	if err != nil {
 		return nil // the underlay is gone, and the program with it
 	}
-	unlock, err := env.Store.LockMachine()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	d, err := dataplane.OpenDecap(underlay.Attrs().Index, env.Plan.Local, false)
-	if errors.Is(err, dataplane.ErrNoDecap) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	for _, t := range tunnels {
-		// An interrupted `up` may not have registered every tunnel.
-		if err := d.Delete(t.Key, t.Remote); err != nil && !errors.Is(err, dataplane.ErrNoTunnel) {
-			return err
+	return WithDecap(env, underlay, false, func(d *dataplane.Decap) error {
+		for _, t := range tunnels {
+			// An interrupted `up` may not have registered every tunnel.
+			if err := d.Delete(t.Key, t.Remote); err != nil && !errors.Is(err, dataplane.ErrNoTunnel) {
+				return err
+			}
 		}
-	}
-	if n, err := d.Len(); err != nil || n > 0 {
-		return err
-	}
-	return d.Detach()
+		return nil
+	})
 }
 
 // Counters reads the machine's decapsulation counters, or nil if it has no program.

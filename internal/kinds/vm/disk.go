@@ -12,6 +12,7 @@ import (
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/state"
 )
 
 // QEMUImg makes the overlays of users' disk images.
@@ -47,7 +48,7 @@ func diskArgs(ctx context.Context, env *kinds.Env, n *plan.Node) ([]string, erro
 		return nil, fmt.Errorf("VM %s: disk: %w", n.Name, err)
 	}
 	path := overlayPath(env, n.Name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), state.DirMode); err != nil {
 		return nil, err
 	}
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {

@@ -23,6 +23,7 @@ import (
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/state"
 	"golang.org/x/sys/unix"
 )
 
@@ -93,7 +94,7 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 		return in, fmt.Errorf("VM nodes need QEMU (%v): install qemu-system-x86", err)
 	}
 	logDir := env.Store.LogDir(env.Plan.Network)
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
+	if err := os.MkdirAll(logDir, state.DirMode); err != nil {
 		return in, err
 	}
 	id, netID := env.Store.ID, env.Plan.NetID
@@ -272,10 +273,10 @@ func readyPath(env *kinds.Env, name string) string {
 
 func markReady(env *kinds.Env, name string, pid int) error {
 	path := readyPath(env, name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), state.DirMode); err != nil {
 		return err
 	}
-	return os.WriteFile(path, []byte(strconv.Itoa(pid)), 0o644)
+	return os.WriteFile(path, []byte(strconv.Itoa(pid)), state.FileMode)
 }
 
 func readyPID(env *kinds.Env, name string) (int, error) {

@@ -1,5 +1,7 @@
 // Package vxlan is the tunnel kind "vxlan": the kernel's VXLAN device, one per link, with a
-// default forwarding entry per other machine (head-end replication of broadcasts).
+// default forwarding entry per other machine (head-end replication of broadcasts). The kernel
+// takes a VXLAN packet from any source; the machine's decapsulation program (egre's, on the
+// underlay device) lets a link's packets through only from the machines of its tunnels.
 package vxlan
 
 import (
@@ -8,7 +10,9 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/kinds/egre"
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
@@ -23,7 +27,7 @@ const Name = "vxlan"
 const Overhead = 14 + 20 + 8 + 8
 
 // Port is the IANA port of VXLAN, as Linux `ip link add type vxlan dstport 4789` uses.
-const Port = 4789
+const Port = dataplane.VXLANPort
 
 func init() { kinds.RegisterTunnel(Name, Kind{}, spec.TunnelKind{Overhead: Overhead, OneDevice: true}) }
 
@@ -31,7 +35,8 @@ func init() { kinds.RegisterTunnel(Name, Kind{}, spec.TunnelKind{Overhead: Overh
 type Kind struct{}
 
 // Ensure makes the link's VXLAN device (all its tunnels name the same one) if it is missing, and
-// gives it a forwarding entry for every machine of the link.
+// gives it a forwarding entry for every machine of the link, and lets the link's packets in from
+// those machines only.
 func (Kind) Ensure(ctx context.Context, env *kinds.Env, l *plan.Link, ports []netlink.Link, direct bool) (kinds.Members, error) {
 	t := l.Tunnels[0]
 	dev, err := netdev.ByName(t.Device)
@@ -42,6 +47,9 @@ func (Kind) Ensure(ctx context.Context, env *kinds.Env, l *plan.Link, ports []ne
 		if err := create(env.Plan, l); err != nil {
 			return kinds.Members{}, err
 		}
+	}
+	if err := guard(env, l.Tunnels, true); err != nil {
+		return kinds.Members{}, err
 	}
 	if dev, err = netdev.UpQuiet(t.Device); err != nil {
 		return kinds.Members{}, err
@@ -79,10 +87,42 @@ func create(p *plan.Plan, l *plan.Link) error {
 	return nil
 }
 
-// Remove deletes the link's VXLAN device.
+// guard adds (or removes) the link's machines as the peers its VNI's packets may come from, in
+// the machine's decapsulation program.
+func guard(env *kinds.Env, tunnels []plan.Tunnel, add bool) error {
+	underlay, err := netdev.Underlay(env.Plan.Local)
+	if err != nil {
+		if add {
+			return err
+		}
+		return nil // the underlay is gone, and the program with it
+	}
+	return egre.WithDecap(env, underlay, add, func(d *dataplane.Decap) error {
+		for _, t := range tunnels {
+			vni := t.Key & 0xffffff
+			if add {
+				if err := d.AddVXLAN(Port, vni, t.Remote); err != nil {
+					return fmt.Errorf("VXLAN device %s: %w", t.Device, err)
+				}
+			} else if err := d.DeleteVXLAN(Port, vni, t.Remote); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Remove deletes the link's VXLAN device and its peers.
 func (Kind) Remove(ctx context.Context, env *kinds.Env, l *plan.Link) error {
 	if len(l.Tunnels) == 0 {
 		return nil
 	}
-	return netdev.Delete(l.Tunnels[0].Device)
+	if err := netdev.Delete(l.Tunnels[0].Device); err != nil {
+		return err
+	}
+	return guard(env, l.Tunnels, false)
 }
+
+// Counters reads the machine's decapsulation counters (VXLANRefused among them), or nil if it
+// has no program.
+func (Kind) Counters(env *kinds.Env) *dataplane.EGRECounters { return egre.Kind{}.Counters(env) }

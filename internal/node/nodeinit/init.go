@@ -41,6 +41,9 @@ type Config struct {
 	TmpfsSize uint64 `json:",omitempty"`
 	UIDBase   uint32 // the host uid of the node's root
 	Files     []File
+	// Seccomp is the nodes' seccomp filter, a classic BPF program (InstallFilter), installed
+	// once the node is set up, before anything else runs in it.
+	Seccomp []byte
 }
 
 // File is one file written into the node's private file system.
@@ -116,6 +119,11 @@ func setup(cfg Config) error {
 	}
 	if err := loopbackUp(); err != nil {
 		return fmt.Errorf("loopback: %w", err)
+	}
+	// Last, before anything else runs in the node: every other process of the node enters
+	// through trellis, which installs the same filter (package node, JoinMain).
+	if err := InstallFilter(cfg.Seccomp); err != nil {
+		return fmt.Errorf("the node's %w", err)
 	}
 	return nil
 }

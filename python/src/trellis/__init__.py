@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional
 
-from .client import DEFAULT_STATE_DIR, APIError, Client, ProblemDetail
+from .client import DEFAULT_STATE_DIR, APIError, Client, ProblemDetail, read_token
 from .network import Change, CommandError, ExecResult, Link, Network, Node, _post_file
 from .server import Server, find_binary
 
@@ -36,6 +36,7 @@ __all__ = [
     "Server",
     "find_binary",
     "DEFAULT_STATE_DIR",
+    "read_token",
 ]
 
 __version__ = "0.1.0"

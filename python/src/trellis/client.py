@@ -1,4 +1,5 @@
-"""HTTP transport to ``trellis serve``: its unix socket or a loopback address, standard library only."""
+"""HTTP transport to ``trellis serve``: its unix socket, or a loopback address with the server's
+token; standard library only."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-__all__ = ["Client", "APIError", "ProblemDetail", "DEFAULT_STATE_DIR"]
+__all__ = ["Client", "APIError", "ProblemDetail", "DEFAULT_STATE_DIR", "read_token"]
 
 #: Where trellis keeps its networks unless told otherwise (``trellis --state-dir``).
 DEFAULT_STATE_DIR = "/var/lib/trellis"
@@ -68,15 +69,35 @@ class _UnixConnection(http.client.HTTPConnection):
 Body = Union[bytes, str, Mapping[str, Any], None]
 
 
+def _state_dir(state_dir: Optional[str] = None) -> str:
+    return state_dir or os.environ.get("TRELLIS_STATE_DIR") or DEFAULT_STATE_DIR
+
+
+def read_token(state_dir: Optional[str] = None) -> Optional[str]:
+    """The token of ``trellis serve --listen`` for a client of its URL: $TRELLIS_TOKEN, else
+    the token file ($TRELLIS_TOKEN_FILE, else ``api-token`` in the state directory), which
+    only root may read; None if there is neither."""
+    if os.environ.get("TRELLIS_TOKEN"):
+        return os.environ["TRELLIS_TOKEN"].strip()
+    path = os.environ.get("TRELLIS_TOKEN_FILE") or os.path.join(_state_dir(state_dir), "api-token")
+    try:
+        with open(path) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
 @dataclass
 class Client:
-    """A client of one ``trellis serve``: by its unix socket (``socket``) or by a loopback
-    URL (``url``, e.g. ``http://127.0.0.1:8080``). ``timeout`` bounds each request, in
-    seconds (None: no bound; ups of large networks take minutes)."""
+    """A client of one ``trellis serve``: by its unix socket (``socket``, root only) or by a
+    loopback URL (``url``, e.g. ``http://127.0.0.1:8080``) with the server's ``token``
+    (default: ``read_token()``, $TRELLIS_TOKEN or the token file). ``timeout`` bounds each
+    request, in seconds (None: no bound; ups of large networks take minutes)."""
 
     socket: Optional[str] = None
     url: Optional[str] = None
     timeout: Optional[float] = None
+    token: Optional[str] = field(default=None, repr=False)
     _hostport: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -85,19 +106,21 @@ class Client:
             if u.scheme != "http" or not u.hostname:
                 raise ValueError(f"url {self.url!r}: give http://HOST:PORT")
             self._hostport = u.netloc
+            if self.token is None:
+                self.token = read_token()
         elif not self.socket:
             raise ValueError("give the server's unix socket or its url")
 
     @classmethod
     def default(cls, state_dir: Optional[str] = None) -> "Client":
-        """The client of the server named by $TRELLIS_URL, else $TRELLIS_SOCKET, else the
-        socket of state directory ``state_dir`` ($TRELLIS_STATE_DIR, /var/lib/trellis)."""
+        """The client of the server named by $TRELLIS_URL (with the token of
+        ``read_token(state_dir)``), else $TRELLIS_SOCKET, else the socket of state directory
+        ``state_dir`` ($TRELLIS_STATE_DIR, /var/lib/trellis)."""
         if os.environ.get("TRELLIS_URL"):
-            return cls(url=os.environ["TRELLIS_URL"])
+            return cls(url=os.environ["TRELLIS_URL"], token=read_token(state_dir))
         if os.environ.get("TRELLIS_SOCKET"):
             return cls(socket=os.environ["TRELLIS_SOCKET"])
-        state_dir = state_dir or os.environ.get("TRELLIS_STATE_DIR") or DEFAULT_STATE_DIR
-        return cls(socket=os.path.join(state_dir, "trellis.sock"))
+        return cls(socket=os.path.join(_state_dir(state_dir), "trellis.sock"))
 
     def _connection(self, timeout: Optional[float]) -> http.client.HTTPConnection:
         if self.url:
@@ -106,12 +129,14 @@ class Client:
         return _UnixConnection(self.socket, timeout)
 
     def alive(self) -> bool:
-        """Whether a server answers."""
+        """Whether a server answers (an error answer, such as 401 without the token, is one)."""
         try:
             self.request("GET", "/networks", timeout=2)
-            return True
-        except (OSError, http.client.HTTPException, APIError):
+        except APIError:
+            pass
+        except (OSError, http.client.HTTPException):
             return False
+        return True
 
     def request(
         self,
@@ -140,6 +165,8 @@ class Client:
         else:
             data = json.dumps(body).encode()
         headers = {"Content-Type": content_type} if data is not None else {}
+        if self.url and self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         conn = self._connection(timeout if timeout is not None else self.timeout)
         try:
             conn.request(method, path, body=data, headers=headers)
