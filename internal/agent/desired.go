@@ -56,6 +56,9 @@ func Desired(n *cluster.Network, p *cluster.Placement) (*spec.Network, error) {
 		}
 		sn.Hosts = append(sn.Hosts, &spec.Host{Name: m, Address: u.Address, MTU: mtu})
 	}
+	for _, l := range sn.Links {
+		l.TunnelKey = p.Keys[l.Name]
+	}
 	var errs []error
 	for _, nd := range sn.Nodes {
 		m, ok := p.Nodes[nd.Name]

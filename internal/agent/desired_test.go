@@ -30,7 +30,8 @@ func TestDesired(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &cluster.Network{Tenant: "t1", Name: "lab", File: "/top/lab.yaml", Source: src, Sources: tc.sources}
 			p := &cluster.Placement{Tenant: "t1", Network: "lab", Generation: 5, Nodes: tc.nodes, Secret: tc.secret,
-				Machines: map[string]cluster.Underlay{"m2": u("198.18.0.2", 0), "m1": u("198.18.0.1", 9000)}}
+				Machines: map[string]cluster.Underlay{"m2": u("198.18.0.2", 0), "m1": u("198.18.0.1", 9000)},
+				Keys:     map[string]uint32{"a:eth1--b:eth1": 0x1234567}}
 			sn, err := Desired(n, p)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -45,6 +46,9 @@ func TestDesired(t *testing.T) {
 				sn.Node("a").Host != "m2" || sn.Node("b").Host != "m1" || sn.Node("b").Files[0].Content != "b\n" || sn.Tunnel != "egre" ||
 				string(sn.TunnelSecret) != "\x00\xff" {
 				t.Errorf("Desired: name %q, hosts %v, a on %q, b on %q, tunnel %q", sn.Name, sn.Hosts, sn.Node("a").Host, sn.Node("b").Host, sn.Tunnel)
+			}
+			if k := sn.Links[0].TunnelKey; k != 0x1234567 {
+				t.Errorf("Desired: link's tunnel key %#x, want the placement's 0x1234567", k)
 			}
 		})
 	}

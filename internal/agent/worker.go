@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/cluster"
+	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
 	"github.com/vishvananda/netlink"
@@ -88,6 +90,9 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 	}
 	status := cluster.Status{Tenant: w.tenant, Network: w.network, Machine: me, Generation: p.Generation}
 	sn, err := Desired(n, p)
+	if err == nil { // the VMs' images, from this machine's store (docs/cluster.md, VM images)
+		err = sn.UseImages(filepath.Join(st.Dir, spec.ImageStore))
+	}
 	if err == nil {
 		var res *substrate.Result
 		res, err = substrate.Up(ctx, st, sn, me, "etcd:"+cluster.NetworkKey(w.tenant, w.network), io.Discard)

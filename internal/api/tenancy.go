@@ -120,6 +120,8 @@ func clusterProblem(tenant, name string, err error) error {
 		return newProblem(http.StatusNotFound, fmt.Sprintf("tenant %s has no network %s in the cluster", tenant, name))
 	case errors.Is(err, cluster.ErrOverQuota):
 		return newProblem(http.StatusUnprocessableEntity, err.Error()+"; nothing was changed")
+	case errors.Is(err, cluster.ErrNotGranted):
+		return newProblem(http.StatusUnprocessableEntity, err.Error())
 	case errors.Is(err, cluster.ErrConflict):
 		return newProblem(http.StatusConflict, err.Error())
 	case errors.Is(err, cluster.ErrRefused):

@@ -34,8 +34,21 @@ type Hierarchy struct {
 	Mounts map[string]string // v1: controller -> mount point
 }
 
-// Detect finds the host's cgroup hierarchy from /proc/self/mountinfo.
+// Detect finds the host's cgroup hierarchy from /proc/self/mountinfo. In a mount namespace of
+// its own without any (under `ip netns exec`), it mounts the machine's first (mountMachines).
 func Detect() (*Hierarchy, error) {
+	h, err := detect()
+	if errors.Is(err, ErrNoCgroups) {
+		if mounted, merr := mountMachines(); merr != nil {
+			return nil, fmt.Errorf("%w; and %v", err, merr)
+		} else if mounted {
+			return detect()
+		}
+	}
+	return h, err
+}
+
+func detect() (*Hierarchy, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err

@@ -23,10 +23,11 @@ func tenantCmd() *cobra.Command {
 		Long: `Manage the tenants of a cluster (docs/cluster.md, "Tenants"), with the administrator's context
 file (--cluster, whose certificate is etcd's root user's). A tenant is a role that grants only
 its own networks, a client certificate (common name tenant:NAME:ID, an etcd user of that role)
-whose fingerprint its record keeps, and a quota (nodes, cpus, memory) that up keeps in its
-transaction. Removing a tenant revokes its certificate: etcd, the agents and the API refuse it,
-also after a tenant of the same name is added again. The names default and root are reserved.
-The first tenant turns etcd's authentication on.`,
+whose fingerprint its record keeps, and a quota (nodes, cpus, memory, pids; and the grants
+realtime and pin, refused without them) that up keeps in its transaction. Removing a tenant
+revokes its certificate: etcd, the agents and the API refuse it, also after a tenant of the
+same name is added again. The names default and root are reserved. The first tenant turns
+etcd's authentication on.`,
 	}
 	cmd.AddCommand(tenantAddCmd(), tenantLsCmd(), tenantQuotaCmd(), tenantRmCmd())
 	return cmd
@@ -34,21 +35,26 @@ The first tenant turns etcd's authentication on.`,
 
 // quotaFlags are the flags of a quota.
 type quotaFlags struct {
-	nodes  int
-	cpus   float64
-	memory string
+	nodes         int
+	cpus          float64
+	memory        string
+	pids          int64
+	realtime, pin bool
 }
 
 func (f *quotaFlags) add(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.nodes, "nodes", 0, "most nodes of all the tenant's networks together (0: not limited)")
 	cmd.Flags().Float64Var(&f.cpus, "cpus", 0, "most cpu cores (the nodes' cpu:) together (0: not limited)")
-	cmd.Flags().StringVar(&f.memory, "memory", "", "most memory (the nodes' memory:) together, e.g. 16G (default: not limited)")
+	cmd.Flags().StringVar(&f.memory, "memory", "", "most memory (the nodes' memory:, or their default limit) together, e.g. 16G (default: not limited)")
+	cmd.Flags().Int64Var(&f.pids, "pids", 0, "most processes (the nodes' pids:, or their default 1024) together (0: not limited)")
+	cmd.Flags().BoolVar(&f.realtime, "realtime", false, "grant real-time scheduling: VMs' priority and reserve (default: refused)")
+	cmd.Flags().BoolVar(&f.pin, "pin", false, "grant naming cores: VMs' pin, nodes' cpuset, engines' cpus as CPU numbers (default: refused)")
 }
 
 func (f *quotaFlags) quota() (cluster.Quota, error) {
-	q := cluster.Quota{Nodes: f.nodes, CPUs: f.cpus}
-	if f.nodes < 0 || f.cpus < 0 {
-		return q, fmt.Errorf("--nodes %d, --cpus %g: give positive figures (0: not limited)", f.nodes, f.cpus)
+	q := cluster.Quota{Nodes: f.nodes, CPUs: f.cpus, Pids: f.pids, Realtime: f.realtime, Pin: f.pin}
+	if f.nodes < 0 || f.cpus < 0 || f.pids < 0 {
+		return q, fmt.Errorf("--nodes %d, --cpus %g, --pids %d: give positive figures (0: not limited)", f.nodes, f.cpus, f.pids)
 	}
 	if f.memory != "" {
 		m, err := spec.ParseMemory(f.memory)
@@ -81,7 +87,7 @@ func tenantAddCmd() *cobra.Command {
 		valid         time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "add NAME --ca-key CA.key [--nodes N] [--cpus C] [--memory SIZE] [--out DIR]",
+		Use:   "add NAME --ca-key CA.key [--nodes N] [--cpus C] [--memory SIZE] [--pids N] [--realtime] [--pin] [--out DIR]",
 		Short: "Add a tenant: its etcd user and role, its client certificate and context file, its quota",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -179,8 +185,8 @@ func tenantLsCmd() *cobra.Command {
 func tenantQuotaCmd() *cobra.Command {
 	var qf quotaFlags
 	cmd := &cobra.Command{
-		Use:   "quota NAME [--nodes N] [--cpus C] [--memory SIZE]",
-		Short: "Set a tenant's quota (flags not given: not limited); networks already up stay",
+		Use:   "quota NAME [--nodes N] [--cpus C] [--memory SIZE] [--pids N] [--realtime] [--pin]",
+		Short: "Set a tenant's quota (flags not given: not limited, not granted); networks already up stay",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q, err := qf.quota()

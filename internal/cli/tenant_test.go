@@ -88,7 +88,7 @@ func TestTenantCLI(t *testing.T) {
 		{"tenant ls as a tenant", []string{"--cluster", ctxFile("alice"), "tenant", "ls"}, "permission denied", true},
 		{"add a tenant as a tenant", []string{"--cluster", ctxFile("alice"), "tenant", "add", "eve", "--ca-key", caKey, "--out", dir}, "permission denied", true},
 		{"over quota", []string{"--cluster", ctxFile("alice"), "up", big}, "over quota: tenant alice with network big: nodes: 4, quota 3; nothing was changed", true},
-		{"tenant ls as the administrator", []string{"--cluster", admin, "tenant", "ls"}, "alice   1         nodes 2, cpus -, memory -  nodes 3, cpus -, memory -", false},
+		{"tenant ls as the administrator", []string{"--cluster", admin, "tenant", "ls"}, "alice   1         nodes 2, cpus -, memory 512M, pids 2048  nodes 3, cpus -, memory -, pids -", false},
 		{"rm a tenant with networks", []string{"--cluster", admin, "tenant", "rm", "bob"}, "still has 1 networks", true},
 		{"tenant add default", []string{"--cluster", admin, "tenant", "add", "default", "--ca-key", caKey, "--out", dir}, `tenant "default": the name is reserved: it holds the administrator's own networks`, true},
 		{"tenant add root", []string{"--cluster", admin, "tenant", "add", "root", "--ca-key", caKey, "--out", dir}, `tenant "root": the name is reserved`, true},

@@ -25,6 +25,11 @@ type Placement struct {
 	// is first placed and kept while it exists, so that a host on the underlay cannot derive
 	// a link's key from the names. Hex.
 	Secret string `json:"secret,omitempty"`
+	// Keys are the tunnel keys of the links whose endpoints are on more than one machine,
+	// unique in the cluster and unpredictable from the names (placer.tunnelKeys); a link
+	// without one derives its key from Secret and the names (placements written before keys
+	// were allocated).
+	Keys map[string]uint32 `json:"keys,omitempty"`
 	// Refused says why the network could not be placed (the machine and resource that are
 	// short); then Nodes is empty and nothing of the network is created.
 	Refused string    `json:"refused,omitempty"`

@@ -14,33 +14,47 @@ import (
 // ErrOverQuota: the tenant's networks would take more than its quota.
 var ErrOverQuota = errors.New("over quota")
 
-// Quota limits what a tenant's networks take together. Zero: not limited.
+// ErrNotGranted: the network has a setting that the tenant's quota does not grant.
+var ErrNotGranted = errors.New("not granted")
+
+// Quota limits what a tenant's networks take together (zero: not limited), and grants the
+// settings that reach past a tenant's own nodes (false: refused).
 type Quota struct {
 	Nodes  int     `json:"nodes,omitempty"`
 	CPUs   float64 `json:"cpus,omitempty"`   // cores: the sum of the nodes' `cpu`
-	Memory uint64  `json:"memory,omitempty"` // bytes: the sum of the nodes' `memory`
+	Memory uint64  `json:"memory,omitempty"` // bytes: the sum of the nodes' memory limits (spec.Node.MemoryLimit)
+	Pids   int64   `json:"pids,omitempty"`   // the sum of the nodes' process limits
+	// Realtime grants real-time scheduling, which can starve every other process of a core: a
+	// VM's `priority` (SCHED_FIFO) and `reserve` (SCHED_DEADLINE, or a quota on pinned vCPUs).
+	Realtime bool `json:"realtime,omitempty"`
+	// Pin grants naming a machine's cores: a VM's `pin`, a node's `cpuset`, an engine's `cpus`
+	// as CPU numbers.
+	Pin bool `json:"pin,omitempty"`
 }
 
 func (q Quota) check() error {
-	if q.Nodes < 0 || q.CPUs < 0 {
-		return fmt.Errorf("cluster: quota %+v: nodes and cpus must not be negative (0: not limited)", q)
+	if q.Nodes < 0 || q.CPUs < 0 || q.Pids < 0 {
+		return fmt.Errorf("cluster: quota %+v: nodes, cpus and pids must not be negative (0: not limited)", q)
 	}
 	return nil
 }
 
-// UsageOf is what network sn takes: its nodes, and the cpu and memory they need.
+// UsageOf is what network sn (as spec.ParseCluster read it: every node has its limits) takes:
+// its nodes, and the cpu, memory and processes they may use.
 func UsageOf(sn *spec.Network) Quota {
 	u := Quota{Nodes: len(sn.Nodes)}
 	for _, nd := range sn.Nodes {
 		u.CPUs += nd.Needs.CPU
-		u.Memory += nd.Needs.Memory
+		u.Memory += nd.MemoryLimit()
+		u.Pids += nd.Pids
 	}
 	return u
 }
 
-// Add is q and o together.
+// Add is the use q and o together (their grants: q's).
 func (q Quota) Add(o Quota) Quota {
-	return Quota{Nodes: q.Nodes + o.Nodes, CPUs: q.CPUs + o.CPUs, Memory: q.Memory + o.Memory}
+	q.Nodes, q.CPUs, q.Memory, q.Pids = q.Nodes+o.Nodes, q.CPUs+o.CPUs, q.Memory+o.Memory, q.Pids+o.Pids
+	return q
 }
 
 // Over says which limits of q use goes over ("nodes: 12, quota 10"), or "" if none.
@@ -55,6 +69,9 @@ func (q Quota) Over(use Quota) string {
 	if q.Memory > 0 && use.Memory > q.Memory {
 		over = append(over, fmt.Sprintf("memory: %d bytes, quota %d", use.Memory, q.Memory))
 	}
+	if q.Pids > 0 && use.Pids > q.Pids {
+		over = append(over, fmt.Sprintf("pids: %d, quota %d", use.Pids, q.Pids))
+	}
 	return strings.Join(over, "; ")
 }
 
@@ -66,8 +83,15 @@ func (q Quota) String() string {
 		}
 		return s
 	}
-	return fmt.Sprintf("nodes %s, cpus %s, memory %s", f(q.Nodes > 0, fmt.Sprint(q.Nodes)), f(q.CPUs > 0, fmt.Sprintf("%g", q.CPUs)),
-		f(q.Memory > 0, fmt.Sprintf("%dM", q.Memory>>20)))
+	s := fmt.Sprintf("nodes %s, cpus %s, memory %s, pids %s", f(q.Nodes > 0, fmt.Sprint(q.Nodes)), f(q.CPUs > 0, fmt.Sprintf("%g", q.CPUs)),
+		f(q.Memory > 0, fmt.Sprintf("%dM", q.Memory>>20)), f(q.Pids > 0, fmt.Sprint(q.Pids)))
+	if q.Realtime {
+		s += ", realtime"
+	}
+	if q.Pin {
+		s += ", pin"
+	}
+	return s
 }
 
 // Spec parses the network's stored file (spec.ParseCluster), with the files its `source:`
@@ -113,6 +137,9 @@ func (s *Store) quotaGuard(ctx context.Context, n *Network) ([]clientv3.Cmp, err
 	if err != nil {
 		return nil, err
 	}
+	if t.Removing {
+		return nil, fmt.Errorf("%w: tenant %s is being removed (trellis tenant rm); nothing was changed", ErrConflict, n.Tenant)
+	}
 	use, rev, err := s.Usage(ctx, n.Tenant, n.Name)
 	if err != nil {
 		return nil, err
@@ -120,6 +147,9 @@ func (s *Store) quotaGuard(ctx context.Context, n *Network) ([]clientv3.Cmp, err
 	sn, err := n.Spec()
 	if err != nil {
 		return nil, err
+	}
+	if why := t.Quota.Refuses(sn); why != "" {
+		return nil, fmt.Errorf("%w: tenant %s with network %s: %s; nothing was changed", ErrNotGranted, n.Tenant, n.Name, why)
 	}
 	if over := t.Quota.Over(use.Add(UsageOf(sn))); over != "" {
 		return nil, fmt.Errorf("%w: tenant %s with network %s: %s; nothing was changed (bring a network down, or ask the administrator: trellis tenant quota)",

@@ -33,6 +33,8 @@ type Tenant struct {
 	// take as the tenant's (CheckTenantCert).
 	User string `json:"user"`
 	Cert string `json:"cert"`
+	// Removing: `tenant rm` has begun (RemoveTenant); ups of the tenant are refused.
+	Removing bool `json:"removing,omitempty"`
 	// Revision is etcd's revision of the record's last change.
 	Revision int64 `json:"-"`
 }
@@ -146,24 +148,55 @@ func (s *Store) Tenants(ctx context.Context) ([]*Tenant, error) {
 // RemoveTenant removes tenant name: its etcd user and role, the agents' grants of its status,
 // and its record. Its certificate no longer works, at etcd nor at the agents, nor after a
 // tenant of the same name is added again. A tenant that still has networks is refused: bring
-// them down first.
+// them down first. It first marks the record Removing, in a transaction that fails if a
+// network of the tenant was written since they were listed; an up whose transaction comes
+// later finds the record changed, reads it again and is refused. What the tenant's own etcd
+// client writes under its prefix until its user is gone is removed with the record, so no
+// network outlives its tenant.
 func (s *Store) RemoveTenant(ctx context.Context, name string) error {
 	t, err := s.Tenant(ctx, name)
 	if err != nil {
 		return err
 	}
-	nets, _, err := s.Networks(ctx, name)
-	if err != nil {
-		return err
-	}
-	if len(nets) > 0 {
-		return fmt.Errorf("cluster: tenant %s still has %d networks (%s, ...); bring them down first (trellis down --all with its context)", name, len(nets), nets[0].Name)
+	if !t.Removing { // else: a removal that stopped half-way, taken up again
+		if err := s.markRemoving(ctx, t); err != nil {
+			return err
+		}
 	}
 	if err := s.removeTenantUser(ctx, t); err != nil {
 		return err
 	}
-	if _, err := s.cli.Delete(ctx, TenantKey(name)); err != nil {
+	if _, err := s.cli.Txn(ctx).Then(clientv3.OpDelete(TenantPrefix(NetworksPrefix, name), clientv3.WithPrefix()), clientv3.OpDelete(TenantKey(name))).Commit(); err != nil {
 		return unreachable(err, s.cli.Endpoints())
+	}
+	return nil
+}
+
+// markRemoving writes tenant t's record with Removing set, if the record and the tenant's
+// networks are as read (none).
+func (s *Store) markRemoving(ctx context.Context, t *Tenant) error {
+	nets, rev, err := s.Networks(ctx, t.Name)
+	if err != nil {
+		return err
+	}
+	if len(nets) > 0 {
+		return fmt.Errorf("cluster: tenant %s still has %d networks (%s, ...); bring them down first (trellis down --all with its context)", t.Name, len(nets), nets[0].Name)
+	}
+	t.Removing = true
+	data, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	key := TenantKey(t.Name)
+	resp, err := s.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(key), "=", t.Revision),
+		clientv3.Compare(clientv3.ModRevision(TenantPrefix(NetworksPrefix, t.Name)), "<", rev+1).WithPrefix(),
+	).Then(clientv3.OpPut(key, string(data))).Commit()
+	if err != nil {
+		return unreachable(err, s.cli.Endpoints())
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: tenant %s or its networks changed meanwhile (an up?); nothing was removed: run it again", ErrConflict, t.Name)
 	}
 	return nil
 }

@@ -9,8 +9,6 @@ package placer
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,6 +94,9 @@ type placer struct {
 	// a network written past the CLI's quota check (straight into etcd) is refused here.
 	quota map[string]cluster.Quota
 	used  map[string]cluster.Quota
+	// vnis holds, in this pass, the tunnel keys' VXLAN ids (their low 24 bits) that placements
+	// hold, by "TENANT/NETWORK" (tunnelKeys).
+	vnis map[uint32]string
 }
 
 type parsed struct {
@@ -153,6 +154,7 @@ func (p *placer) pass(ctx context.Context) error {
 		return err
 	}
 	p.quota, p.used = map[string]cluster.Quota{}, map[string]cluster.Quota{}
+	p.vnis = heldKeys(places)
 	for _, t := range tenants {
 		p.quota[t.Name] = t.Quota
 	}
@@ -252,12 +254,18 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 	if pl.Secret, err = tunnelSecret(prev); err != nil {
 		return err
 	}
+	q, tenant := p.quota[n.Tenant] // a network of no tenant's (etcd without tenants) is granted all
 	if sn.err != nil {
 		err = sn.err
-	} else if over := p.quota[n.Tenant].Over(p.used[n.Tenant].Add(cluster.UsageOf(sn.n))); over != "" {
+	} else if why := q.Refuses(sn.n); tenant && why != "" {
+		err = fmt.Errorf("%w: tenant %s: %s", cluster.ErrNotGranted, n.Tenant, why)
+	} else if over := q.Over(p.used[n.Tenant].Add(cluster.UsageOf(sn.n))); over != "" {
 		err = fmt.Errorf("%w: tenant %s: %s", cluster.ErrOverQuota, n.Tenant, over)
 	} else {
 		pl.Nodes, pl.Machines, err = Compute(sn.n, machines, prev, load)
+	}
+	if err == nil {
+		err = p.tunnelKeys(n, sn.n, pl, prev)
 	}
 	if err != nil {
 		pl.Nodes, pl.Machines, pl.Refused = nil, nil, err.Error()
@@ -280,17 +288,4 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 	p.used[n.Tenant] = p.used[n.Tenant].Add(cluster.UsageOf(sn.n))
 	p.log.Info("network placed", "tenant", n.Tenant, "network", n.Name, "generation", n.Revision, "nodes", pl.Nodes)
 	return nil
-}
-
-// tunnelSecret is the secret of a network's tunnel keys: the previous placement's, or a new
-// random one (128 bits) for a network placed for the first time.
-func tunnelSecret(prev *cluster.Placement) (string, error) {
-	if prev != nil && prev.Secret != "" {
-		return prev.Secret, nil
-	}
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("tunnel secret: %w", err)
-	}
-	return hex.EncodeToString(b), nil
 }

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/agent"
 	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
+	"github.com/trellisnet/trellis/internal/plan"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -142,6 +144,72 @@ func TestPlacer(t *testing.T) {
 		}
 	})
 
+	t.Run("tunnel keys", func(t *testing.T) {
+		// Keys drawn from random secrets still meet by chance (24 bits of VXLAN id). Two
+		// tenants' networks whose placements the test gives one secret, under which their
+		// names derive keys of one VXLAN id, get keys of the cluster's own, different: the
+		// first the one its secret derives (not the names' alone), the second another. A link
+		// on one machine gets none; a network placed again keeps its keys.
+		secret := []byte("0123456789abcdef")
+		first, second := collidingKeys(t, secret)
+		ms, _, err := s.Machines(ctx)
+		if err != nil || len(ms) < 2 {
+			t.Fatalf("machines %v: %v; want two", ms, err)
+		}
+		src := func(name, aHost string) string {
+			return "name: " + name + "\nnodes:\n  a: {host: " + aHost + "}\n  b: {host: " + ms[1].Name + "}\n  c: {host: " + ms[1].Name + "}\n" +
+				"links:\n  - {name: l, endpoints: [a:eth1, b:eth1]}\n  - {name: local, endpoints: [b:eth2, c:eth2]}\n"
+		}
+		up := func(tn, name, aHost string, expect int64) *cluster.Placement {
+			rev, err := s.Up(ctx, &cluster.Network{Tenant: tn, Name: name, File: "/t/k.yaml", Source: src(name, aHost)}, expect)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return placedAs(tn, name, rev, func(q *cluster.Placement) bool { return len(q.Nodes) == 3 })
+		}
+		var keys []uint32
+		var gens []int64
+		for _, pair := range [][2]string{first, second} {
+			tn, name := pair[0], pair[1]
+			q := up(tn, name, ms[1].Name, 0) // on one machine: no keys yet; its secret replaced
+			q.Secret = hex.EncodeToString(secret)
+			if _, err := s.PutPlacement(ctx, q, q.Revision); err != nil {
+				t.Fatal(err)
+			}
+			q = up(tn, name, ms[0].Name, q.Generation)
+			if _, ok := q.Keys["local"]; ok || q.Keys["l"]&0xffffff == 0 || q.Secret != hex.EncodeToString(secret) {
+				t.Errorf("%s/%s: keys %v, secret %s; want one for l only, and the secret kept", tn, name, q.Keys, q.Secret)
+			}
+			keys = append(keys, q.Keys["l"])
+			gens = append(gens, q.Generation)
+		}
+		if keys[0]&0xffffff == keys[1]&0xffffff {
+			t.Errorf("keys %#x and %#x share a VXLAN id", keys[0], keys[1])
+		}
+		if derived := plan.TunnelKey(secret, agent.LocalName(first[0], first[1]), "l"); keys[0] != derived ||
+			keys[0] == plan.TunnelKey(nil, agent.LocalName(first[0], first[1]), "l") {
+			t.Errorf("the first network's key %#x, want %#x, the one its secret derives", keys[0], derived)
+		}
+		if q := up(second[0], second[1], ms[0].Name, gens[1]); q.Keys["l"] != keys[1] {
+			t.Errorf("%s/%s placed again: key %#x, want %#x kept", second[0], second[1], q.Keys["l"], keys[1])
+		}
+	})
+
+	t.Run("real-time priority written past the CLI", func(t *testing.T) {
+		// Tenant q's quota grants no real-time scheduling; written straight into etcd, a VM
+		// with SCHED_FIFO priority is refused with the field and the grant named.
+		src := "name: rt\nnodes:\n  a: {kind: vm, vm: {priority: {vcpu: 99}}}\n"
+		data, _ := json.Marshal(map[string]string{"name": "rt", "file": "/t/rt.yaml", "source": src})
+		resp, err := s.Client().Put(ctx, cluster.NetworkKey("q", "rt"), string(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := placedAs("q", "rt", resp.Header.Revision, func(q *cluster.Placement) bool { return q.Refused != "" })
+		if len(q.Nodes) != 0 || !strings.Contains(q.Refused, "node a: vm.priority needs the quota's realtime grant") {
+			t.Errorf("rt: nodes %v, refused %q; want no nodes and the grant named", q.Nodes, q.Refused)
+		}
+	})
+
 	t.Run("agent back with another endpoint", func(t *testing.T) {
 		m := &cluster.Machine{Address: netip.AddrFrom4([4]byte{198, 18, 0, 2}), MTU: 1500, Cores: 4, Memory: 4 << 30, Endpoint: "https://198.18.0.2:7446"}
 		data, _ := json.Marshal(m)
@@ -182,4 +250,20 @@ func TestPlacer(t *testing.T) {
 		placed("later", gen, func(q *cluster.Placement) bool { return len(q.Nodes) == 1 })
 		t.Logf("leader %s stopped; the other placed a new network %v later", leader, time.Since(start).Round(time.Millisecond))
 	})
+}
+
+// collidingKeys finds two (tenant, network) pairs whose link "l" derives, under secret, tunnel
+// keys of one VXLAN id on the machines (24 bits: a few thousand names on average).
+func collidingKeys(t *testing.T, secret []byte) ([2]string, [2]string) {
+	seen := map[uint32][2]string{}
+	for i := 0; i < 1<<22; i++ {
+		tn, name := fmt.Sprintf("k%d", i%2), fmt.Sprintf("n%d", i)
+		vni := plan.TunnelKey(secret, agent.LocalName(tn, name), "l") & 0xffffff
+		if other, ok := seen[vni]; ok && other[0] != tn {
+			return other, [2]string{tn, name}
+		}
+		seen[vni] = [2]string{tn, name}
+	}
+	t.Fatal("no two names with one derived VXLAN id in 4 million")
+	return [2]string{}, [2]string{}
 }

@@ -10,8 +10,12 @@ import (
 // which is never given again, so a name always means the same object and an edited file
 // renames nothing. The record of the network keeps them.
 type Names struct {
-	Next int            // the number the next new object gets
-	IDs  map[string]int // identity -> number
+	// NetID is the network's id on the machine, which starts every device name: the substrate
+	// allocates it when the network is created (substrate.saveNew); "" derives it from the
+	// scope and the network's name (NetID).
+	NetID string         `json:",omitempty"`
+	Next  int            // the number the next new object gets
+	IDs   map[string]int // identity -> number
 }
 
 // device returns the device name of the object id, allocating a number if it has none.
@@ -57,7 +61,7 @@ func (a *Names) Keep(p *Plan) {
 
 // Clone returns a copy that can be allocated from without changing a.
 func (a *Names) Clone() *Names {
-	c := &Names{Next: a.Next, IDs: make(map[string]int, len(a.IDs))}
+	c := &Names{NetID: a.NetID, Next: a.Next, IDs: make(map[string]int, len(a.IDs))}
 	for k, v := range a.IDs {
 		c.IDs[k] = v
 	}

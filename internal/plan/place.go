@@ -97,7 +97,8 @@ func placeByCapacity(n *spec.Network) (map[string]string, error) {
 // talking to the others: keyed with the network's secret when it has one (HMAC-SHA256), so
 // that nobody without the secret can predict it (a cluster's placement holds a random one; a
 // file with hosts may name one), or else from the names alone. The substrate refuses a key
-// already in use.
+// already in use. In a cluster, the placer allocates keys unique in the cluster instead
+// (spec.Link.TunnelKey), and this key is the first it tries.
 func TunnelKey(secret []byte, network, link string) uint32 {
 	var sum []byte
 	if len(secret) > 0 {

@@ -89,10 +89,13 @@ func (p Port) String() string { return p.Node + ":" + p.Ifname }
 
 // Make computes the plan of network n for machine host ("" when n has no hosts). scope
 // distinguishes state directories that share a machine, so that two of them never derive the
-// same device names. names holds the device names allocated so far (from the network's
+// same device names; names.NetID, if set, is the network's id instead of the derived one. names holds the device names allocated so far (from the network's
 // record; empty for a new network); Make allocates names for new objects in it.
 func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
-	p := &Plan{Network: n.Name, NetID: NetID(scope, n.Name), Host: host}
+	p := &Plan{Network: n.Name, NetID: names.NetID, Host: host}
+	if p.NetID == "" {
+		p.NetID = NetID(scope, n.Name)
+	}
 	placed, err := Place(n)
 	if err != nil {
 		return nil, err
@@ -180,7 +183,10 @@ func (p *Plan) addTunnels(n *spec.Network, index int, pl *Link, remote map[strin
 			continue
 		}
 		underlay = min(underlay, h.MTU)
-		t := Tunnel{Host: h.Name, Remote: h.Address, Key: TunnelKey(n.TunnelSecret, n.Name, l.Name)}
+		t := Tunnel{Host: h.Name, Remote: h.Address, Key: l.TunnelKey}
+		if t.Key == 0 {
+			t.Key = TunnelKey(n.TunnelSecret, n.Name, l.Name)
+		}
 		if kind.OneDevice {
 			t.Device = names.device(p.NetID, 't', "tunnel/"+l.Name)
 		} else {
@@ -213,9 +219,10 @@ func Digest(nd *spec.Node) string {
 		Needs    spec.Capacity    `json:",omitzero"`  // a VM's cores and memory, a container's limits
 		Cpuset   string           `json:",omitempty"` // limits: absent (and digests unchanged) when not given
 		Pids     int64            `json:",omitempty"`
+		Default  uint64           `json:",omitempty"` // a cluster's default memory limit
 		VM       *spec.VMSettings `json:",omitempty"` // a VM's knobs
 		Rootfs   string           `json:",omitempty"` // a container's own root directory
-	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids, nd.VM, nd.Rootfs}) // maps marshal in key order
+	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids, nd.DefaultMemory, nd.VM, nd.Rootfs}) // maps marshal in key order
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
 }

@@ -53,4 +53,10 @@ func TestParseSent(t *testing.T) {
 	if _, err := ParseSent("sent.yaml", []byte("name: x\nnodes:\n  a:\n    files: [{path: /etc/x, content: hello}]\n"), false); err != nil {
 		t.Errorf("a sent file with content: %v", err)
 	}
+	// In a cluster a VM's kernel, initrd and disk are names of the machines' image store, not
+	// paths: a sent file may give them (the agent resolves them in its store).
+	n, err := ParseSent("sent.yaml", []byte("name: x\nnodes:\n  a: {kind: vm, vm: {disk: debian.qcow2}}\n  b: {kind: vm, vm: {kernel: vmlinuz-6.1, initrd: initrd.img}}\n"), true)
+	if err != nil || n.Node("a").VM.Disk != "debian.qcow2" {
+		t.Errorf("a cluster's sent file with image names: %v", err)
+	}
 }

@@ -73,6 +73,9 @@ func (p *parser) parse(data []byte) (*Network, error) {
 		return nil, sortErrors(p.errs)
 	}
 	setDefaults(n)
+	if p.cluster {
+		clusterLimits(n)
+	}
 	return n, nil
 }
 

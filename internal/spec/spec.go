@@ -79,6 +79,10 @@ type Node struct {
 	Needs Capacity `json:",omitzero"`
 	// Cpuset lists the cores the node may run on ("0-1,3"); "" means any.
 	Cpuset string `json:",omitempty"`
+	// DefaultMemory is, in a cluster, the memory limit of a node without `memory:`
+	// (clusterlimits.go): its kind enforces it and its tenant's quota counts it; placement
+	// does not. 0 elsewhere.
+	DefaultMemory uint64 `json:",omitempty"`
 	// Pids limits the node's processes and threads; 0 means the node kind's default.
 	Pids int64 `json:",omitempty"`
 	// VM holds a VM node's tuning knobs (`vm:`), for node kinds that take them.
@@ -129,6 +133,10 @@ type Link struct {
 	// the link-level Impair with the fields given under `from:` replaced (already merged).
 	From map[string]Impairment
 	Line int
+	// TunnelKey is, in a cluster, the key of the link's tunnels as the placer allocated it
+	// (unique in the cluster, set by the agent from the placement); 0: the key its names
+	// derive (plan.TunnelKey).
+	TunnelKey uint32 `json:",omitempty"`
 
 	MTULine int // line of the mtu, for messages of later layers (also FieldLine("mtu"))
 

@@ -43,8 +43,8 @@ func (p *parser) vmDisk(s *VMSettings, v *yaml.Node, f map[string]*yaml.Node, fi
 			p.fail(f[k], field+"."+k, "a VM with its own disk boots the kernel on the disk", "remove `"+k+"`, or `disk` to boot a kernel")
 		}
 	}
-	if s.Disk = p.bootFile(v, field+".disk"); s.Disk == "" {
-		return
+	if s.Disk = p.bootFile(v, field+".disk"); s.Disk == "" || p.cluster {
+		return // a cluster's image is read by the agent that runs it (UseImages)
 	}
 	format, err := DiskFormat(s.Disk)
 	if err != nil {
@@ -59,32 +59,49 @@ func (p *parser) vmDisk(s *VMSettings, v *yaml.Node, f map[string]*yaml.Node, fi
 const qcow2Magic = "QFI\xfb"
 
 // DiskFormat tells a qcow2 image ("qcow2") from a raw disk ("raw": anything else whose size is a
-// whole number of 512-byte sectors), and refuses other files.
+// whole number of 512-byte sectors), and refuses other files, and a qcow2 image that names
+// another file (checkQcow2). Errors start with the path.
 func DiskFormat(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	head := make([]byte, len(qcow2Magic))
+	format, err := diskFormat(f)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return format, nil
+}
+
+// diskFormat is DiskFormat of an open file, with errors that name no path.
+func diskFormat(f *os.File) (string, error) {
+	head := make([]byte, qcow2Header)
 	n, _ := io.ReadFull(f, head)
-	if string(head[:n]) == qcow2Magic {
-		return "qcow2", nil
+	if n >= len(qcow2Magic) && string(head[:len(qcow2Magic)]) == qcow2Magic {
+		return "qcow2", checkQcow2(head[:n])
 	}
 	st, err := f.Stat()
 	if err != nil {
 		return "", err
 	}
 	if st.Size() == 0 || st.Size()%512 != 0 {
-		return "", fmt.Errorf("%s is not a disk image: not qcow2, and its %d bytes are not whole 512-byte sectors of a raw disk", path, st.Size())
+		return "", fmt.Errorf("not a disk image: not qcow2, and its %d bytes are not whole 512-byte sectors of a raw disk", st.Size())
 	}
 	return "raw", nil
 }
 
-// bootFile reads a path that must name a readable regular file; "" if it does not.
+// bootFile reads a path that must name a readable regular file; "" if it does not. In a
+// cluster, it reads an image's name instead (imageName), and looks at no file.
 func (p *parser) bootFile(n *yaml.Node, field string) string {
 	path, ok := p.str(n, field)
-	if !ok || p.hostPath(n, field, "remove it: the VM then boots trellis's kernel and initramfs") {
+	if !ok {
+		return ""
+	}
+	if p.cluster { // a name, not a path: sent files may give it too
+		return p.imageName(n, field, path)
+	}
+	if p.hostPath(n, field, "remove it: the VM then boots trellis's kernel and initramfs") {
 		return ""
 	}
 	if path == "" {

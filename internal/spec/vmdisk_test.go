@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,7 +13,10 @@ import (
 func TestVMDisk(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string][]byte{
-		"d.qcow2":  append([]byte("QFI\xfb"), make([]byte, 100)...),
+		"d.qcow2":  qcow2Image(3, 0, 0),
+		"b.qcow2":  qcow2Image(3, 0x200, 0),
+		"x.qcow2":  qcow2Image(3, 0, qcow2ExternalData),
+		"v2.qcow2": qcow2Image(2, 0x200, 0),
 		"d.raw":    make([]byte, 1<<20),
 		"notes":    []byte("hello\n"),
 		"empty":    nil,
@@ -37,9 +41,15 @@ func TestVMDisk(t *testing.T) {
 		{"missing", "    vm: {disk: nope.img}\n", nil,
 			[]string{":5: nodes.r1.vm.disk: cannot use " + filepath.Join(dir, "nope.img") + ": stat " + filepath.Join(dir, "nope.img") + ": no such file or directory; give the path of an existing file, absolute or relative to the topology file"}},
 		{"not a disk", "    vm: {disk: notes}\n", nil,
-			[]string{":5: nodes.r1.vm.disk: " + filepath.Join(dir, "notes") + " is not a disk image: not qcow2, and its 6 bytes are not whole 512-byte sectors of a raw disk; give a qcow2 image or a raw disk (e.g. made with `qemu-img create -f qcow2 FILE 1G`)"}},
+			[]string{":5: nodes.r1.vm.disk: " + filepath.Join(dir, "notes") + ": not a disk image: not qcow2, and its 6 bytes are not whole 512-byte sectors of a raw disk; give a qcow2 image or a raw disk (e.g. made with `qemu-img create -f qcow2 FILE 1G`)"}},
 		{"empty", "    vm: {disk: empty}\n", nil,
-			[]string{":5: nodes.r1.vm.disk: " + filepath.Join(dir, "empty") + " is not a disk image: not qcow2, and its 0 bytes are not whole 512-byte sectors of a raw disk; give a qcow2 image or a raw disk (e.g. made with `qemu-img create -f qcow2 FILE 1G`)"}},
+			[]string{":5: nodes.r1.vm.disk: " + filepath.Join(dir, "empty") + ": not a disk image: not qcow2, and its 0 bytes are not whole 512-byte sectors of a raw disk; give a qcow2 image or a raw disk (e.g. made with `qemu-img create -f qcow2 FILE 1G`)"}},
+		{"qcow2 with a backing file", "    vm: {disk: b.qcow2}\n", nil,
+			[]string{":5: nodes.r1.vm.disk: " + filepath.Join(dir, "b.qcow2") + ": a qcow2 image with a backing file: an image must hold all its data (make one with `qemu-img convert -O qcow2 IMAGE FLAT`); give a qcow2 image or a raw disk (e.g. made with `qemu-img create -f qcow2 FILE 1G`)"}},
+		{"qcow2 v2 with a backing file", "    vm: {disk: v2.qcow2}\n", nil,
+			[]string{":5: nodes.r1.vm.disk: " + filepath.Join(dir, "v2.qcow2") + ": a qcow2 image with a backing file: an image must hold all its data (make one with `qemu-img convert -O qcow2 IMAGE FLAT`); give a qcow2 image or a raw disk (e.g. made with `qemu-img create -f qcow2 FILE 1G`)"}},
+		{"qcow2 with an external data file", "    vm: {disk: x.qcow2}\n", nil,
+			[]string{":5: nodes.r1.vm.disk: " + filepath.Join(dir, "x.qcow2") + ": a qcow2 image with an external data file: an image must hold all its data (make one with `qemu-img convert -O qcow2 IMAGE FLAT`); give a qcow2 image or a raw disk (e.g. made with `qemu-img create -f qcow2 FILE 1G`)"}},
 		{"with a kernel", "    vm: {disk: d.raw, kernel: vmlinuz}\n", nil,
 			[]string{":5: nodes.r1.vm.kernel: a VM with its own disk boots the kernel on the disk; remove `kernel`, or `disk` to boot a kernel"}},
 		{"with exec", "    vm: {disk: d.qcow2}\n    exec: [true]\n", nil,
@@ -60,4 +70,17 @@ func TestVMDisk(t *testing.T) {
 			wantErrors(t, err, topo, c.errs)
 		})
 	}
+}
+
+// qcow2Image is the header of a qcow2 image of that version, backing file offset and
+// incompatible features, padded to a cluster.
+func qcow2Image(version uint32, backing, incompatible uint64) []byte {
+	b := make([]byte, 512)
+	copy(b, qcow2Magic)
+	binary.BigEndian.PutUint32(b[qcow2VersionOffset:], version)
+	binary.BigEndian.PutUint64(b[qcow2BackingOffset:], backing)
+	if version == 3 {
+		binary.BigEndian.PutUint64(b[qcow2Incompatible:], incompatible)
+	}
+	return b
 }

@@ -57,9 +57,6 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 		err = preflight(p, n)
 	}
 	if err == nil {
-		err = checkNetID(st, p)
-	}
-	if err == nil {
 		err = checkTasks(p.Network, p.Nodes)
 	}
 	if err == nil {
@@ -69,11 +66,12 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 		st.Delete(n.Name) // the lock file just made: nothing else exists
 		return nil, err
 	}
-	rec := &state.Record{Name: p.Network, NetID: p.NetID, File: file, Status: state.Creating,
-		Created: time.Now().UTC(), Plan: p, Names: names, Nodes: map[string]int{}}
-	if err := st.Save(rec); err != nil {
+	rec, err := saveNew(st, n, host, file, p, names)
+	if err != nil {
+		st.Delete(n.Name)
 		return nil, err
 	}
+	p = rec.Plan
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
 	running, err := leftovers(env)
 	if err != nil {
@@ -98,6 +96,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		rec.Names = &plan.Names{}
 	}
 	names := rec.Names.Clone()
+	names.NetID = rec.NetID
 	p, err := plan.Make(n, st.ID, host, names)
 	if err != nil {
 		return nil, err
@@ -179,20 +178,6 @@ func rollback(st *state.Store, rec *state.Record, old *plan.Plan, log io.Writer,
 	return fmt.Errorf("%w; the network was taken back to what it was", cause)
 }
 
-// checkNetID refuses a network whose derived id another network of this state directory has.
-func checkNetID(st *state.Store, p *plan.Plan) error {
-	recs, err := st.List()
-	if err != nil {
-		return err
-	}
-	for _, r := range recs {
-		if r.NetID == p.NetID && r.Name != p.Network {
-			return fmt.Errorf("network name %q derives the same device names as network %q; rename one of them", p.Network, r.Name)
-		}
-	}
-	return nil
-}
-
 // Preview lists what Up of network n would change on this machine, changing nothing.
 func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 	rec, err := st.Load(n.Name)
@@ -204,7 +189,7 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 		if rec.Names != nil {
 			names = rec.Names.Clone()
 		}
-		old = rec.Plan
+		names.NetID, old = rec.NetID, rec.Plan
 	}
 	p, err := plan.Make(n, st.ID, host, names)
 	if err != nil {

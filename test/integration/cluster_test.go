@@ -12,6 +12,7 @@ package integration
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -24,6 +25,7 @@ import (
 	"github.com/trellisnet/trellis/internal/agent"
 	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
+	"github.com/trellisnet/trellis/internal/plan"
 )
 
 // etcdAddr is the underlay address of the etcd members, on the underlay's bridge.
@@ -244,6 +246,42 @@ func TestClusterThreeMachines(t *testing.T) {
 		}
 	})
 
+	t.Run("tunnel keys of colliding names", func(t *testing.T) {
+		// Two networks whose links derive one VXLAN id both run: the placer gives each link a
+		// key of its own. Keys derive from each network's random secret, so names alone no
+		// longer collide on purpose, but keys still meet by chance (24 bits); the test makes
+		// it happen by giving both placements one secret under which the names collide, while
+		// each network is on one machine, then spreads them. Before, the second network's
+		// VXLAN device was refused on both machines (the id "is already used on this machine").
+		secret := []byte("trellis-it-keys!")
+		first, second := collidingVXLAN(t, "t1", secret)
+		topoOf := func(name, yHost string) string {
+			return fmt.Sprintf("name: %s\ntunnel: vxlan\nnodes:\n  x: {host: m1, addresses: {eth1: [10.9.0.1/24]}}\n"+
+				"  y: {host: %s, addresses: {eth1: [10.9.0.2/24]}}\nlinks:\n  - {name: l, endpoints: [x:eth1, y:eth1]}\n", name, yHost)
+		}
+		keys := map[string]uint32{}
+		for _, name := range []string{first, second} {
+			registerNetwork(agent.LocalName("t1", name))
+			topo := writeTopo(t, topoOf(name, "m1"))
+			cli(t, "up", topo)
+			defer cli(t, "down", name)
+			k.withSecret(t, name, k.converged(t, name, k.generation(t, name)), secret)
+			rewriteTopo(t, topo, topoOf(name, "m2"))
+			if _, errOut, err := m.run(1, "--cluster", ctxFile, "up", topo); err != nil {
+				t.Fatalf("up --cluster of %s, whose link derives the VXLAN id of %s's: %v\n%s", name, first, err, errOut)
+			}
+			keys[name] = k.converged(t, name, k.generation(t, name)).Keys["l"]
+		}
+		if derived := plan.TunnelKey(secret, agent.LocalName("t1", first), "l"); keys[first] != derived || keys[second]&0xffffff == derived&0xffffff {
+			t.Errorf("keys %#x and %#x; want the first %#x, derived from the secret, and the second of another VXLAN id", keys[first], keys[second], derived)
+		}
+		for _, name := range []string{first, second} {
+			if err := m.tryPing(1, agent.LocalName("t1", name), "x", "10.9.0.2", "-c", "1", "-W", "2"); err != nil {
+				t.Errorf("%s: x does not reach y across the machines: %v", name, err)
+			}
+		}
+	})
+
 	t.Run("machine lost", func(t *testing.T) {
 		lost := where(p, "c")
 		start := time.Now()
@@ -308,4 +346,34 @@ func (n *mhInfo) pids() map[string]int {
 		out[nd.Name] = nd.PID
 	}
 	return out
+}
+
+// collidingVXLAN finds two network names of tenant whose link "l" derives, under secret, one
+// VXLAN id on the machines (plan.TunnelKey of TENANT.NETWORK; 24 bits: a few thousand names on
+// average).
+func collidingVXLAN(t *testing.T, tenant string, secret []byte) (string, string) {
+	t.Helper()
+	seen := map[uint32]string{}
+	for i := 0; i < 1<<22; i++ {
+		name := fmt.Sprintf("vx%d", i)
+		vni := plan.TunnelKey(secret, agent.LocalName(tenant, name), "l") & 0xffffff
+		if other, ok := seen[vni]; ok {
+			return other, name
+		}
+		seen[vni] = name
+	}
+	t.Fatal("no two names with one derived VXLAN id in 4 million")
+	return "", ""
+}
+
+// withSecret writes placement p of t1's network name again with the tunnel secret secret (as
+// the placer keeps it when it places the network again).
+func (k *clusterOf) withSecret(t *testing.T, name string, p *cluster.Placement, secret []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p.Secret = hex.EncodeToString(secret)
+	if _, err := k.s.PutPlacement(ctx, p, p.Revision); err != nil {
+		t.Fatalf("placement of %s with another secret: %v", name, err)
+	}
 }

@@ -496,6 +496,9 @@ func ours() (stateIDs, netIDs map[string]bool) {
 		stateIDs[id] = true
 		for name := range reg.networks {
 			netIDs[plan.NetID(id, name)] = true
+			for i := 1; i <= 3; i++ { // ids allocated to a network whose derived id was taken
+				netIDs[plan.NetID(id, fmt.Sprintf("%s#%d", name, i))] = true
+			}
 		}
 	}
 	return stateIDs, netIDs

@@ -13,9 +13,11 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,7 @@ import (
 	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
 	"github.com/trellisnet/trellis/internal/cluster/pki"
+	"github.com/trellisnet/trellis/internal/spec"
 )
 
 // clientAs issues a client certificate of common name user (an etcd user) and returns its files.
@@ -138,6 +141,23 @@ func TestClusterTenants(t *testing.T) {
 			}
 		}
 	}
+	t.Run("default limits", func(t *testing.T) {
+		// The file gives no memory and no pids: every tenant node has the cluster's defaults
+		// all the same (docs/cluster.md, "Default limits"); before, no memory limit at all.
+		for _, tn := range tenants {
+			groups := procCgroups(t, pids[tn]["a"])
+			want := map[string]string{"memory.max": strconv.Itoa(spec.ClusterMemory), "pids.max": "1024"}
+			if _, v2 := groups[""]; !v2 {
+				want = map[string]string{"memory.limit_in_bytes": strconv.Itoa(spec.ClusterMemory), "pids.max": "1024"}
+			}
+			for file, value := range want {
+				if got := cgroupFile(t, groups, file); got != value {
+					t.Errorf("%s's node a: %s = %q, want %q", tn, file, got, value)
+				}
+			}
+		}
+	})
+	t.Run("VM images from the store", func(t *testing.T) { testImageStore(t, c, e.state, root, ag) })
 	t.Run("exec and link through the agent", func(t *testing.T) { testRemote(t, c, agentFiles, files) })
 	if err := stores["bob"].Down(ctx, "bob", "lab", 0); err != nil {
 		t.Fatal(err)
@@ -287,4 +307,61 @@ func revision(t *testing.T, s *cluster.Store) int64 {
 		t.Fatal(err)
 	}
 	return resp.Header.Revision
+}
+
+// testImageStore: a tenant's VM names images of the machine's store; the agent refuses one that
+// is not there and a qcow2 image whose backing file is a host file (here /dev/zero: it could as
+// well be the machine's disk), reporting the field and the image and no host path, and starts
+// nothing of the network.
+func testImageStore(t *testing.T, c *etcdtest.Cluster, stateDir string, root *cluster.Store, ag *agentProc) {
+	qemuImg, err := exec.LookPath("qemu-img")
+	if err != nil {
+		t.Fatal("qemu-img is needed to make a qcow2 image with a backing file: install qemu-utils (scripts/setup.sh does)")
+	}
+	store := filepath.Join(stateDir, spec.ImageStore)
+	if err := os.MkdirAll(store, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	backed := filepath.Join(store, "backed.qcow2")
+	if out, err := exec.Command(qemuImg, "create", "-q", "-f", "qcow2", "-b", "/dev/zero", "-F", "raw", backed, "16M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img create: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const tn = "carol"
+	registerNetwork(agent.LocalName(tn, "img"))
+	tenantAs(t, c, root, tn, cluster.Quota{})
+	src := "name: img\nnodes:\n  v: {kind: vm, vm: {disk: backed.qcow2}}\n  w: {kind: vm, vm: {disk: missing.qcow2}}\n"
+	gen, err := root.Up(ctx, &cluster.Network{Tenant: tn, Name: "img", File: "/carol/img.yaml", Source: src}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report string
+	waitFor(t, 30*time.Second, "carol/img reported failed", func() (bool, string) {
+		sts, err := root.Statuses(ctx, tn, "img")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, st := range sts {
+			if st.Generation == gen && st.State == cluster.Failed {
+				report = st.Error
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("status %+v\nagent log:\n%s", sts, ag.log)
+	})
+	for _, want := range []string{`nodes.v.vm.disk: image "backed.qcow2": a qcow2 image with a backing file`, `nodes.w.vm.disk: image "missing.qcow2": not in this machine's image store`} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report %q, want it to say %q", report, want)
+		}
+	}
+	if strings.Contains(report, "/dev/") || strings.Contains(report, stateDir) {
+		t.Errorf("report %q names a path of the machine", report)
+	}
+	if nets := listNetworks(t, stateDir); slices.Contains(nets, agent.LocalName(tn, "img")) {
+		t.Errorf("networks %v: the refused network was created", nets)
+	}
+	if err := root.Down(ctx, tn, "img", 0); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -25,7 +25,7 @@ func groupPrefix(env *kinds.Env) string { return env.Store.ID + "." + env.Plan.N
 
 // limits are the cgroup limits of node nd.
 func limits(nd *spec.Node) cgroup.Limits {
-	return cgroup.Limits{CPUs: nd.Needs.CPU, Memory: nd.Needs.Memory, Cpuset: nd.Cpuset, Pids: nd.Pids}
+	return cgroup.Limits{CPUs: nd.Needs.CPU, Memory: nd.MemoryLimit(), Cpuset: nd.Cpuset, Pids: nd.Pids}
 }
 
 // minMemory is the least memory a node may be given: its init and a shell.
@@ -51,7 +51,7 @@ func check(n *spec.Network, nd *spec.Node) []*spec.Error {
 }
 
 // createGroup makes node n's control group with its limits. Where the host has no usable
-// cgroups (e.g. trellis runs under `ip netns exec`, whose /sys hides /sys/fs/cgroup), a node
+// cgroups (e.g. a container whose /sys/fs/cgroup shows none), a node
 // without limits in the file starts without a group, and one with limits is refused.
 func createGroup(env *kinds.Env, n *plan.Node) (*cgroup.Group, error) {
 	l := limits(n.Node)

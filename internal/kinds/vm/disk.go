@@ -11,6 +11,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 )
 
@@ -35,6 +36,16 @@ func diskArgs(ctx context.Context, env *kinds.Env, n *plan.Node) ([]string, erro
 	}
 	if _, err := exec.LookPath(QEMUImg); err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNoQEMUImg, err)
+	}
+	// Checked again as QEMU is to read it: the file may have changed since it was parsed, and
+	// a qcow2 image that names another file (a backing file: any file or device of the machine)
+	// is refused.
+	format, err := spec.DiskFormat(n.VM.Disk)
+	if err == nil && format != n.VM.DiskFormat {
+		err = fmt.Errorf("%s is %s now, not %s as when the file was read", n.VM.Disk, format, n.VM.DiskFormat)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("VM %s: disk: %w", n.Name, err)
 	}
 	path := overlayPath(env, n.Name)
 	if err := os.MkdirAll(filepath.Dir(path), state.DirMode); err != nil {

@@ -46,7 +46,7 @@ func guestMemory(n *spec.Node) uint64 {
 	if n.Needs.Memory > 0 {
 		return max(n.Needs.Memory, minMemory)
 	}
-	return 512 << 20
+	return spec.DefaultVMMemory
 }
 
 // quotaReserve tells whether node n's reservation is a CPU quota (pinned vCPUs) rather than
