@@ -21,10 +21,6 @@ import (
 // process as a node of one network of one state directory, so that it can be found again.
 const InitArg0 = nodeinit.InitArg0
 
-// ExecArg is the sub-command of the node's init program that runs a command in a node, from
-// inside it.
-const ExecArg = nodeinit.ExecArg
-
 // InitTasks is how many of the host's tasks (pids) an idle node's init holds: its threads.
 // The init program (package nodeinit) sleeps with three, its main thread, the Go runtime's
 // monitor and the thread the runtime starts with; about one init in five keeps a fourth it
@@ -32,7 +28,7 @@ const ExecArg = nodeinit.ExecArg
 const InitTasks = 4
 
 // JoinArg is the hidden sub-command that joins a node's control groups on the host, then
-// enters the node (Command).
+// enters the node through the enter program (Command).
 const JoinArg = "__node-join"
 
 // Config is what the init process needs to set a node up.
@@ -112,7 +108,9 @@ func FindRunning(stateID, netID string) (map[string]Running, error) {
 	}
 	out := make(map[string]Running, len(found))
 	for name, m := range found {
-		out[name] = Running{PID: m.PID, Digest: m.Digest, Ready: isReady(m.PID)}
+		if isInit(m.PID) { // not a process of a node that took an init's command line
+			out[name] = Running{PID: m.PID, Digest: m.Digest, Ready: isReady(m.PID)}
+		}
 	}
 	return out, nil
 }
