@@ -108,9 +108,7 @@ func FindRunning(stateID, netID string) (map[string]Running, error) {
 	}
 	out := make(map[string]Running, len(found))
 	for name, m := range found {
-		if isInit(m.PID) { // not a process of a node that took an init's command line
-			out[name] = Running{PID: m.PID, Digest: m.Digest, Ready: isReady(m.PID)}
-		}
+		out[name] = Running{PID: m.PID, Digest: m.Digest, Ready: isReady(m.PID)}
 	}
 	return out, nil
 }
@@ -123,7 +121,9 @@ type Marked struct {
 }
 
 // FindMarked finds the processes whose command line is the marker of arg0 for network netID
-// of state directory stateID, by name; with skipGone, not zombies.
+// of state directory stateID, by name; with skipGone, not zombies. A process with a node init's
+// marker counts only if it is one (isInit): a node's root sees its init's marker, and may
+// start a process with another node's.
 func FindMarked(arg0, stateID, netID string, skipGone bool) (map[string]Marked, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -141,7 +141,7 @@ func FindMarked(arg0, stateID, netID string, skipGone bool) (map[string]Marked, 
 			continue
 		}
 		args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
-		if len(args) == 5 && !(skipGone && Gone(pid)) {
+		if len(args) == 5 && !(skipGone && Gone(pid)) && (arg0 != InitArg0 || isInit(pid)) {
 			out[args[3]] = Marked{PID: pid, Digest: args[4]}
 		}
 	}

@@ -1,0 +1,90 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const execEscapeTopo = `name: %s
+nodes:
+  a: {addresses: {eth1: [10.0.0.1/24]}}
+  b: {addresses: {eth1: [10.0.0.2/24]}}
+links:
+  - endpoints: [a:eth1, b:eth1]
+`
+
+// TestEscapeExec: a node's root prepares its node for the next `trellis exec` (the user's, the
+// API's, the web terminal's, an `exec:` line's), which must still run the command asked for,
+// in that node, with nothing of the host's open: a program planted at /proc/1/exe under a /proc
+// of its own does not run (on b3b80eb it ran with its working directory on the host's /, read
+// a file of the host's /tmp and wrote one there), and a process that takes another node's
+// init's command line does not pass for it.
+func TestEscapeExec(t *testing.T) {
+	e := start(t)
+	net := "escexec"
+	mustTrellis(t, e.state, "up", writeTopo(t, fmt.Sprintf(execEscapeTopo, net)))
+	n := nonce()
+	secret, marker := "/tmp/trellis-exec-secret-"+n, "/tmp/trellis-exec-marker-"+n
+	if err := os.WriteFile(secret, []byte("host secret "+n+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(secret); os.Remove(marker) })
+
+	// The command's working directory is the node's root: its /tmp is the node's.
+	mustExec(t, e.state, net, "a", "sh", "-c", "echo x > /tmp/node-"+n)
+	out := mustExec(t, e.state, net, "a", "sh", "-c", "pwd; ls /proc/self/cwd/ /proc/self/cwd/tmp/")
+	if !strings.HasPrefix(out, "/\n") || !strings.Contains(out, "node-"+n) || strings.Contains(out, filepath.Base(secret)) {
+		t.Errorf("pwd; ls /proc/self/cwd/ /proc/self/cwd/tmp/ in node a: want the node's root and /tmp:\n%s", out)
+	}
+
+	t.Run("a process that takes node b's init's command line", func(t *testing.T) {
+		marker := strings.Split(strings.TrimRight(mustExec(t, e.state, net, "a", "cat", "/proc/1/cmdline"), "\x00"), "\x00")
+		if len(marker) != 5 {
+			t.Fatalf("node a's init's command line: %q", marker)
+		}
+		fake := fmt.Sprintf("(unshare -pf bash -c 'exec -a %s yes %s %s b fake' | sleep 300) >/dev/null 2>&1 &", marker[0], marker[1], marker[2])
+		mustExec(t, e.state, net, "a", "sh", "-c", fake)
+		want := strings.Join(append(marker[:3:3], "b", "fake"), "\x00") + "\x00"
+		if !eventually(5*time.Second, func() bool { return hostHasCmdline(want) }) {
+			t.Fatal("the fake init did not start")
+		}
+		for _, node := range []string{"a", "b"} {
+			if got := strings.TrimSpace(mustExec(t, e.state, net, node, "cat", "/etc/hostname")); got != node {
+				t.Errorf("trellis exec %s %s ran in node %s", net, node, got)
+			}
+		}
+	})
+
+	// Node a mounts a /proc of its own and plants /proc/1/exe: a script that would read the
+	// host's secret and write the marker through its working directory, then run the command.
+	script := fmt.Sprintf(`#!/bin/sh\necho ran > /run/planted\necho ran > tmp/%s\ncat tmp/%s > /run/leak\nshift 2\nexec "$@"\n`, filepath.Base(marker), filepath.Base(secret))
+	mustExec(t, e.state, net, "a", "sh", "-c", fmt.Sprintf("mount -t tmpfs none /proc && mkdir /proc/1 && printf '%s' > /proc/1/exe && chmod 755 /proc/1/exe", script))
+	if got := strings.TrimSpace(mustExec(t, e.state, net, "a", "cat", "/etc/hostname")); got != "a" {
+		t.Errorf("trellis exec after /proc/1/exe was planted: %q, want the node's hostname", got)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the program planted at /proc/1/exe wrote %s on the host", marker)
+	}
+	if out, _, err := execIn(t, e.state, net, "a", "sh", "-c", "cat /run/planted /run/leak"); err == nil || out != "" {
+		t.Errorf("the program planted at /proc/1/exe ran: %q", out)
+	}
+	mustTrellis(t, e.state, "down", net)
+	e.assertClean()
+}
+
+// hostHasCmdline tells whether a process of the host has the command line want (NUL-separated).
+func hostHasCmdline(want string) bool {
+	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range paths {
+		if data, err := os.ReadFile(p); err == nil && string(data) == want {
+			return true
+		}
+	}
+	return false
+}
