@@ -88,3 +88,31 @@ func hostHasCmdline(want string) bool {
 	}
 	return false
 }
+
+// TestEscapeSysctl: trellis writes a node's net.* sysctls when it (re)configures an interface
+// (accept_dad at least). Node a's root binds a host-wide setting (kernel.printk_ratelimit) over
+// its /proc's file of one of them, then the network is changed: the host's setting must not
+// change. On b3b80eb the write went through the node's /proc and set the host's to 0.
+func TestEscapeSysctl(t *testing.T) {
+	const target = "/proc/sys/kernel/printk_ratelimit"
+	before := readTrim(target)
+	if before == "0" {
+		t.Fatalf("the host's %s is 0: the test cannot tell a write of 0 into it", target)
+	}
+	t.Cleanup(func() { os.WriteFile(target, []byte(before), 0) })
+	e := start(t)
+	net := "escsysctl"
+	topo := writeTopo(t, fmt.Sprintf(execEscapeTopo, net))
+	mustTrellis(t, e.state, "up", topo)
+	mustExec(t, e.state, net, "a", "sh", "-c", "umount /proc/sys/net && umount /proc/sys && mount --bind "+target+" /proc/sys/net/ipv6/conf/eth1/accept_dad")
+	rewriteTopo(t, topo, strings.Replace(fmt.Sprintf(execEscapeTopo, net), "[10.0.0.1/24]", "[10.0.0.1/24, 10.0.0.11/24]", 1))
+	mustTrellis(t, e.state, "up", topo)
+	if got := mustExec(t, e.state, net, "a", "ip", "-br", "addr", "show", "eth1"); !strings.Contains(got, "10.0.0.11/24") {
+		t.Errorf("node a's eth1 was not reconfigured: %s", got)
+	}
+	if got := readTrim(target); got != before {
+		t.Errorf("the host's %s changed from %s to %s: a node's sysctl was written through the node's /proc", target, before, got)
+	}
+	mustTrellis(t, e.state, "down", net)
+	e.assertClean()
+}
