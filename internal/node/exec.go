@@ -122,12 +122,26 @@ func isInit(pid int) bool {
 	if err != nil || !strings.HasPrefix(string(cmdline), InitArg0+"\x00") {
 		return false
 	}
+	return startedHere(InitArg0, pid)
+}
+
+// startedHere tells whether process pid is where trellis starts the processes marked with
+// arg0: a node's init is process 1 of a PID namespace one level below trellis's; a node's
+// engines helper is in trellis's own. A node's processes are at least one level below, and not
+// process 1 of a namespace at that level.
+func startedHere(arg0 string, pid int) bool {
 	nspid, err := nsPIDs(strconv.Itoa(pid))
 	if err != nil {
 		return false
 	}
 	own, err := ownNSDepth()
-	return err == nil && len(nspid) == own+1 && nspid[len(nspid)-1] == "1"
+	if err != nil {
+		return false
+	}
+	if arg0 == InitArg0 {
+		return len(nspid) == own+1 && nspid[own] == "1"
+	}
+	return len(nspid) == own
 }
 
 // ownNSDepth is the number of PID namespaces this process is in (1 in the host's).

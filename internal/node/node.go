@@ -159,9 +159,10 @@ type Marked struct {
 }
 
 // FindMarked finds the processes whose command line is the marker of arg0 for network netID
-// of state directory stateID, by name; with skipGone, not zombies. A process with a node init's
-// marker counts only if it is one (isInit): a node's root sees its init's marker, and may
-// start a process with another node's.
+// of state directory stateID, by name; with skipGone, not zombies. A node's root sees its init's
+// marker and may start processes with any command line, but not where trellis starts them: a
+// process with a node init's marker counts only if it is one (isInit), one with another
+// marker (a node's engines helper) only if it runs in trellis's own PID namespace.
 func FindMarked(arg0, stateID, netID string, skipGone bool) (map[string]Marked, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -179,7 +180,7 @@ func FindMarked(arg0, stateID, netID string, skipGone bool) (map[string]Marked, 
 			continue
 		}
 		args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
-		if len(args) == 5 && !(skipGone && Gone(pid)) && (arg0 != InitArg0 || isInit(pid)) {
+		if len(args) == 5 && !(skipGone && Gone(pid)) && startedHere(arg0, pid) {
 			out[args[3]] = Marked{PID: pid, Digest: args[4]}
 		}
 	}
