@@ -5,6 +5,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,6 +62,8 @@ func TestEscapeExec(t *testing.T) {
 		}
 	})
 
+	t.Run("push input into the caller's terminal", func(t *testing.T) { testTIOCSTI(t, e.state, net) })
+
 	// Node a mounts a /proc of its own and plants /proc/1/exe: a script that would read the
 	// host's secret and write the marker through its working directory, then run the command.
 	script := fmt.Sprintf(`#!/bin/sh\necho ran > /run/planted\necho ran > tmp/%s\ncat tmp/%s > /run/leak\nshift 2\nexec "$@"\n`, filepath.Base(marker), filepath.Base(secret))
@@ -76,6 +79,41 @@ func TestEscapeExec(t *testing.T) {
 	}
 	mustTrellis(t, e.state, "down", net)
 	e.assertClean()
+}
+
+// testTIOCSTI runs `trellis exec` from a shell on a terminal (script(1)), once with the
+// terminal as its output and once with a file: the command in the node pushes a line into
+// every terminal it has (TIOCSTI), and the shell then reads what is waiting on its terminal.
+// On b3b80eb the node's command had the caller's terminal as its controlling terminal and the
+// shell read the line: a node's root could type commands into the user's shell.
+func testTIOCSTI(t *testing.T, state, net string) {
+	scriptTool, err := exec.LookPath("script")
+	if err != nil {
+		t.Fatalf("script (util-linux) runs trellis exec on a terminal: install util-linux: %v", err)
+	}
+	line := "echo injected-" + nonce()
+	inject := fmt.Sprintf(`import fcntl, os, termios
+for name in ("/dev/tty", 0, 1, 2):
+    try:
+        fd = os.open(name, os.O_RDWR) if isinstance(name, str) else name
+        for c in b"%s\n":
+            fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))
+        print(name, "pushed")
+    except OSError as e:
+        print(name, e)`, line)
+	for _, output := range []string{"", " > $OUT; cat $OUT"} {
+		sh := filepath.Join(t.TempDir(), "probe.sh")
+		body := fmt.Sprintf("OUT=%s.out\n%s --state-dir %s exec %s a -- python3 -c '%s'%s\nread -t 2 got; echo \"tty: [$got]\"\n", sh, trellisBin, state, net, inject, output)
+		if err := os.WriteFile(sh, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// The terminal's input stays open (sleep) while the shell reads it.
+		out, err := exec.Command("sh", "-c", fmt.Sprintf("sleep 6 | %s -qec 'bash \"%s\"' /dev/null", scriptTool, sh)).CombinedOutput()
+		text := strings.ReplaceAll(string(out), "\r", "")
+		if err != nil || !strings.Contains(text, "/dev/tty ") || !strings.Contains(text, "tty: []") {
+			t.Errorf("trellis exec on a terminal (output%q): %v; the node's command pushed input into the caller's terminal:\n%s", output, err, text)
+		}
+	}
 }
 
 // hostHasCmdline tells whether a process of the host has the command line want (NUL-separated).

@@ -1,5 +1,5 @@
 /*
- * trellis-enter runs one command inside a trellis container node (package node, enter.go).
+ * trellis-enter runs one command inside a trellis container node (package node, exec.go).
  *
  * Usage: trellis-enter PIDFD -- COMMAND [ARG...]
  *
@@ -8,11 +8,19 @@
  * init with ONE setns(2) on that pidfd, user namespace included: entering the mount namespace
  * sets the root and the working directory to the node's root, so no directory of the host is
  * open when anything of the node runs. It becomes the node's root (uid and gid 0 of the node's
- * user namespace), closes every descriptor but 0, 1 and 2, and forks: the child, the first
- * process of the node's PID namespace that this makes, executes COMMAND, found on PATH in the
- * node's own file system; the parent forwards the signals sent to it and exits as the command
- * does. Nothing the node can mount over or change (its /proc, its programs) is executed or
- * trusted before the command itself, which is the node's by design.
+ * user namespace), marks every descriptor but 0, 1 and 2 close-on-exec, and forks: the child,
+ * a process of the node's PID namespace, executes COMMAND, found on PATH in the node's own file
+ * system; the parent forwards the signals sent to it and exits as the command does. Nothing the
+ * node can mount over or change (its /proc, its programs) is executed or trusted before the
+ * command itself, which is the node's by design.
+ *
+ * The command never has the caller's terminal as its controlling terminal: a process of the
+ * node could otherwise push input into the caller's shell (TIOCSTI) once the command ends. On a
+ * terminal (standard input and output both), the command runs on a pseudo-terminal of the
+ * node's own devpts, as its session's controlling terminal, and the parent relays bytes, the
+ * window size and signals between the two; otherwise the child gives up the caller's
+ * controlling terminal (TIOCNOTTY) but keeps its process group, so that a terminal's signals
+ * and a kill of the group reach it as before.
  *
  * Why C: a process can enter a user namespace, or a mount namespace, only while it has a
  * single thread (setns(2): EINVAL otherwise), and a Go program always runs several. runc
@@ -23,23 +31,45 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #define NAMESPACES (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | \
 		    CLONE_NEWPID | CLONE_NEWCGROUP)
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
 
 /* Exit codes of the shell: a command that cannot be found, one that cannot be run. */
 enum { NOT_FOUND = 127, CANNOT_RUN = 126 };
+
+/* A direction of the relay: bytes read from in, not yet all written to out. */
+struct pipe {
+	int in, out;
+	char buf[4096];
+	ssize_t len, off;
+};
+
+static pid_t child;
+static int ctty = -1;           /* the caller's controlling terminal, if it has one */
+static int relay;               /* the command runs on a pty of the node's, relayed */
+static int master = -1;         /* relaying: the pty's master */
+static struct termios saved;    /* relaying: the caller's terminal's settings */
+static struct pipe up, down;    /* relaying: the caller's input, the command's output */
 
 static void die(const char *what)
 {
@@ -55,6 +85,7 @@ static void enter(int pidfd)
 		die("not dumpable");
 	if (setns(pidfd, NAMESPACES) != 0)
 		die("setns");
+	close(pidfd);
 	if (setgroups(0, NULL) != 0)
 		die("setgroups");
 	if (setresgid(0, 0, 0) != 0)
@@ -66,13 +97,23 @@ static void enter(int pidfd)
 	if (chdir("/") != 0)
 		die("chdir /");
 	/* Nothing of the host's passes into the node but the caller's standard files. */
-	if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
+	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
 		die("close_range");
 }
 
-/* run is the child: the first process of the node's PID namespace that this enter makes. */
-static void run(char **argv, const sigset_t *mask)
+/* run is the child: it executes the command, on slave (>= 0) as its controlling terminal. */
+static void run(char **argv, const sigset_t *mask, int slave)
 {
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0); /* it ends with this program, killed or not */
+	if (slave >= 0) {
+		if (setsid() < 0 || ioctl(slave, TIOCSCTTY, 0) != 0)
+			die("the node's terminal");
+		for (int fd = 0; fd < 3; fd++)
+			if (dup2(slave, fd) < 0)
+				die("the node's terminal");
+	} else if (ctty >= 0) {
+		ioctl(ctty, TIOCNOTTY); /* the caller's terminal is no longer the command's */
+	}
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	execvp(argv[0], argv);
 	int err = errno;
@@ -84,9 +125,64 @@ static void run(char **argv, const sigset_t *mask)
 	_exit(err == ENOENT || err == ENOTDIR ? NOT_FOUND : CANNOT_RUN);
 }
 
-/* die_as ends this process as status says the child ended: same exit code or signal. */
+/* open_pty opens a pty of the node's devpts (its /dev/ptmx), the size of the caller's. */
+static int open_pty(int *slave)
+{
+	master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (master < 0)
+		return -1;
+	struct winsize ws;
+	/* The slave through the master (TIOCGPTPEER), not a path the node could mount over. */
+	if (unlockpt(master) != 0 ||
+	    (*slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+		close(master);
+		return -1;
+	}
+	if (ioctl(0, TIOCGWINSZ, &ws) == 0)
+		ioctl(master, TIOCSWINSZ, &ws);
+	return 0;
+}
+
+static void raw_mode(void)
+{
+	struct termios raw = saved;
+	cfmakeraw(&raw);
+	tcsetattr(0, TCSADRAIN, &raw);
+}
+
+/* write_all writes n bytes of buf to fd, waiting while it is full; 0 if it failed. */
+static int write_all(int fd, const char *buf, ssize_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, buf, (size_t)n);
+		if (w < 0 && errno == EAGAIN) {
+			struct pollfd p = {fd, POLLOUT, 0};
+			poll(&p, 1, 1000);
+			continue;
+		}
+		if (w < 0 && errno != EINTR)
+			return 0;
+		if (w > 0)
+			buf += w, n -= w;
+	}
+	return 1;
+}
+
+/*
+ * die_as ends this process as status says the child ended: same exit code or signal. Relaying,
+ * it first passes on what the command wrote last (not what a process it left running writes
+ * later) and gives the caller's terminal its settings back.
+ */
 static void die_as(int status)
 {
+	if (relay) {
+		char buf[4096];
+		ssize_t n;
+		if (write_all(1, down.buf + down.off, down.len - down.off))
+			while ((n = read(master, buf, sizeof buf)) > 0 && write_all(1, buf, n))
+				;
+		tcsetattr(0, TCSADRAIN, &saved);
+	}
 	if (WIFEXITED(status))
 		exit(WEXITSTATUS(status));
 	int sig = WTERMSIG(status);
@@ -102,31 +198,88 @@ static void die_as(int status)
 }
 
 /*
- * wait_child waits for the child to end, forwarding the signals that a process sent to this
- * one (those the kernel sent, such as a terminal's ^C to the foreground process group, reached
- * the child too), and stopping when the child stops (^Z), so that the caller's job control sees
- * it.
+ * on_signal handles one signal. SIGCHLD: the child ended (this program ends as it did) or
+ * stopped (this program stops, so that the caller's job control sees it, then continues it).
+ * SIGWINCH, relaying: the caller's terminal's size goes to the node's. Others are forwarded:
+ * all of them when relaying (the command is in a session of its own); else only those a
+ * process sent (a terminal's, sent by the kernel to its foreground process group, reached the
+ * child too).
  */
-static void wait_child(pid_t child, const sigset_t *waited)
+static void on_signal(const struct signalfd_siginfo *si)
 {
+	int sig = (int)si->ssi_signo;
+	if (sig == SIGWINCH && relay) {
+		struct winsize ws;
+		if (ioctl(0, TIOCGWINSZ, &ws) == 0)
+			ioctl(master, TIOCSWINSZ, &ws);
+		return;
+	}
+	if (sig != SIGCHLD) {
+		if (relay || si->ssi_code <= 0) /* SI_USER, SI_QUEUE, SI_TKILL: sent by a process */
+			kill(child, sig);
+		return;
+	}
+	int status;
+	while (waitpid(child, &status, WNOHANG | WUNTRACED) == child) {
+		if (!WIFSTOPPED(status))
+			die_as(status);
+		if (relay)
+			tcsetattr(0, TCSADRAIN, &saved);
+		kill(getpid(), SIGSTOP);
+		if (relay)
+			raw_mode();
+		kill(child, SIGCONT);
+	}
+}
+
+/* flow moves what it can of p; it returns 0 once p's input or output ended. */
+static int flow(struct pipe *p, short in_ev, short out_ev)
+{
+	if (p->len == 0 && (in_ev & (POLLIN | POLLHUP | POLLERR))) {
+		ssize_t n = read(p->in, p->buf, sizeof p->buf);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return 0;
+		p->len = n > 0 ? n : 0, p->off = 0;
+	}
+	if (p->len > 0 && (out_ev & (POLLOUT | POLLERR | POLLHUP))) {
+		ssize_t n = write(p->out, p->buf + p->off, (size_t)(p->len - p->off));
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return 0;
+		if (n > 0 && (p->off += n) == p->len)
+			p->len = 0;
+	}
+	return 1;
+}
+
+/* wait_child waits for the child to end, handling signals and, relaying, moving bytes. */
+static void wait_child(int sigfd)
+{
+	up.in = 0, up.out = master, down.in = master, down.out = 1;
+	int up_open = relay, down_open = relay;
+	if (relay) {
+		fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
+		raw_mode();
+	}
 	for (;;) {
-		siginfo_t si;
-		int sig = sigwaitinfo(waited, &si);
-		if (sig < 0)
+		/* Each direction waits to read, or, with bytes held, to write. */
+		struct pollfd fds[5] = {
+			{sigfd, POLLIN, 0},
+			{up_open && !up.len ? 0 : -1, POLLIN, 0},
+			{up_open && up.len ? master : -1, POLLOUT, 0},
+			{down_open && !down.len ? master : -1, POLLIN, 0},
+			{down_open && down.len ? 1 : -1, POLLOUT, 0},
+		};
+		if (poll(fds, 5, -1) < 0)
 			continue; /* EINTR */
-		if (sig != SIGCHLD) {
-			if (si.si_code <= 0) /* SI_USER, SI_QUEUE, SI_TKILL: sent by a process */
-				kill(child, sig);
-			continue;
+		if (fds[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			if (read(sigfd, &si, sizeof si) == sizeof si)
+				on_signal(&si);
 		}
-		int status;
-		pid_t pid;
-		while ((pid = waitpid(child, &status, WNOHANG | WUNTRACED)) == child) {
-			if (!WIFSTOPPED(status))
-				die_as(status);
-			kill(getpid(), SIGSTOP);
-			kill(child, SIGCONT);
-		}
+		if (up_open && !flow(&up, fds[1].revents, fds[2].revents))
+			up_open = 0; /* the caller's input ended: the command may still write */
+		if (down_open && !flow(&down, fds[3].revents, fds[4].revents))
+			down_open = 0; /* every process of the node closed the pty */
 	}
 }
 
@@ -138,19 +291,28 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s PIDFD -- COMMAND [ARG...]\n", argv[0]);
 		return 2;
 	}
-	/* Every signal but those of faults waits for sigwaitinfo, from before the fork on. */
+	/* Every signal but those of faults is read from a signalfd, from before the fork on. */
 	sigset_t waited, mask;
 	sigfillset(&waited);
 	int faults[] = {SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
 	for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
 		sigdelset(&waited, faults[i]);
 	sigprocmask(SIG_BLOCK, &waited, &mask);
+	ctty = open("/dev/tty", O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC); /* the host's */
+	relay = ctty >= 0 && isatty(0) && isatty(1) && tcgetattr(0, &saved) == 0;
 	enter((int)pidfd);
-	pid_t child = fork();
+	int slave = -1;
+	if (relay && open_pty(&slave) != 0)
+		relay = 0; /* no pty in the node: the command runs without a terminal */
+	int sigfd = signalfd(-1, &waited, SFD_CLOEXEC);
+	if (sigfd < 0)
+		die("signalfd");
+	child = fork();
 	if (child < 0)
 		die("fork");
 	if (child == 0)
-		run(argv + 3, &mask);
-	wait_child(child, &waited);
+		run(argv + 3, &mask, slave);
+	close(slave);
+	wait_child(sigfd);
 	return NOT_FOUND;
 }
