@@ -89,7 +89,7 @@ func TestEscapeExec(t *testing.T) {
 func testTIOCSTI(t *testing.T, state, net string) {
 	scriptTool, err := exec.LookPath("script")
 	if err != nil {
-		t.Fatalf("script (util-linux) runs trellis exec on a terminal: install util-linux: %v", err)
+		t.Fatalf("script(1) runs trellis exec on a terminal: install bsdutils (scripts/setup.sh): %v", err)
 	}
 	line := "echo injected-" + nonce()
 	inject := fmt.Sprintf(`import fcntl, os, termios
