@@ -90,11 +90,10 @@ func execEnter(pidfd int, argv []string) error {
 	if err != nil {
 		return err
 	}
+	defer exe.Close() // close-on-exec: the program holds no copy of it
 	if _, err := unix.FcntlInt(uintptr(pidfd), unix.F_SETFD, 0); err != nil {
 		return err
 	}
-	// Executed through its descriptor (close-on-exec: the program holds no copy of it).
-	defer exe.Close()
 	args := append([]string{"trellis-enter", strconv.Itoa(pidfd), "--"}, argv...)
 	return unix.Exec(fmt.Sprintf("/proc/self/fd/%d", exe.Fd()), args, os.Environ())
 }

@@ -14,9 +14,9 @@ import (
 // node cannot use up the host's pseudo-terminals: the kernel keeps kernel.pty.reserve of them
 // (1024 by default) for the host's own devpts instance, whatever the other instances hold.
 
-// Devices are the host's device files bound, read-only (the devices stay writable), into
+// devices are the host's device files bound, read-only (the devices stay writable), into
 // every node's /dev.
-var Devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 // devLinks are the symbolic links of a node's /dev: name and target.
 var devLinks = [][2]string{
@@ -41,7 +41,7 @@ func mountDev(root string, base uint32) error {
 	var trees []int
 	defer func() { closeAll(trees) }()
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC}
-	for _, d := range Devices {
+	for _, d := range devices {
 		fd, err := unix.OpenTree(unix.AT_FDCWD, "/dev/"+d, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 		if err != nil {
 			return fmt.Errorf("the host's /dev/%s: %w", d, err)
@@ -82,14 +82,14 @@ func mountDev(root string, base uint32) error {
 }
 
 // fillDev makes the entries of the node's /dev (directory dev), binding trees (the host's
-// Devices, cloned) on theirs.
+// devices, cloned) on theirs.
 func fillDev(dev int, trees []int) error {
 	for _, d := range []string{"pts", "shm"} {
 		if err := unix.Mkdirat(dev, d, 0o755); err != nil {
 			return fmt.Errorf("/dev/%s: %w", d, err)
 		}
 	}
-	for i, d := range Devices {
+	for i, d := range devices {
 		fd, err := unix.Openat(dev, d, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_CLOEXEC, 0o666)
 		if err != nil {
 			return fmt.Errorf("/dev/%s: %w", d, err)
