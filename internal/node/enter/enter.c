@@ -111,8 +111,8 @@ static void run(char **argv, const sigset_t *mask, int slave)
 		for (int fd = 0; fd < 3; fd++)
 			if (dup2(slave, fd) < 0)
 				die("the node's terminal");
-	} else if (ctty >= 0) {
-		ioctl(ctty, TIOCNOTTY); /* the caller's terminal is no longer the command's */
+	} else if (ctty >= 0 && ioctl(ctty, TIOCNOTTY) != 0 && setsid() < 0) {
+		die("giving up the caller's terminal"); /* it must never be the command's */
 	}
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	execvp(argv[0], argv);
