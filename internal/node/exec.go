@@ -52,7 +52,7 @@ func HasProgram(pid int, path string) bool {
 		return false
 	}
 	defer unix.Close(root)
-	fd, err := unix.Openat2(root, "."+path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
+	fd, err := unix.Openat2(root, "."+path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
 	if err != nil {
 		return false
 	}
