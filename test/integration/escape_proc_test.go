@@ -24,8 +24,9 @@ links:
 // API's, the web terminal's, an `exec:` line's), which must still run the command asked for,
 // in that node, with nothing of the host's open: a program planted at /proc/1/exe under a /proc
 // of its own does not run (on b3b80eb it ran with its working directory on the host's /, read
-// a file of the host's /tmp and wrote one there), and a process that takes another node's
-// init's command line does not pass for it.
+// a file of the host's /tmp and wrote one there), a process that takes another node's init's
+// command line does not pass for it, and the command cannot push input into the caller's
+// terminal (testTIOCSTI).
 func TestEscapeExec(t *testing.T) {
 	e := start(t)
 	net := "escexec"
