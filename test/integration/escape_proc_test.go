@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -83,17 +84,26 @@ func TestEscapeExec(t *testing.T) {
 }
 
 // testTIOCSTI runs `trellis exec` from a shell on a terminal (script(1)), once with the
-// terminal as its output and once with a file: the command in the node pushes a line into
-// every terminal it has (TIOCSTI), and the shell then reads what is waiting on its terminal.
-// On b3b80eb the node's command had the caller's terminal as its controlling terminal and the
-// shell read the line: a node's root could type commands into the user's shell.
+// terminal as its output and once with a file: the command in the node says whether its
+// terminals are the caller's (a process it leaves running could read what the user types
+// next) and pushes a line into every terminal it has (TIOCSTI); the shell then reads what is
+// waiting on its terminal. On b3b80eb the node's command had the caller's terminal, as its
+// controlling terminal, and the shell read the line: a node's root could type commands into
+// the user's shell.
 func testTIOCSTI(t *testing.T, state, net string) {
 	scriptTool, err := exec.LookPath("script")
 	if err != nil {
 		t.Fatalf("script(1) runs trellis exec on a terminal: install bsdutils (scripts/setup.sh): %v", err)
 	}
 	line := "echo injected-" + nonce()
+	var hostPTS syscall.Stat_t // script(1) makes its terminal there
+	if err := syscall.Stat("/dev/pts", &hostPTS); err != nil {
+		t.Fatal(err)
+	}
 	inject := fmt.Sprintf(`import fcntl, os, termios
+for fd in (0, 1, 2):
+    if os.isatty(fd):
+        print("fd", fd, "is a caller terminal" if os.fstat(fd).st_dev == %d else "is a node terminal")
 for name in ("/dev/tty", 0, 1, 2):
     try:
         fd = os.open(name, os.O_RDWR) if isinstance(name, str) else name
@@ -101,7 +111,7 @@ for name in ("/dev/tty", 0, 1, 2):
             fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))
         print(name, "pushed")
     except OSError as e:
-        print(name, e)`, line)
+        print(name, e)`, hostPTS.Dev, line)
 	for _, output := range []string{"", " > $OUT; cat $OUT"} {
 		sh := filepath.Join(t.TempDir(), "probe.sh")
 		body := fmt.Sprintf("OUT=%s.out\n%s --state-dir %s exec %s a -- python3 -c '%s'%s\nread -t 2 got; echo \"tty: [$got]\"\n", sh, trellisBin, state, net, inject, output)
@@ -111,8 +121,8 @@ for name in ("/dev/tty", 0, 1, 2):
 		// The terminal's input stays open (sleep) while the shell reads it.
 		out, err := exec.Command("sh", "-c", fmt.Sprintf("sleep 6 | %s -qec 'bash \"%s\"' /dev/null", scriptTool, sh)).CombinedOutput()
 		text := strings.ReplaceAll(string(out), "\r", "")
-		if err != nil || !strings.Contains(text, "/dev/tty ") || !strings.Contains(text, "tty: []") {
-			t.Errorf("trellis exec on a terminal (output%q): %v; the node's command pushed input into the caller's terminal:\n%s", output, err, text)
+		if err != nil || !strings.Contains(text, "/dev/tty ") || !strings.Contains(text, "tty: []") || strings.Contains(text, "a caller terminal") {
+			t.Errorf("trellis exec on a terminal (output%q): %v; the node's command had the caller's terminal, or pushed input into it:\n%s", output, err, text)
 		}
 	}
 }

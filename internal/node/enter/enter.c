@@ -14,13 +14,14 @@
  * node can mount over or change (its /proc, its programs) is executed or trusted before the
  * command itself, which is the node's by design.
  *
- * The command never has the caller's terminal as its controlling terminal: a process of the
- * node could otherwise push input into the caller's shell (TIOCSTI) once the command ends. On a
- * terminal (standard input and output both), the command runs on a pseudo-terminal of the
- * node's own devpts, as its session's controlling terminal, and the parent relays bytes, the
- * window size and signals between the two; otherwise the child gives up the caller's
- * controlling terminal (TIOCNOTTY) but keeps its process group, so that a terminal's signals
- * and a kill of the group reach it as before.
+ * No terminal of the caller's passes into the node: a process of the node could otherwise push
+ * input into the caller's shell (TIOCSTI), or read what the user types after the command ended.
+ * Where the caller's standard input, output or error is a terminal, the command's is a
+ * pseudo-terminal of the node's own devpts instead, its session's controlling terminal, and the
+ * parent relays bytes (input only from a terminal on standard input, in raw mode), the window
+ * size and signals between the two. Otherwise the child gives up the caller's controlling
+ * terminal, if any (TIOCNOTTY), but keeps its process group, so that a terminal's signals and
+ * a kill of the group reach it as before.
  *
  * Why C: a process can enter a user namespace, or a mount namespace, only while it has a
  * single thread (setns(2): EINVAL otherwise), and a Go program always runs several. runc
@@ -67,6 +68,8 @@ struct pipe {
 static pid_t child;
 static int ctty = -1;           /* the caller's controlling terminal, if it has one */
 static int relay;               /* the command runs on a pty of the node's, relayed */
+static int tty_in;              /* relaying: the caller's standard input is a terminal */
+static int tty_out = -1;        /* relaying: the caller's terminal to write to (1 or 2), or none */
 static int master = -1;         /* relaying: the pty's master */
 static struct termios saved;    /* relaying: the caller's terminal's settings */
 static struct pipe up, down;    /* relaying: the caller's input, the command's output */
@@ -101,7 +104,8 @@ static void enter(int pidfd)
 		die("close_range");
 }
 
-/* run is the child: it executes the command, on slave (>= 0) as its controlling terminal. */
+/* run is the child: it executes the command, with slave (>= 0) as its controlling terminal in
+ * place of the caller's terminals. */
 static void run(char **argv, const sigset_t *mask, int slave)
 {
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0); /* it ends with this program, killed or not */
@@ -109,7 +113,7 @@ static void run(char **argv, const sigset_t *mask, int slave)
 		if (setsid() < 0 || ioctl(slave, TIOCSCTTY, 0) != 0)
 			die("the node's terminal");
 		for (int fd = 0; fd < 3; fd++)
-			if (dup2(slave, fd) < 0)
+			if (isatty(fd) && dup2(slave, fd) < 0)
 				die("the node's terminal");
 	} else if (ctty >= 0 && ioctl(ctty, TIOCNOTTY) != 0 && setsid() < 0) {
 		die("giving up the caller's terminal"); /* it must never be the command's */
@@ -138,22 +142,31 @@ static int open_pty(int *slave)
 		close(master);
 		return -1;
 	}
-	if (ioctl(0, TIOCGWINSZ, &ws) == 0)
+	if (ioctl(tty_in ? 0 : tty_out, TIOCGWINSZ, &ws) == 0)
 		ioctl(master, TIOCSWINSZ, &ws);
 	return 0;
 }
 
+static void restore(void)
+{
+	if (tty_in)
+		tcsetattr(0, TCSADRAIN, &saved);
+}
+
 static void raw_mode(void)
 {
+	if (!tty_in)
+		return;
 	struct termios raw = saved;
 	cfmakeraw(&raw);
 	tcsetattr(0, TCSADRAIN, &raw);
 }
 
-/* write_all writes n bytes of buf to fd, waiting while it is full; 0 if it failed. */
+/* write_all writes n bytes of buf to fd (none: fd < 0), waiting while it is full; 0 if it
+ * failed. */
 static int write_all(int fd, const char *buf, ssize_t n)
 {
-	while (n > 0) {
+	while (fd >= 0 && n > 0) {
 		ssize_t w = write(fd, buf, (size_t)n);
 		if (w < 0 && errno == EAGAIN) {
 			struct pollfd p = {fd, POLLOUT, 0};
@@ -178,10 +191,10 @@ static void die_as(int status)
 	if (relay) {
 		char buf[4096];
 		ssize_t n;
-		if (write_all(1, down.buf + down.off, down.len - down.off))
-			while ((n = read(master, buf, sizeof buf)) > 0 && write_all(1, buf, n))
+		if (write_all(tty_out, down.buf + down.off, down.len - down.off))
+			while ((n = read(master, buf, sizeof buf)) > 0 && write_all(tty_out, buf, n))
 				;
-		tcsetattr(0, TCSADRAIN, &saved);
+		restore();
 	}
 	if (WIFEXITED(status))
 		exit(WEXITSTATUS(status));
@@ -210,7 +223,7 @@ static void on_signal(const struct signalfd_siginfo *si)
 	int sig = (int)si->ssi_signo;
 	if (sig == SIGWINCH && relay) {
 		struct winsize ws;
-		if (ioctl(0, TIOCGWINSZ, &ws) == 0)
+		if (ioctl(tty_in ? 0 : tty_out, TIOCGWINSZ, &ws) == 0)
 			ioctl(master, TIOCSWINSZ, &ws);
 		return;
 	}
@@ -224,7 +237,7 @@ static void on_signal(const struct signalfd_siginfo *si)
 		if (!WIFSTOPPED(status))
 			die_as(status);
 		if (relay)
-			tcsetattr(0, TCSADRAIN, &saved);
+			restore();
 		kill(getpid(), SIGSTOP);
 		if (relay)
 			raw_mode();
@@ -232,14 +245,15 @@ static void on_signal(const struct signalfd_siginfo *si)
 	}
 }
 
-/* flow moves what it can of p; it returns 0 once p's input or output ended. */
+/* flow moves what it can of p (dropping it without an output); it returns 0 once p's input or
+ * output ended. */
 static int flow(struct pipe *p, short in_ev, short out_ev)
 {
 	if (p->len == 0 && (in_ev & (POLLIN | POLLHUP | POLLERR))) {
 		ssize_t n = read(p->in, p->buf, sizeof p->buf);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 			return 0;
-		p->len = n > 0 ? n : 0, p->off = 0;
+		p->len = n > 0 && p->out >= 0 ? n : 0, p->off = 0;
 	}
 	if (p->len > 0 && (out_ev & (POLLOUT | POLLERR | POLLHUP))) {
 		ssize_t n = write(p->out, p->buf + p->off, (size_t)(p->len - p->off));
@@ -254,8 +268,8 @@ static int flow(struct pipe *p, short in_ev, short out_ev)
 /* wait_child waits for the child to end, handling signals and, relaying, moving bytes. */
 static void wait_child(int sigfd)
 {
-	up.in = 0, up.out = master, down.in = master, down.out = 1;
-	int up_open = relay, down_open = relay;
+	up.in = 0, up.out = master, down.in = master, down.out = tty_out;
+	int up_open = relay && tty_in, down_open = relay;
 	if (relay) {
 		fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
 		raw_mode();
@@ -267,7 +281,7 @@ static void wait_child(int sigfd)
 			{up_open && !up.len ? 0 : -1, POLLIN, 0},
 			{up_open && up.len ? master : -1, POLLOUT, 0},
 			{down_open && !down.len ? master : -1, POLLIN, 0},
-			{down_open && down.len ? 1 : -1, POLLOUT, 0},
+			{down_open && down.len ? tty_out : -1, POLLOUT, 0},
 		};
 		if (poll(fds, 5, -1) < 0)
 			continue; /* EINTR */
@@ -299,11 +313,16 @@ int main(int argc, char **argv)
 		sigdelset(&waited, faults[i]);
 	sigprocmask(SIG_BLOCK, &waited, &mask);
 	ctty = open("/dev/tty", O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC); /* the host's */
-	relay = ctty >= 0 && isatty(0) && isatty(1) && tcgetattr(0, &saved) == 0;
+	tty_in = isatty(0) && tcgetattr(0, &saved) == 0;
+	tty_out = isatty(1) ? 1 : isatty(2) ? 2 : -1;
+	relay = tty_in || isatty(0) || tty_out >= 0;
 	enter((int)pidfd);
 	int slave = -1;
-	if (relay && open_pty(&slave) != 0)
-		relay = 0; /* no pty in the node: the command runs without a terminal */
+	if (relay && open_pty(&slave) != 0) {
+		fprintf(stderr, "trellis: the node has no pseudo-terminal for the command (its /dev/ptmx: "
+			"%s): run it without a terminal (standard input, output and error not one)\n", strerror(errno));
+		return CANNOT_RUN;
+	}
 	int sigfd = signalfd(-1, &waited, SFD_CLOEXEC);
 	if (sigfd < 0)
 		die("signalfd");
