@@ -9,7 +9,6 @@ import (
 	"github.com/trellisnet/trellis/internal/engines"
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/node"
-	"github.com/trellisnet/trellis/internal/node/nodeinit"
 )
 
 func main() {
@@ -21,8 +20,6 @@ func main() {
 		guest.Main(engines.ServeGuest)
 	case os.Args[0] == engines.Arg0:
 		engines.Main()
-	case len(os.Args) > 2 && os.Args[1] == node.ExecArg && os.Args[2] == "--":
-		nodeinit.Main() // in nodes that an older trellis started, /proc/1/exe is trellis
 	case len(os.Args) > 1 && os.Args[1] == node.JoinArg:
 		node.JoinMain(os.Args[2:])
 	}

@@ -21,9 +21,10 @@ func execCmd(store storeFunc) *cobra.Command {
 		Use:   "exec NETWORK NODE [-- COMMAND [ARG...]]",
 		Short: "Run a command inside a node (a shell if no command is given)",
 		Long: `Run a command inside a node: in its network, mount, UTS, IPC and PID namespaces, with its
-reduced capabilities. With no command it opens a shell. Standard input, output and the terminal
-are the caller's, so an interactive command works as it would outside. The exit code is the
-command's.
+reduced capabilities. With no command it opens a shell. Standard input and output are the
+caller's; on a terminal the command runs on a pseudo-terminal of the node's own, relayed to the
+caller's (size and signals too), so an interactive command works as it would outside, and
+nothing in the node ever holds the caller's terminal. The exit code is the command's.
 
 In a VM node (kind: vm) the command runs through the guest's agent. With a terminal it runs on
 a terminal in the guest (a shell if no command is given), as in a container. Without one it
@@ -76,7 +77,8 @@ then its output shows; -i passes standard input.`,
 			if err != nil {
 				return err
 			}
-			// Become nsenter: the terminal, signals and exit code pass through untouched.
+			// Become the command (node.Command: JoinMain, then the enter program): the terminal,
+			// signals and exit code pass through.
 			return syscall.Exec(c.Path, c.Args, c.Env)
 		},
 	}

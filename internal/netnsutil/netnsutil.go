@@ -72,21 +72,24 @@ func Sysctl(ns netns.NsHandle, values map[string]string) error {
 	return Do(ns, func() error { return WriteSysctls(values) })
 }
 
-// SysctlAt is Sysctl through the /proc/sys of the file tree rooted at root (a node's,
-// /proc/PID/root, whose /proc is its own): what it shows is still namespace ns's, but its
-// lookups do not walk the host /proc's cache, where every namespace's /proc/sys/net entries of
-// one name share a hash chain (so that writes through it slow down with every namespace).
-// The tree may belong to someone else: paths are resolved inside root without following any
-// symbolic link, and only a proc file is written.
-func SysctlAt(ns netns.NsHandle, root string, values map[string]string) error {
-	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("sysctl: %s: %w", root, err)
+// SysctlPrivate is Sysctl through a proc file system of its own, made for the call and
+// mounted nowhere. No one else can mount over its files or plant links in it (a node's root
+// can, in the node's /proc, and host root's write would then land on a host-wide setting), and
+// its lookups do not walk the host /proc's cache, where every namespace's /proc/sys/net
+// entries of one name share a hash chain (so that writes through it slow down with every
+// namespace).
+func SysctlPrivate(ns netns.NsHandle, values map[string]string) error {
+	if len(values) == 0 {
+		return nil
 	}
-	defer unix.Close(dir)
 	return Do(ns, func() error {
+		proc, err := privateProc()
+		if err != nil {
+			return fmt.Errorf("sysctl: a proc file system of its own: %w", err)
+		}
+		defer unix.Close(proc)
 		for k, v := range values {
-			if err := writeProcAt(dir, "proc/sys/"+sysctlPath(k), v); err != nil {
+			if err := writeProcAt(proc, "sys/"+sysctlPath(k), v); err != nil {
 				return fmt.Errorf("sysctl %s=%s: %w", k, v, err)
 			}
 		}
@@ -94,24 +97,30 @@ func SysctlAt(ns netns.NsHandle, root string, values map[string]string) error {
 	})
 }
 
-// writeProcAt writes value into the proc file path below directory dir, resolved as if dir
-// were the root, with no symbolic link followed.
+// privateProc returns a new proc file system's root, mounted nowhere (fsmount).
+func privateProc() (int, error) {
+	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, err
+	}
+	return unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+}
+
+// writeProcAt writes value into the file path below dir (a proc root), without leaving its
+// mount or following a symbolic link.
 func writeProcAt(dir int, path, value string) error {
 	fd, err := unix.Openat2(dir, path, &unix.OpenHow{
 		Flags:   unix.O_WRONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOFOLLOW,
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	var fs unix.Statfs_t
-	if err := unix.Fstatfs(fd, &fs); err != nil {
-		return err
-	}
-	if fs.Type != unix.PROC_SUPER_MAGIC {
-		return fmt.Errorf("/%s is not a proc file", path)
-	}
 	_, err = unix.Write(fd, []byte(value))
 	return err
 }

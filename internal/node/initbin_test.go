@@ -26,6 +26,29 @@ func TestInitProgramIsBuilt(t *testing.T) {
 	}
 }
 
+// The embedded enter program must be what its source builds to: a change to enter/enter.c
+// needs `go generate ./internal/node` (gcc and libc6-dev's static libc.a).
+func TestEnterProgramIsBuilt(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Fatalf("gcc builds the enter program: install gcc and libc6-dev (apt-get install gcc libc6-dev): %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "enter")
+	cmd := exec.Command(gcc, "-static", "-O2", "-s", "-Wl,--build-id=none", "-o", out, "./enter/enter.c")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the enter program (a static build needs libc6-dev's libc.a): %v\n%s", err, msg)
+	}
+	built, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(built, enterProgram) {
+		version, _ := exec.Command(gcc, "--version").Output()
+		first, _, _ := bytes.Cut(version, []byte("\n"))
+		t.Fatalf("enter.bin (%d bytes) is not what enter/enter.c builds to with %s (%d bytes): run `go generate ./internal/node`", len(enterProgram), first, len(built))
+	}
+}
+
 // The init program is started from a sealed in-memory file that no one can change.
 func TestInitFileIsSealed(t *testing.T) {
 	f, err := initFile()

@@ -9,21 +9,19 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 
 	"github.com/trellisnet/trellis/internal/node/nodeinit"
+	"golang.org/x/sys/unix"
 )
 
 // InitArg0 is the name the init process runs under; with the arguments after it, it marks the
 // process as a node of one network of one state directory, so that it can be found again.
 const InitArg0 = nodeinit.InitArg0
-
-// ExecArg is the sub-command of the node's init program that runs a command in a node, from
-// inside it.
-const ExecArg = nodeinit.ExecArg
 
 // InitTasks is how many of the host's tasks (pids) an idle node's init holds: its threads.
 // The init program (package nodeinit) sleeps with three, its main thread, the Go runtime's
@@ -32,7 +30,7 @@ const ExecArg = nodeinit.ExecArg
 const InitTasks = 4
 
 // JoinArg is the hidden sub-command that joins a node's control groups on the host, then
-// enters the node (Command).
+// enters the node through the enter program (Command).
 const JoinArg = "__node-join"
 
 // Config is what the init process needs to set a node up.
@@ -65,7 +63,7 @@ const readyText = "ready\n"
 
 // MarkReady marks the node whose init is pid as started.
 func MarkReady(pid int) error {
-	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/root%s", pid, ReadyFile), os.O_WRONLY, 0)
+	f, err := openReady(pid, unix.O_WRONLY)
 	if err != nil {
 		return err
 	}
@@ -78,8 +76,44 @@ func MarkReady(pid int) error {
 
 // isReady tells whether the node whose init is pid was marked ready.
 func isReady(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/root%s", pid, ReadyFile))
-	return err == nil && string(data) == readyText
+	f, err := openReady(pid, unix.O_RDONLY)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	data := make([]byte, len(readyText)+1)
+	n, _ := f.Read(data)
+	return string(data[:n]) == readyText
+}
+
+// errNotReadyFile is returned for a ReadyFile that is not the one the node's setup made.
+var errNotReadyFile = errors.New("not the node's ready file")
+
+// openReady opens the ReadyFile of the node whose init is pid. The node's root may have
+// changed its tree (mounts, links): the path is resolved inside the node's root with no
+// symbolic link followed, and the file must be the one the node's setup made, a file on tmpfs
+// owned by host root, which the node's root can neither make nor change.
+func openReady(pid, flags int) (*os.File, error) {
+	root, err := unix.Open(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, "."+ReadyFile, &unix.OpenHow{Flags: uint64(flags | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC),
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	var fs unix.Statfs_t
+	if err := unix.Fstat(fd, &st); err == nil {
+		err = unix.Fstatfs(fd, &fs)
+	}
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != 0 || fs.Type != unix.TMPFS_MAGIC {
+		unix.Close(fd)
+		return nil, fmt.Errorf("node %d: %s: %w", pid, ReadyFile, errNotReadyFile)
+	}
+	return os.NewFile(uintptr(fd), ReadyFile), nil
 }
 
 // Running is a node init process found by FindRunning.
@@ -125,7 +159,10 @@ type Marked struct {
 }
 
 // FindMarked finds the processes whose command line is the marker of arg0 for network netID
-// of state directory stateID, by name; with skipGone, not zombies.
+// of state directory stateID, by name; with skipGone, not zombies. A node's root sees its init's
+// marker and may start processes with any command line, but not where trellis starts them: a
+// process with a node init's marker counts only if it is one (isInit), one with another
+// marker (a node's engines helper) only if it runs in trellis's own PID namespace.
 func FindMarked(arg0, stateID, netID string, skipGone bool) (map[string]Marked, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -143,7 +180,7 @@ func FindMarked(arg0, stateID, netID string, skipGone bool) (map[string]Marked, 
 			continue
 		}
 		args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
-		if len(args) == 5 && !(skipGone && Gone(pid)) {
+		if len(args) == 5 && !(skipGone && Gone(pid)) && startedHere(arg0, pid) {
 			out[args[3]] = Marked{PID: pid, Digest: args[4]}
 		}
 	}

@@ -11,9 +11,8 @@ import (
 
 // nodeNS is an open handle on a node's network namespace.
 type nodeNS struct {
-	ns  netns.NsHandle
-	nl  *netlink.Handle
-	pid int // the node's init
+	ns netns.NsHandle
+	nl *netlink.Handle
 }
 
 func openNS(pid int) (*nodeNS, error) {
@@ -26,7 +25,7 @@ func openNS(pid int) (*nodeNS, error) {
 		ns.Close()
 		return nil, fmt.Errorf("netlink in node: %w", err)
 	}
-	return &nodeNS{ns: ns, nl: nl, pid: pid}, nil
+	return &nodeNS{ns: ns, nl: nl}, nil
 }
 
 func (n *nodeNS) Close() {
@@ -34,11 +33,8 @@ func (n *nodeNS) Close() {
 	n.ns.Close()
 }
 
-// sysctl writes net.* sysctls in the node's network namespace, through the node's own /proc
-// (netnsutil.SysctlAt: the host's slows down with every node).
+// sysctl writes net.* sysctls in the node's network namespace, through a proc file system of
+// their own (netnsutil.SysctlPrivate), not the node's /proc, which its root can mount over.
 func (n *nodeNS) sysctl(values map[string]string) error {
-	if len(values) == 0 {
-		return nil
-	}
-	return netnsutil.SysctlAt(n.ns, fmt.Sprintf("/proc/%d/root", n.pid), values)
+	return netnsutil.SysctlPrivate(n.ns, values)
 }

@@ -1,6 +1,5 @@
-// Package nodeinit is the program that runs as PID 1 of every container node (and that
-// commands run in a node start through), kept apart from the rest of trellis so that starting
-// it is cheap: it imports the standard library and x/sys/unix only, and trellis embeds it built
+// Package nodeinit is the program that runs as PID 1 of every container node, kept apart from
+// the rest of trellis so that starting it is cheap: it imports the standard library and x/sys/unix only, and trellis embeds it built
 // (package node, `go generate ./internal/node`) and starts it from memory for each node. The
 // trellis binary, with its many packages to initialise, would take ten times longer to start.
 //
@@ -14,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -25,10 +23,6 @@ import (
 // InitArg0 is the name the init process runs under; with the arguments after it, it marks the
 // process as a node of one network of one state directory, so that it can be found again.
 const InitArg0 = "trellis-node"
-
-// ExecArg is the sub-command that runs a command in a node, from inside it (`/proc/1/exe
-// ExecArg -- COMMAND...`).
-const ExecArg = "__node-exec"
 
 // Config is what the init process needs to set a node up; it travels as JSON on its stdin.
 type Config struct {
@@ -58,7 +52,8 @@ type File struct {
 // thread: Main must be called from a package initialiser (see initMain).
 var ErrNotMainThread = errors.New("the node's init is not on its main thread")
 
-// Main runs the init (InitArg0) or ExecArg, as os.Args say, and never returns. The init
+// Main runs the init (InitArg0) or the spawner (SpawnerArg0), as os.Args[0] says, and never
+// returns. The init
 // program calls it from a package initialiser (func init): while initialisers run, the Go
 // runtime keeps the goroutine on the process's main thread, which the node's init needs,
 // without runtime.LockOSThread, which would start one more thread (the runtime's template
@@ -69,10 +64,8 @@ func Main() {
 		initMain()
 	case os.Args[0] == SpawnerArg0:
 		spawnerMain()
-	case len(os.Args) > 2 && os.Args[1] == ExecArg && os.Args[2] == "--":
-		execMain(os.Args[3:])
 	}
-	fmt.Fprintf(os.Stderr, "usage: %s STATE NET NODE DIGEST, or %s %s -- COMMAND...\n", InitArg0, os.Args[0], ExecArg)
+	fmt.Fprintf(os.Stderr, "usage: %s STATE NET NODE DIGEST\n", InitArg0)
 	os.Exit(2)
 }
 
@@ -157,29 +150,4 @@ func idle() {
 	for {
 		time.Sleep(24 * time.Hour)
 	}
-}
-
-// execMain runs inside the node (in its user namespace, as its root, with every capability
-// over the node's namespaces and none over the host's): it finds argv[0] on the node's PATH
-// and replaces itself with argv.
-func execMain(argv []string) {
-	if len(argv) == 0 {
-		fmt.Fprintln(os.Stderr, "trellis: nothing to run")
-		os.Exit(2)
-	}
-	// nsenter's --wd=/ is the host's / (opened before it entered the node): in a node with its
-	// own root (`rootfs:`) that is not the node's /, and getcwd fails.
-	err := unix.Chdir("/")
-	var path string
-	if err == nil {
-		path, err = exec.LookPath(argv[0])
-	}
-	if err == nil {
-		err = unix.Exec(path, argv, os.Environ())
-	}
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-		err = fmt.Errorf("no such program in the node's file system (a node with `rootfs:` has only that directory's programs): %w", err)
-	}
-	fmt.Fprintf(os.Stderr, "trellis: %s: %v\n", argv[0], err)
-	os.Exit(127)
 }

@@ -29,7 +29,7 @@ const ReadyFile = "/run/.trellis/ready"
 
 // mountPrivate makes the node's file system, as host root on the setup thread, in its own
 // mount namespace (spawnOne): the host's, read-only, with private writable directories
-// owned by the node's root and a private /etc; or, with cfg.Rootfs, that directory as its root
+// owned by the node's root, a private /etc and a /dev of its own (dev.go); or, with cfg.Rootfs, that directory as its root
 // (rootfs.go). The node's init gets a locked copy of it.
 func mountPrivate(cfg Config) error {
 	var etc *os.File
@@ -61,6 +61,7 @@ func mountPrivate(cfg Config) error {
 			etc, err = os.OpenFile(cfg.Etc, unix.O_PATH|unix.O_DIRECTORY, 0)
 			return err
 		}},
+		{"private /dev", func() error { return mountDev(root, cfg.UIDBase) }},
 		{"private directories", func() error { return mountTmpfs(root, cfg.TmpfsSize, cfg.UIDBase) }},
 		{"private /etc", func() error {
 			defer etc.Close()

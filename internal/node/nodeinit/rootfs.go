@@ -12,8 +12,9 @@ import (
 // A node with its own root file system (Config.Rootfs, the topology's `rootfs: DIR`) sees DIR
 // as its /, instead of the host's root: DIR is bound on itself read-only, nosuid and nodev
 // (a set-user-ID program in DIR runs with its caller's uid; DIR's device files do not open),
-// the host's /dev, /proc and /sys are bound into it as they are seen in other nodes, the private
-// directories and /etc are mounted in it as in other nodes (mountPrivate), and the setup
+// the host's /proc and /sys are bound into it as they are seen in other nodes, the node's own
+// /dev (dev.go), the private directories and /etc are mounted in it as in other nodes
+// (mountPrivate), and the setup
 // thread's root is moved to DIR (pivot), the host's tree detached: nothing of the host's files
 // is left in the node's mount namespace. DIR is the user's: each directory trellis mounts on is
 // opened without following symbolic links and without leaving DIR, so that a link in DIR
@@ -32,9 +33,20 @@ func mountPoint(root, p string) (string, func(), error) {
 		}
 		return p, func() {}, nil
 	}
+	fd, err := openDir(root, p)
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("/proc/self/fd/%d", fd), func() { unix.Close(fd) }, nil
+}
+
+// openDir opens directory p (absolute) of the node's tree whose root is root (O_PATH), beneath
+// root without following symbolic links; the mounts on the way are crossed. errSkip: p is
+// missing.
+func openDir(root, p string) (int, error) {
 	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", nil, fmt.Errorf("%s: %w", root, err)
+		return -1, fmt.Errorf("%s: %w", root, err)
 	}
 	defer unix.Close(rfd)
 	fd, err := unix.Openat2(rfd, "."+p, &unix.OpenHow{
@@ -43,15 +55,15 @@ func mountPoint(root, p string) (string, func(), error) {
 	})
 	switch {
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
-		return "", nil, errSkip
+		return -1, errSkip
 	case err != nil:
-		return "", nil, fmt.Errorf("%s%s: %w", root, p, err)
+		return -1, fmt.Errorf("%s%s: %w", root, p, err)
 	}
-	return fmt.Sprintf("/proc/self/fd/%d", fd), func() { unix.Close(fd) }, nil
+	return fd, nil
 }
 
-// bindRoot binds dir on itself, read-only, nosuid and nodev, with the host's /dev, /proc and
-// /sys bound into it, read-only as in other nodes (mountPrivate then makes /proc and /sys
+// bindRoot binds dir on itself, read-only, nosuid and nodev, with the host's /proc and /sys
+// bound into it, read-only as in other nodes (mountPrivate then makes /proc and /sys
 // themselves writable at the mount level, as it does for other nodes).
 func bindRoot(dir string) error {
 	if err := unix.Mount(dir, dir, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
@@ -61,7 +73,7 @@ func bindRoot(dir string) error {
 	if err := unix.MountSetattr(unix.AT_FDCWD, dir, unix.AT_RECURSIVE, attr); err != nil {
 		return fmt.Errorf("read-only: %w", err)
 	}
-	for _, p := range []string{"/dev", "/proc", "/sys"} {
+	for _, p := range []string{"/proc", "/sys"} {
 		target, done, err := mountPoint(dir, p)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
