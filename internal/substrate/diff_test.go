@@ -72,7 +72,7 @@ func TestDiff(t *testing.T) {
 		{"address of a link interface", func(s string) string { return strings.Replace(s, "10.0.1.3/24", "10.0.1.33/24", 1) },
 			[]string{"~ link b:eth2--c:eth1: addresses of c:eth1 [10.0.1.3/24] -> [10.0.1.33/24]"}, true},
 		{"mtu", func(s string) string { return s + "    mtu: 1400\n" },
-			[]string{"~ link b:eth2--c:eth1: mtu default -> 1400"}, false},
+			[]string{"~ link b:eth2--c:eth1: mtu default -> 1400 (" + Recreated + ")"}, false},
 		{"connector", func(s string) string { return s + "    connector: bridge\n" },
 			[]string{"~ link b:eth2--c:eth1: connector shortbridge -> bridge"}, false},
 		{"lan with table settings", func(s string) string { return s + "    connector: lan\n    table: 64\n    ageing: 30s\n" },
