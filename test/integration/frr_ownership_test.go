@@ -36,8 +36,9 @@ func frrOwnConf(n int, ifs map[string][2]string) string {
 
 // frrOwnTopo is the ownership tests' network: routers r1, r2, r3 on the LAN s3, r1 and r2
 // also on the point-to-point link p12 (rate p12Rate), every router address in frr.conf; and
-// h1, h2 on the link h12, with h1's eth1 addresses from the file (h1Addrs).
-func frrOwnTopo(p12Rate, h1Addrs string) string {
+// h1, h2 on the link h12, with h1's eth1 addresses from the file (h1Addrs); with h3, a node
+// h3 on the LAN too.
+func frrOwnTopo(p12Rate, h1Addrs string, h3 bool) string {
 	var b strings.Builder
 	b.WriteString("name: frrown\nnodes:\n")
 	for n := 1; n <= 3; n++ {
@@ -48,8 +49,13 @@ func frrOwnTopo(p12Rate, h1Addrs string) string {
 		fmt.Fprintf(&b, "    exec:\n      - /usr/lib/frr/frrinit.sh start\n")
 	}
 	fmt.Fprintf(&b, "  h1:\n    addresses:\n      eth1: [%s]\n  h2:\n    addresses:\n      eth1: [10.0.9.2/24]\n", h1Addrs)
+	members := "r1:r1-eth1, r2:r2-eth1, r3:r3-eth0"
+	if h3 {
+		b.WriteString("  h3:\n    addresses:\n      eth1: [10.0.123.9/24]\n")
+		members += ", h3:eth1"
+	}
 	b.WriteString("links:\n")
-	b.WriteString("  - {name: s3, endpoints: [r1:r1-eth1, r2:r2-eth1, r3:r3-eth0]}\n")
+	fmt.Fprintf(&b, "  - {name: s3, endpoints: [%s]}\n", members)
 	fmt.Fprintf(&b, "  - {name: p12, endpoints: [r1:r1-eth2, r2:r2-eth2], rate: %s}\n", p12Rate)
 	b.WriteString("  - {name: h12, endpoints: [h1:eth1, h2:eth1]}\n")
 	return b.String()
@@ -199,7 +205,7 @@ func TestFRROwnership(t *testing.T) {
 		}
 	}
 	topo := filepath.Join(dir, "frrown.yaml")
-	rewriteTopo(t, topo, frrOwnTopo("100mbit", "10.0.9.1/24"))
+	rewriteTopo(t, topo, frrOwnTopo("100mbit", "10.0.9.1/24", false))
 	mustTrellis(t, e.state, "up", topo)
 
 	routers, nodes := []string{"r1", "r2", "r3"}, []string{"r1", "r2", "r3", "h1", "h2"}
@@ -213,12 +219,23 @@ func TestFRROwnership(t *testing.T) {
 	t.Logf("converged in %.1fs", converged.Seconds())
 
 	// (b) A point-to-point link's rate changed in the file: nothing inside any node changes.
-	rewriteTopo(t, topo, frrOwnTopo("50mbit", "10.0.9.1/24"))
+	rewriteTopo(t, topo, frrOwnTopo("50mbit", "10.0.9.1/24", false))
 	mustTrellis(t, e.state, "up", topo)
 	time.Sleep(6 * time.Second)
 	if diff := sameState(base, readAll(t, e.state, nodes), true); diff != nil {
 		t.Errorf("rate of p12 100mbit -> 50mbit changed the nodes:\n%s", strings.Join(diff, "\n"))
 		base = readAll(t, e.state, nodes) // to see what the next step does by itself
+	}
+
+	// A node added to the LAN next to the routers, and removed: nothing inside the routers
+	// changes.
+	for _, h3 := range []bool{true, false} {
+		rewriteTopo(t, topo, frrOwnTopo("50mbit", "10.0.9.1/24", h3))
+		mustTrellis(t, e.state, "up", topo)
+		if diff := sameState(base, readAll(t, e.state, nodes), true); diff != nil {
+			t.Errorf("h3 on the LAN (%v) changed the nodes:\n%s", h3, strings.Join(diff, "\n"))
+			base = readAll(t, e.state, nodes)
+		}
 	}
 
 	// (a) One member's cable pulled off the LAN: no address anywhere changes; r1 and r2 keep
@@ -250,7 +267,7 @@ func TestFRROwnership(t *testing.T) {
 		{"fd00:9::1/64", []string{"fd00:9::1/64", "10.0.9.50/24"}, []string{"10.0.9.1/24"}},
 	}
 	for _, s := range steps {
-		rewriteTopo(t, topo, frrOwnTopo("50mbit", s.addrs))
+		rewriteTopo(t, topo, frrOwnTopo("50mbit", s.addrs, false))
 		mustTrellis(t, e.state, "up", topo)
 		got := readAll(t, e.state, nodes)
 		for _, a := range s.want {
