@@ -1,7 +1,6 @@
 package guest
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -104,12 +103,8 @@ func setLoopback(addrs []string) error {
 }
 
 // setAddresses adds want to link and removes the addresses of placed that want no longer
-// lists; every other address of link stays.
+// lists; every other address of link (the guest's software's, the kernel's) stays.
 func setAddresses(link netlink.Link, want, placed []string) error {
-	stale, err := netdev.Stale(placed, want)
-	if err != nil {
-		return err
-	}
 	for _, a := range want {
 		addr, err := netlink.ParseAddr(a)
 		if err != nil {
@@ -119,32 +114,7 @@ func setAddresses(link netlink.Link, want, placed []string) error {
 			return fmt.Errorf("%s %s: %w", link.Attrs().Name, a, err)
 		}
 	}
-	list, err := addrs(link)
-	if err != nil {
-		return err
-	}
-	have := netdev.Prefixes(list)
-	for _, p := range stale {
-		addr, err := netlink.ParseAddr(p.String())
-		if err != nil {
-			return err
-		}
-		del := func() error {
-			if err := netlink.AddrDel(link, addr); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
-				return err
-			}
-			return nil
-		}
-		if netdev.Shares(p, have, stale) { // the guest's own addresses of its subnet stay
-			err = netdev.KeepSecondaries(link.Attrs().Name, del)
-		} else {
-			err = del()
-		}
-		if err != nil {
-			return fmt.Errorf("%s: removing %s: %w", link.Attrs().Name, p, err)
-		}
-	}
-	return nil
+	return netdev.RemoveStale(&netlink.Handle{}, link, placed, want, func(f func() error) error { return f() })
 }
 
 // links lists the guest's interfaces with their addresses and counters.

@@ -43,7 +43,7 @@ func TestStale(t *testing.T) {
 	}
 }
 
-func TestShares(t *testing.T) {
+func TestSharesSubnet(t *testing.T) {
 	pp := func(s ...string) []netip.Prefix {
 		var out []netip.Prefix
 		for _, x := range s {
@@ -65,8 +65,8 @@ func TestShares(t *testing.T) {
 		{"IPv6 is never flushed so", pp("10.0.9.1/24", "fd00::1/64"), nil, false},
 	}
 	for _, c := range cases {
-		if got := Shares(p, c.have, c.gone); got != c.want {
-			t.Errorf("%s: Shares = %v, want %v", c.name, got, c.want)
+		if got := shares(p, c.have, c.gone); got != c.want {
+			t.Errorf("%s: shares = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package container
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 
@@ -69,7 +68,8 @@ func configure(ns *nodeNS, n *plan.Node, p plan.Port, placed []string) error {
 	if err != nil {
 		return fmt.Errorf("interface %s: %w", p.Ifname, err)
 	}
-	if err := ns.removeStale(link, placed, p.Addresses); err != nil {
+	inNS := func(f func() error) error { return netnsutil.Do(ns.ns, f) }
+	if err := netdev.RemoveStale(ns.nl, link, placed, p.Addresses, inNS); err != nil {
 		return err
 	}
 	if err := ns.addAddresses(link, p.Addresses); err != nil {
@@ -98,40 +98,6 @@ func (n *nodeNS) addAddresses(link netlink.Link, addrs []string) error {
 		}
 		if err := n.nl.AddrReplace(link, addr); err != nil {
 			return fmt.Errorf("interface %s: address %s: %w", ifname, a, err)
-		}
-	}
-	return nil
-}
-
-// removeStale removes from an interface the addresses trellis placed (placed) that want no
-// longer lists; one already gone (the node's software removed it) is no error. The other
-// addresses of a removed IPv4 address's subnet stay (netdev.KeepSecondaries).
-func (n *nodeNS) removeStale(link netlink.Link, placed, want []string) error {
-	ifname := link.Attrs().Name
-	stale, err := netdev.Stale(placed, want)
-	if err != nil || len(stale) == 0 {
-		return err
-	}
-	list, err := n.nl.AddrList(link, netlink.FAMILY_V4)
-	if err != nil {
-		return fmt.Errorf("interface %s: %w", ifname, err)
-	}
-	have := netdev.Prefixes(list)
-	for _, a := range stale {
-		addr := &netlink.Addr{IPNet: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())}}
-		del := func() error {
-			if err := n.nl.AddrDel(link, addr); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
-				return err
-			}
-			return nil
-		}
-		if netdev.Shares(a, have, stale) {
-			err = netnsutil.Do(n.ns, func() error { return netdev.KeepSecondaries(ifname, del) })
-		} else {
-			err = del()
-		}
-		if err != nil {
-			return fmt.Errorf("interface %s: removing %s: %w", ifname, a, err)
 		}
 	}
 	return nil
