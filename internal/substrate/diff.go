@@ -234,7 +234,7 @@ func defaultText[T comparable](v T) string {
 }
 
 // settingsOnly tells whether changes only change links' settings in place: rate,
-// impairments, state, the addresses of their interfaces or a LAN's table settings.
+// impairments, state or a LAN's table settings (not addresses: see change).
 func settingsOnly(changes []Change) bool {
 	for _, c := range changes {
 		if c.Op != "change" || c.Object != "link" {
@@ -242,8 +242,7 @@ func settingsOnly(changes []Change) bool {
 		}
 		for _, w := range c.What {
 			if !strings.HasPrefix(w, "rate ") && !strings.HasPrefix(w, "impairment ") && !strings.HasPrefix(w, "state ") &&
-				!strings.HasPrefix(w, "endpoint ") && !strings.HasPrefix(w, "addresses of ") &&
-				!strings.HasPrefix(w, "table ") && !strings.HasPrefix(w, "ageing ") {
+				!strings.HasPrefix(w, "endpoint ") && !strings.HasPrefix(w, "table ") && !strings.HasPrefix(w, "ageing ") {
 				return false
 			}
 		}

@@ -126,9 +126,11 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 	}
 	prevStatus := rec.Status
 	rec.File, rec.Names = file, names
-	// A change that makes, deletes or restarts nothing (a link's rate, impairments, state or
-	// addresses) allocates no names: a mark that the change is under way is enough, and costs
-	// less than rewriting the record. If it is interrupted, the next up trusts only the kernel.
+	// A change that makes, deletes or restarts nothing (a link's rate, impairments or state)
+	// allocates no names: a mark that the change is under way is enough, and costs less than
+	// rewriting the record. If it is interrupted, the next up trusts only the kernel. A change
+	// of addresses records its target: if it is interrupted, the addresses it placed are known
+	// as trellis's (applier.placed).
 	var err2 error
 	if prevStatus == state.Up && settingsOnly(changes) {
 		err2 = st.MarkChanging(rec.Name)
