@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// configure finds the NIC with iface.MAC, names it, sets its MTU, sysctls and exactly its
-// addresses, and brings it up.
+// configure finds the NIC with iface.MAC, names it, sets its MTU, sysctls and addresses
+// (removing those trellis placed before that it no longer lists), and brings it up.
 func configure(iface *Iface) error {
 	mac, err := net.ParseMAC(iface.MAC)
 	if err != nil {
@@ -35,7 +35,7 @@ func configure(iface *Iface) error {
 	if err := sysctl(iface.Sysctl); err != nil {
 		return err
 	}
-	if err := setAddresses(link, iface.Addresses); err != nil {
+	if err := setAddresses(link, iface.Addresses, iface.Placed); err != nil {
 		return err
 	}
 	return netlink.LinkSetUp(link)
@@ -102,32 +102,19 @@ func setLoopback(addrs []string) error {
 	return nil
 }
 
-// setAddresses makes link's addresses exactly want, leaving IPv6 link-local ones.
-func setAddresses(link netlink.Link, want []string) error {
-	have, err := addrs(link)
-	if err != nil {
-		return err
-	}
-	keep := map[string]bool{}
+// setAddresses adds want to link and removes the addresses of placed that want no longer
+// lists; every other address of link (the guest's software's, the kernel's) stays.
+func setAddresses(link netlink.Link, want, placed []string) error {
 	for _, a := range want {
 		addr, err := netlink.ParseAddr(a)
 		if err != nil {
 			return err
 		}
-		keep[addr.IPNet.String()] = true
 		if err := netlink.AddrReplace(link, addr); err != nil {
 			return fmt.Errorf("%s %s: %w", link.Attrs().Name, a, err)
 		}
 	}
-	for _, a := range have {
-		if a.IP.IsLinkLocalUnicast() || keep[a.IPNet.String()] {
-			continue
-		}
-		if err := netlink.AddrDel(link, &a); err != nil {
-			return err
-		}
-	}
-	return nil
+	return netdev.RemoveStale(&netlink.Handle{}, link, placed, want, func(f func() error) error { return f() })
 }
 
 // links lists the guest's interfaces with their addresses and counters.

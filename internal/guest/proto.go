@@ -58,13 +58,15 @@ type File struct {
 }
 
 // Iface is a virtual interface's configuration: the guest's NIC with MAC gets Name, MTU (0
-// leaves it), exactly Addresses (kernel-made IPv6 link-local addresses stay) and Sysctl (keys
-// under net.), and is brought up.
+// leaves it), Addresses and Sysctl (keys under net.), and is brought up. Of its other
+// addresses, those in Placed (put there by trellis before) are removed; the rest (the guest's
+// software's, the kernel's) stay.
 type Iface struct {
 	MAC       string            `json:"mac"`
 	Name      string            `json:"name"`
 	MTU       int               `json:"mtu,omitempty"`
 	Addresses []string          `json:"addresses,omitempty"`
+	Placed    []string          `json:"placed,omitempty"`
 	Sysctl    map[string]string `json:"sysctl,omitempty"`
 }
 

@@ -121,15 +121,18 @@ func TestNodeKindContract(t *testing.T) {
 				if err != nil || d2.Attrs().Index != d1.Attrs().Index {
 					t.Errorf("Port twice: %v, index %d then %d; want the same port", err, d1.Attrs().Index, d2.Attrs().Index)
 				}
+				// An address the node's software made stays; the one trellis placed goes.
+				nodeRun(t, k, fx.env, in, "ip", "addr", "add", "10.0.0.50/24", "dev", "eth1")
+				placed := port.Addresses
 				for range 2 {
 					port.Addresses = []string{"10.0.0.9/24", "fd00::9/64"}
-					if err := k.Configure(ctx, fx.env, in, n, port); err != nil {
+					if err := k.Configure(ctx, fx.env, in, n, port, placed); err != nil {
 						t.Fatal(err)
 					}
 				}
 				out, _ := nodeRun(t, k, fx.env, in, "ip", "-o", "addr", "show", "eth1")
-				if strings.Contains(out, "10.0.0.1/") || !strings.Contains(out, "10.0.0.9/24") || strings.Count(out, "fd00::9/64") != 1 {
-					t.Errorf("Configure twice: eth1 has\n%s\nwant exactly 10.0.0.9/24 and fd00::9/64 (and link-local)", out)
+				if strings.Contains(out, "10.0.0.1/") || !strings.Contains(out, "10.0.0.9/24") || strings.Count(out, "fd00::9/64") != 1 || !strings.Contains(out, "10.0.0.50/24") {
+					t.Errorf("Configure twice: eth1 has\n%s\nwant 10.0.0.9/24, fd00::9/64 and the node's 10.0.0.50/24 (and link-local), not 10.0.0.1", out)
 				}
 				for i := range 2 {
 					if err := k.Stop(ctx, fx.env, in); err != nil {

@@ -58,11 +58,14 @@ type Node interface {
 	// with the node's addresses for it, and returns the substrate end. If the port exists,
 	// Port returns it unchanged.
 	Port(ctx context.Context, env *Env, in Instance, n *plan.Node, p plan.Port, mtu int) (netlink.Link, error)
-	// Configure brings the virtual interface of port p to what the plan says, live: exactly
-	// p.Addresses, the node's sysctls for the interface, and up. Port does it for a port it
-	// makes; the substrate calls it again for a port it finds (after a crash it may be half
-	// configured) and when the addresses change.
-	Configure(ctx context.Context, env *Env, in Instance, n *plan.Node, p plan.Port) error
+	// Configure brings the virtual interface of port p to what the plan says, live: it adds
+	// p.Addresses, removes those of placed (the addresses trellis put there before, from the
+	// file) that p.Addresses no longer has, sets the node's sysctls for the interface, and
+	// brings it up. Every other address of the interface (made by the node's software: zebra,
+	// a user's `ip addr add`; or by the kernel) stays. Port does it for a port it makes; the
+	// substrate calls it again for a port it finds after an interrupted change (it may be half
+	// configured) and when the port's addresses change.
+	Configure(ctx context.Context, env *Env, in Instance, n *plan.Node, p plan.Port, placed []string) error
 	// Exec runs the node's start commands.
 	Exec(ctx context.Context, env *Env, in Instance, n *plan.Node) error
 }

@@ -122,6 +122,10 @@ func diffLinks(old, p *plan.Plan) []Change {
 	return out
 }
 
+// Recreated is what diff says of a change made by re-creating the link's interfaces inside
+// its nodes: the only change that touches what the nodes' software set on them.
+const Recreated = "its interfaces are made anew: addresses and routes the nodes' software set on them go"
+
 // linkChanges names what differs between two versions of a link.
 func linkChanges(a, b *plan.Link, tunnelKind bool) []string {
 	var out []string
@@ -132,7 +136,9 @@ func linkChanges(a, b *plan.Link, tunnelKind bool) []string {
 	}
 	add("connector", a.Connector, b.Connector)
 	add("rate", rateText(a.Rate), rateText(b.Rate))
-	add("mtu", mtuText(a.MTU), mtuText(b.MTU))
+	if a.MTU != b.MTU { // a veth's MTU is made with it: the only change that re-creates
+		out = append(out, fmt.Sprintf("mtu %s -> %s (%s)", mtuText(a.MTU), mtuText(b.MTU), Recreated))
+	}
 	add("state", stateWord(a.Down), stateWord(b.Down))
 	add("table", defaultText(a.Table), defaultText(b.Table))
 	add("ageing", defaultText(a.Ageing), defaultText(b.Ageing))
@@ -228,7 +234,7 @@ func defaultText[T comparable](v T) string {
 }
 
 // settingsOnly tells whether changes only change links' settings in place: rate,
-// impairments, state, the addresses of their interfaces or a LAN's table settings.
+// impairments, state or a LAN's table settings (not addresses: see change).
 func settingsOnly(changes []Change) bool {
 	for _, c := range changes {
 		if c.Op != "change" || c.Object != "link" {
@@ -236,8 +242,7 @@ func settingsOnly(changes []Change) bool {
 		}
 		for _, w := range c.What {
 			if !strings.HasPrefix(w, "rate ") && !strings.HasPrefix(w, "impairment ") && !strings.HasPrefix(w, "state ") &&
-				!strings.HasPrefix(w, "endpoint ") && !strings.HasPrefix(w, "addresses of ") &&
-				!strings.HasPrefix(w, "table ") && !strings.HasPrefix(w, "ageing ") {
+				!strings.HasPrefix(w, "endpoint ") && !strings.HasPrefix(w, "table ") && !strings.HasPrefix(w, "ageing ") {
 				return false
 			}
 		}

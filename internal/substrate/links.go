@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/kinds"
@@ -110,7 +111,9 @@ func (a *applier) join(ctx context.Context, l *plan.Link, ports []netlink.Link) 
 		a.mu.Lock()
 		made := a.made[port.Name]
 		a.mu.Unlock()
-		if !made { // a port made by this apply was configured as it was made
+		// A port made by this apply was configured as it was made; another is configured
+		// again only if its addresses changed, or if the last change was interrupted.
+		if !made && a.reconfigure(port) {
 			if err := a.addresses(ctx, port); err != nil {
 				return err
 			}
@@ -175,7 +178,48 @@ func sameLink(a, b *plan.Link) bool {
 	return string(ja) == string(jb)
 }
 
-// addresses configures a port's virtual interface as the plan says: addresses, sysctls, up.
+// reconfigure tells whether the virtual interface of a port that exists must be configured
+// again: its addresses changed, or nothing is known of what the last apply left (an
+// interrupted change; the interface may be half configured). A change of rate, impairment,
+// carrier or connector leaves the interface inside the node alone.
+func (a *applier) reconfigure(port plan.Port) bool {
+	if a.old == nil {
+		return true
+	}
+	op := oldPort(a.old, port)
+	return op == nil || !slices.Equal(op.Addresses, port.Addresses)
+}
+
+// oldPort returns the port of p for the same node interface as port, or nil.
+func oldPort(p *plan.Plan, port plan.Port) *plan.Port {
+	for _, l := range p.Links {
+		for i := range l.Ports {
+			if l.Ports[i].Node == port.Node && l.Ports[i].Ifname == port.Ifname {
+				return &l.Ports[i]
+			}
+		}
+	}
+	return nil
+}
+
+// placed returns the addresses trellis may have put on a port's virtual interface: those of
+// the last applied plan and of every plan the network's record holds (an interrupted or
+// rolled back change's target). Only these may be removed from the interface.
+func (a *applier) placed(port plan.Port) []string {
+	var out []string
+	for _, p := range append([]*plan.Plan{a.old}, a.recorded...) {
+		if p == nil {
+			continue
+		}
+		if op := oldPort(p, port); op != nil {
+			out = append(out, op.Addresses...)
+		}
+	}
+	return out
+}
+
+// addresses configures a port's virtual interface as the plan says: addresses (removing those
+// trellis placed that the plan no longer has), sysctls, up.
 func (a *applier) addresses(ctx context.Context, port plan.Port) error {
 	n := a.env.Plan.Node(port.Node)
 	k, err := kinds.NodeKind(n.Kind)
@@ -185,7 +229,7 @@ func (a *applier) addresses(ctx context.Context, port plan.Port) error {
 	a.mu.Lock()
 	in := a.running[port.Node]
 	a.mu.Unlock()
-	if err := k.Configure(ctx, a.env, in, n, port); err != nil {
+	if err := k.Configure(ctx, a.env, in, n, port, a.placed(port)); err != nil {
 		return fmt.Errorf("port %s: %w", port, err)
 	}
 	return nil

@@ -84,7 +84,7 @@ func changeLink(ctx context.Context, st *state.Store, network, linkName string, 
 	}
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
 	if err := apply(ctx, env, old, rec, nil); err != nil {
-		return rollback(st, rec, old, log, err)
+		return rollback(st, rec, old, p, log, err)
 	}
 	return nil
 }

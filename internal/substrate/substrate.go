@@ -126,9 +126,11 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 	}
 	prevStatus := rec.Status
 	rec.File, rec.Names = file, names
-	// A change that makes, deletes or restarts nothing (a link's rate, impairments, state or
-	// addresses) allocates no names: a mark that the change is under way is enough, and costs
-	// less than rewriting the record. If it is interrupted, the next up trusts only the kernel.
+	// A change that makes, deletes or restarts nothing (a link's rate, impairments or state)
+	// allocates no names: a mark that the change is under way is enough, and costs less than
+	// rewriting the record. If it is interrupted, the next up trusts only the kernel. A change
+	// of addresses records its target: if it is interrupted, the addresses it placed are known
+	// as trellis's (applier.placed).
 	var err2 error
 	if prevStatus == state.Up && settingsOnly(changes) {
 		err2 = st.MarkChanging(rec.Name)
@@ -153,7 +155,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		if old == nil {
 			return nil, fmt.Errorf("%w; the network is partly changed: run `trellis up` again to finish", err)
 		}
-		return nil, rollback(st, rec, old, log, err)
+		return nil, rollback(st, rec, old, p, log, err)
 	}
 	return &Result{Changes: changes, Took: time.Since(start)}, nil
 }
@@ -169,9 +171,11 @@ func notRunning(nodes []*plan.Node, running map[string]kinds.Instance) []*plan.N
 	return out
 }
 
-// rollback takes a network whose live change failed back to plan old.
-func rollback(st *state.Store, rec *state.Record, old *plan.Plan, log io.Writer, cause error) error {
+// rollback takes a network whose live change to plan tried failed back to plan old. tried is
+// recorded as the change's target, so that the addresses it placed are known to be trellis's.
+func rollback(st *state.Store, rec *state.Record, old, tried *plan.Plan, log io.Writer, cause error) error {
 	env := &kinds.Env{Store: st, Plan: old, Log: log}
+	rec.Target = tried
 	if err := apply(context.Background(), env, nil, rec, nil); err != nil {
 		return errors.Join(cause, fmt.Errorf("and taking the network back to what it was failed too (run `trellis up` again): %w", err))
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/netdev"
+	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -37,28 +38,29 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 	if err := netdev.Add(veth); err != nil {
 		return nil, fmt.Errorf("port %s for %s: %w", p.Name, p, err)
 	}
-	if err := configure(ns, n, p, true); err != nil {
+	if err := configure(ns, n, p, nil); err != nil {
 		return nil, err
 	}
 	return netdev.ByName(p.Name)
 }
 
-// Configure gives a node's virtual interface exactly its port's addresses (link-local IPv6
-// addresses, which the kernel makes, stay), its sysctls, and brings it up.
-func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port) error {
+// Configure gives a node's virtual interface the port's addresses, removes those of placed
+// (put there by trellis before) that the port no longer has, sets its sysctls, and brings it
+// up. Addresses trellis did not place (zebra's, a user's, the kernel's) stay.
+func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, placed []string) error {
 	ns, err := openNS(in.PID)
 	if err != nil {
 		return err
 	}
 	defer ns.Close()
-	return configure(ns, n, p, false)
+	return configure(ns, n, p, placed)
 }
 
 // configure sets an interface's sysctls (duplicate address detection off, since addresses
 // come from the topology and detection would hold a router's IPv6 forwarding back for seconds,
-// unless the file says otherwise; then the file's sysctls for this interface), its addresses,
-// and brings it up. A fresh interface (just made, down) has no addresses to remove.
-func configure(ns *nodeNS, n *plan.Node, p plan.Port, fresh bool) error {
+// unless the file says otherwise; then the file's sysctls for this interface), removes the
+// addresses of placed that the port no longer has, adds its addresses, and brings it up.
+func configure(ns *nodeNS, n *plan.Node, p plan.Port, placed []string) error {
 	if err := ns.sysctl(n.IfaceSysctls(p.Ifname)); err != nil {
 		return err
 	}
@@ -66,12 +68,11 @@ func configure(ns *nodeNS, n *plan.Node, p plan.Port, fresh bool) error {
 	if err != nil {
 		return fmt.Errorf("interface %s: %w", p.Ifname, err)
 	}
-	if fresh {
-		err = ns.addAddresses(link, p.Addresses)
-	} else {
-		err = ns.setAddresses(link, p.Addresses)
+	inNS := func(f func() error) error { return netnsutil.Do(ns.ns, f) }
+	if err := netdev.RemoveStale(ns.nl, link, placed, p.Addresses, inNS); err != nil {
+		return err
 	}
-	if err != nil {
+	if err := ns.addAddresses(link, p.Addresses); err != nil {
 		return err
 	}
 	if err := ns.nl.LinkSetUp(link); err != nil {
@@ -100,30 +101,4 @@ func (n *nodeNS) addAddresses(link netlink.Link, addrs []string) error {
 		}
 	}
 	return nil
-}
-
-// setAddresses gives an interface exactly the addresses addrs, leaving link-local IPv6 ones.
-func (n *nodeNS) setAddresses(link netlink.Link, addrs []string) error {
-	ifname := link.Attrs().Name
-	have, err := n.nl.AddrList(link, netlink.FAMILY_ALL)
-	if err != nil {
-		return fmt.Errorf("interface %s: %w", ifname, err)
-	}
-	want := map[string]bool{}
-	for _, a := range addrs {
-		ip, ipnet, err := net.ParseCIDR(a)
-		if err != nil {
-			return err
-		}
-		ipnet.IP = ip
-		want[ipnet.String()] = true
-	}
-	for _, a := range have {
-		if !want[a.IPNet.String()] && !a.IP.IsLinkLocalUnicast() {
-			if err := n.nl.AddrDel(link, &a); err != nil {
-				return fmt.Errorf("interface %s: removing %s: %w", ifname, a.IPNet, err)
-			}
-		}
-	}
-	return n.addAddresses(link, addrs)
 }

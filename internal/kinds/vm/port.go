@@ -37,18 +37,19 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 			return nil, fmt.Errorf("port %s: %w", p.Name, err)
 		}
 	}
-	if err := configure(ctx, env, n, p, mtu); err != nil {
+	if err := configure(ctx, env, n, p, mtu, nil); err != nil {
 		return nil, err
 	}
 	return dev, nil
 }
 
-// Configure gives the guest's interface exactly the port's addresses, its sysctls, and up.
-func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port) error {
-	return configure(ctx, env, n, p, 0)
+// Configure gives the guest's interface the port's addresses, removes those of placed (put
+// there by trellis before) that the port no longer has, sets its sysctls, and brings it up.
+func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, placed []string) error {
+	return configure(ctx, env, n, p, 0, placed)
 }
 
-func configure(ctx context.Context, env *kinds.Env, n *plan.Node, p plan.Port, mtu int) error {
+func configure(ctx context.Context, env *kinds.Env, n *plan.Node, p plan.Port, mtu int, placed []string) error {
 	if !n.VM.Agent() { // the user's guest configures its own interfaces
 		return nil
 	}
@@ -58,7 +59,7 @@ func configure(ctx context.Context, env *kinds.Env, n *plan.Node, p plan.Port, m
 	}
 	defer c.Close()
 	_, err = c.Do(ctx, &guest.Request{Op: "configure", Iface: &guest.Iface{
-		MAC: p.MAC, Name: p.Ifname, MTU: mtu, Addresses: p.Addresses, Sysctl: n.IfaceSysctls(p.Ifname),
+		MAC: p.MAC, Name: p.Ifname, MTU: mtu, Addresses: p.Addresses, Placed: placed, Sysctl: n.IfaceSysctls(p.Ifname),
 	}})
 	if err != nil {
 		return fmt.Errorf("interface %s of %s: %w", p.Ifname, n.Name, err)
