@@ -4,10 +4,8 @@ package integration
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -53,10 +51,8 @@ nodes:
 		{"read the uid range registry's entry", "cat", filepath.Join(registry, base)},
 	}
 	for _, p := range probes {
-		cmd := exec.Command(p.cmd, p.path)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		out, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "Permission denied") {
+		out, err := asNobody(t, p.cmd, p.path)
+		if err == nil || !strings.Contains(out, "Permission denied") {
 			t.Errorf("as nobody, %s (%s %s): %v, want EACCES\n%s", p.what, p.cmd, p.path, err, out)
 		}
 	}
