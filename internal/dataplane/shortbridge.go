@@ -3,10 +3,10 @@
 // of node interfaces) of Trellis's virtual networks, and the Go code that
 // loads them and attaches them to those ports.
 //
-// The shortbridge and the impairment programs go on a port's tcx ingress
-// where the kernel has tcx (Linux 6.6), and otherwise, like the other
-// programs, are classic tc filters (cls_bpf in direct-action mode under a
-// clsact qdisc); see hook.go. None is attached through a bpf link or pinned
+// Every program is a classic tc filter by default (cls_bpf in direct-action
+// mode under a clsact qdisc); with the hook set to tcx (Linux 6.6 and later),
+// the shortbridge and impairment programs go on the port's tcx ingress
+// instead, which forwards faster and deploys slower; see hook.go. None is attached through a bpf link or pinned
 // on bpffs: a tcx program attached with BPF_PROG_ATTACH, like a tc filter,
 // lives exactly as long as its device, so deleting a port removes its
 // programs too, and nothing outlives the port or needs separate cleanup.
