@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,7 +26,7 @@ etcd user, whose role writes only that machine's registration and its reports of
 networks: an agent cannot register, renew or report for another machine, nor write placements
 (unless --placer gives it the placers' role, for trellis agent --placer).`,
 	}
-	cmd.AddCommand(machineAddCmd(), machineRmCmd())
+	cmd.AddCommand(machineAddCmd(), machineLsCmd(), machineRmCmd())
 	return cmd
 }
 
@@ -108,6 +109,31 @@ func machineRmCmd() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "machine %s removed\n", args[0])
 			return nil
+		},
+	}
+}
+
+func machineLsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "List the registered machines: those whose agent holds its lease now, with what each offers to placement",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cs, _, err := adminSession(cmd)
+			if err != nil {
+				return err
+			}
+			defer cs.store.Close()
+			ms, _, err := cs.store.Machines(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "MACHINE\tADDRESS\tCORES\tMEMORY\tENDPOINT\tSINCE")
+			for _, m := range ms {
+				fmt.Fprintf(w, "%s\t%s\t%g\t%dM\t%s\t%s\n", m.Name, m.Address, m.Cores, m.Memory>>20, m.Endpoint, m.Since.Format(time.RFC3339))
+			}
+			return w.Flush()
 		},
 	}
 }

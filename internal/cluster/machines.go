@@ -3,10 +3,12 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -81,16 +83,9 @@ func (s *Store) Register(ctx context.Context, m *Machine, ttl time.Duration) (*R
 		return nil, unreachable(err, s.cli.Endpoints())
 	}
 	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ka, err := s.cli.KeepAlive(kctx, id)
-	if err != nil {
-		cancel()
-		s.cli.Revoke(context.WithoutCancel(ctx), id)
-		return nil, unreachable(err, s.cli.Endpoints())
-	}
 	lost := make(chan struct{})
 	go func() {
-		for range ka { // drain the renewals; the channel closes when the lease is lost
-		}
+		keepAlive(kctx, s.cli, id, ttl)
 		close(lost)
 	}()
 	m.Lease = id
@@ -133,4 +128,41 @@ func (s *Store) Machines(ctx context.Context) ([]*Machine, int64, error) {
 		out = append(out, &m)
 	}
 	return out, resp.Header.Revision, nil
+}
+
+// keepAlive renews lease id until ctx ends or the lease is lost: etcd no longer knows it, or no
+// renewal got through for its whole ttl. Each renewal is a request of its own with a deadline,
+// retried at once when it fails: the client spreads requests over the members (round robin),
+// so a renewal stuck on a member that went away silently (its machine lost, no reset ever
+// comes) is retried on another before the lease runs out. One long keep-alive stream, as
+// clientv3's KeepAlive keeps, would wait for gRPC's keepalive to notice the dead member
+// (DialKeepAliveTime + DialKeepAliveTimeout, 4 s), longer than a short lease lives.
+func keepAlive(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttl time.Duration) {
+	every := max(ttl/3, 100*time.Millisecond)
+	renewed := time.Now()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, every/2)
+		resp, err := cli.KeepAliveOnce(rctx, id)
+
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0):
+			return
+		case err == nil:
+			renewed = time.Now()
+		case time.Since(renewed) > ttl:
+			return
+		}
+		wait := every // after a renewal
+		if err != nil {
+			wait = 50 * time.Millisecond // then another member
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 }
