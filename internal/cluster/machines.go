@@ -143,7 +143,6 @@ func keepAlive(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, t
 	for {
 		rctx, cancel := context.WithTimeout(ctx, every/2)
 		resp, err := cli.KeepAliveOnce(rctx, id)
-
 		cancel()
 		switch {
 		case ctx.Err() != nil:
