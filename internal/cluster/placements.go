@@ -34,10 +34,9 @@ type Placement struct {
 	// short); then Nodes is empty and nothing of the network is created.
 	Refused string    `json:"refused,omitempty"`
 	Placed  time.Time `json:"placed"`
-	// Placer is who wrote the placement (the placer's ID), and Term the create revision of
-	// the election key it led with (Fence.Rev), for people and for the fencing tests.
-	Placer string `json:"placer,omitempty"`
-	Term   int64  `json:"term,omitempty"`
+	// Term is the create revision of the election key the placer that wrote it led with
+	// (Fence.Rev): the key, and the placer's ID in it, are in etcd's history.
+	Term int64 `json:"term,omitempty"`
 	// Revision is etcd's revision of the placement's last change.
 	Revision int64 `json:"-"`
 }

@@ -54,10 +54,7 @@ func TestFencedWrite(t *testing.T) {
 				}
 			}
 			start(ctx, t, cluster.New(c.Client()), "p1", logs, hold)
-			leader := waitLeader(ctx, t, admin)
-			if string(leader.Value) != "p1" {
-				t.Fatalf("leader %s, want p1 (started first)", leader.Value)
-			}
+			leader := waitLeader(ctx, t, admin, "p1")
 			start(ctx, t, cluster.New(c.Client()), "p2", logs, nil)
 			gen := putNetwork(ctx, t, admin, network, "")
 			select {
@@ -69,20 +66,21 @@ func TestFencedWrite(t *testing.T) {
 				t.Fatal(err)
 			}
 			close(proceed)
+			next := waitLeader(ctx, t, admin, "p2")
 			var p *cluster.Placement
 			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 				var err error
 				p, err = admin.Placement(ctx, "t", network)
-				if err == nil && p.Generation == gen && p.Placer == "p2" {
+				if err == nil && p.Generation == gen && p.Term == next.Created {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("no placement of %s by p2: last %+v, %v\n%s", network, p, err, logs)
+					t.Fatalf("no placement of %s by p2 (term %d; p1's was %d): last %+v, %v\n%s", network, next.Created, leader.Created, p, err, logs)
 				}
 			}
 			for _, w := range writes(ctx, t, admin.Client(), cluster.PlacementKey("t", network)) {
-				if w.Placer != "p2" {
-					t.Errorf("placement of %s written at revision %d by %s (term %d), who had lost its leadership\n%s", network, w.Revision, w.Placer, w.Term, logs)
+				if w.Term != next.Created {
+					t.Errorf("placement of %s written at revision %d in term %d, not p2's %d (p1's: %d, which it had lost)\n%s", network, w.Revision, w.Term, next.Created, leader.Created, logs)
 				}
 			}
 			if !strings.Contains(logs.String(), `msg="lost leadership: stopped writing" placer=p1`) {
@@ -114,23 +112,26 @@ func start(ctx context.Context, t *testing.T, s *cluster.Store, id string, logs 
 	t.Cleanup(func() { stop(); <-done })
 }
 
-// waitLeader returns the election key of the leader, once there is one.
-func waitLeader(ctx context.Context, t *testing.T, s *cluster.Store) *leaderKey {
+// waitLeader returns the election key of placer id once it leads.
+func waitLeader(ctx context.Context, t *testing.T, s *cluster.Store, id string) *leaderKey {
 	t.Helper()
+	var last []byte
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		resp, err := s.Client().Get(ctx, cluster.ElectionPrefix+"placer/", clientv3.WithFirstCreate()...)
 		if err == nil && len(resp.Kvs) > 0 {
 			kv := resp.Kvs[0]
-			return &leaderKey{Key: kv.Key, Value: kv.Value, Lease: kv.Lease}
+			if last = kv.Value; string(kv.Value) == id {
+				return &leaderKey{Key: kv.Key, Created: kv.CreateRevision, Lease: kv.Lease}
+			}
 		}
 	}
-	t.Fatal("no placer leads after 10 s")
+	t.Fatalf("%s does not lead after 10 s (the leader: %q)", id, last)
 	return nil
 }
 
 type leaderKey struct {
-	Key, Value []byte
-	Lease      int64
+	Key            []byte
+	Created, Lease int64
 }
 
 // putNetwork writes network name of tenant t straight into etcd (no quota: granted all), with
@@ -321,8 +322,9 @@ func change(ctx context.Context, s *cluster.Store, networks int) {
 }
 
 // checkWriters checks, from etcd's history, that every placement was written by the placer
-// that led at its revision (whose election key was the oldest there), under that key's term,
-// and that no write of an older term came after one of a newer term. It returns the number of
+// that led at its revision (whose election key was the oldest there): its term is that key's
+// create revision (the key holds the placer's ID); and that no write of an older term came
+// after one of a newer term. It returns the number of
 // placement writes, and the terms that wrote.
 func checkWriters(t *testing.T, events []*clientv3.Event) (int, map[int64]bool) {
 	t.Helper()
@@ -370,14 +372,20 @@ func checkWriters(t *testing.T, events []*clientv3.Event) (int, map[int64]bool) 
 			if err := json.Unmarshal(ev.Kv.Value, &p); err != nil {
 				t.Fatalf("%s at revision %d: %v", key, rev, err)
 			}
+			writer := "no placer"
+			for _, tm := range terms {
+				if tm.created == p.Term {
+					writer = tm.id
+				}
+			}
 			switch {
 			case l == nil:
-				t.Errorf("%s written at revision %d by %s (term %d), while no placer led", key, rev, p.Placer, p.Term)
-			case l.created != p.Term || l.id != p.Placer:
-				t.Errorf("%s written at revision %d by %s (term %d), while %s led (term %d)", key, rev, p.Placer, p.Term, l.id, l.created)
+				t.Errorf("%s written at revision %d by %s (term %d), while no placer led", key, rev, writer, p.Term)
+			case l.created != p.Term:
+				t.Errorf("%s written at revision %d by %s (term %d), while %s led (term %d)", key, rev, writer, p.Term, l.id, l.created)
 			}
 			if p.Term < newest {
-				t.Errorf("%s written at revision %d by %s (term %d), after a write of the newer term %d", key, rev, p.Placer, p.Term, newest)
+				t.Errorf("%s written at revision %d by %s (term %d), after a write of the newer term %d", key, rev, writer, p.Term, newest)
 			}
 			newest = max(newest, p.Term)
 			wrote[p.Term] = true

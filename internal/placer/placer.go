@@ -30,7 +30,7 @@ const resyncEvery = 30 * time.Second
 // Config is what a placer needs.
 type Config struct {
 	Store *cluster.Store
-	ID    string // who this placer is, written as its candidacy and into its placements (e.g. machine name and pid)
+	ID    string // who this placer is, written as its candidacy (e.g. machine name and pid)
 	Log   *slog.Logger
 
 	beforeWrite func(tenant, network string) // see placer.beforeWrite
@@ -94,8 +94,7 @@ func lead(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return sessionErr(sess, err)
 	}
 	log.Info("leading", "term", fence.Rev)
-	p := &placer{store: cfg.Store.Fenced(fence), id: cfg.ID, term: fence.Rev, log: log, parsed: map[string]parsed{},
-		beforeWrite: cfg.beforeWrite}
+	p := &placer{store: cfg.Store.Fenced(fence), term: fence.Rev, log: log, parsed: map[string]parsed{}, beforeWrite: cfg.beforeWrite}
 	err = sessionErr(sess, p.loop(sctx))
 	if errors.Is(err, cluster.ErrNotLeader) && ctx.Err() == nil {
 		log.Warn("lost leadership: stopped writing", "term", fence.Rev, "err", err)
@@ -128,8 +127,7 @@ func holds(ctx context.Context, s *cluster.Store, f cluster.Fence) error {
 
 type placer struct {
 	store *cluster.Store // fenced with the leadership: every write goes through it
-	id    string
-	term  int64 // the election key's create revision (cluster.Fence.Rev)
+	term  int64          // the election key's create revision (cluster.Fence.Rev), written into placements
 	log   *slog.Logger
 	// beforeWrite, if set, is called between computing a placement and writing it (tests).
 	beforeWrite func(tenant, network string)
@@ -225,17 +223,11 @@ func (p *placer) pass(ctx context.Context) error {
 		todo = append(todo, n)
 	}
 	errs := []error{p.dropGone(ctx, nets, places, seen)}
-	if errors.Is(errs[0], cluster.ErrNotLeader) {
-		return errs[0]
-	}
 	for _, n := range todo {
-		err := p.place(ctx, n, current[n.Tenant+"/"+n.Name], machines, load)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if errors.Is(err, cluster.ErrNotLeader) {
+		if errors.Is(errs[len(errs)-1], cluster.ErrNotLeader) {
 			break // the leadership went: nothing more is written
 		}
+		errs = append(errs, p.place(ctx, n, current[n.Tenant+"/"+n.Name], machines, load))
 	}
 	return errors.Join(errs...)
 }
@@ -331,7 +323,7 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 	if prev != nil {
 		expect = prev.Revision
 	}
-	pl.Placer, pl.Term = p.id, p.term
+	pl.Term = p.term
 	if p.beforeWrite != nil {
 		p.beforeWrite(n.Tenant, n.Name)
 	}
