@@ -47,6 +47,7 @@ func TestFencedWrite(t *testing.T) {
 			logs := &syncBuffer{}
 			network := fmt.Sprintf("n%d", i)
 			computed, proceed := make(chan struct{}), make(chan struct{})
+			release := sync.OnceFunc(func() { close(proceed) })
 			var once sync.Once
 			hold := func(_, n string) {
 				if n == network {
@@ -54,9 +55,13 @@ func TestFencedWrite(t *testing.T) {
 				}
 			}
 			start(ctx, t, cluster.New(c.Client()), "p1", logs, hold)
+			t.Cleanup(release) // before p1 stops, if the test ends early
 			leader := waitLeader(ctx, t, admin, "p1")
 			start(ctx, t, cluster.New(c.Client()), "p2", logs, nil)
-			gen := putNetwork(ctx, t, admin, network, "")
+			gen, err := writeNetwork(ctx, admin, network, "")
+			if err != nil {
+				t.Fatal(err)
+			}
 			select {
 			case <-computed:
 			case <-ctx.Done():
@@ -65,7 +70,7 @@ func TestFencedWrite(t *testing.T) {
 			if err := tc.lose(ctx, admin.Client(), string(leader.Key), clientv3.LeaseID(leader.Lease)); err != nil {
 				t.Fatal(err)
 			}
-			close(proceed)
+			release()
 			next := waitLeader(ctx, t, admin, "p2")
 			var p *cluster.Placement
 			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -134,17 +139,8 @@ type leaderKey struct {
 	Created, Lease int64
 }
 
-// putNetwork writes network name of tenant t straight into etcd (no quota: granted all), with
+// writeNetwork writes network name of tenant t straight into etcd (no quota: granted all), with
 // a comment that makes each write a new generation; it returns the generation.
-func putNetwork(ctx context.Context, t *testing.T, s *cluster.Store, name, comment string) int64 {
-	t.Helper()
-	rev, err := writeNetwork(ctx, s, name, comment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rev
-}
-
 func writeNetwork(ctx context.Context, s *cluster.Store, name, comment string) (int64, error) {
 	src := "name: " + name + "\nnodes:\n  a: {}\n  b: {}\n# " + comment + "\n"
 	data, _ := json.Marshal(map[string]string{"name": name, "file": "/t/" + name + ".yaml", "source": src})
