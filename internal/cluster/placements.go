@@ -34,6 +34,9 @@ type Placement struct {
 	// short); then Nodes is empty and nothing of the network is created.
 	Refused string    `json:"refused,omitempty"`
 	Placed  time.Time `json:"placed"`
+	// Term is the create revision of the election key the placer that wrote it led with
+	// (Fence.Rev): the key, and the placer's ID in it, are in etcd's history.
+	Term int64 `json:"term,omitempty"`
 	// Revision is etcd's revision of the placement's last change.
 	Revision int64 `json:"-"`
 }
@@ -49,7 +52,8 @@ type Underlay struct {
 
 // PutPlacement writes a placement if the desired network is still at generation p.Generation
 // and the placement is still as the caller read it (expect: its revision, 0 for none). A
-// placement for a network that changed or went meanwhile is refused with ErrConflict.
+// placement for a network that changed or went meanwhile is refused with ErrConflict; one of a
+// fenced store whose fence went, with ErrNotLeader.
 func (s *Store) PutPlacement(ctx context.Context, p *Placement, expect int64) (int64, error) {
 	if err := checkNames(p.Tenant, p.Network); err != nil {
 		return 0, err
@@ -61,15 +65,18 @@ func (s *Store) PutPlacement(ctx context.Context, p *Placement, expect int64) (i
 	}
 	nkey, pkey := NetworkKey(p.Tenant, p.Network), PlacementKey(p.Tenant, p.Network)
 	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(nkey), "=", p.Generation),
-			clientv3.Compare(clientv3.ModRevision(pkey), "=", expect)).
+		If(s.guard(clientv3.Compare(clientv3.ModRevision(nkey), "=", p.Generation),
+			clientv3.Compare(clientv3.ModRevision(pkey), "=", expect))...).
 		Then(clientv3.OpPut(pkey, string(data))).
-		Else(clientv3.OpGet(nkey), clientv3.OpGet(pkey)).
+		Else(append([]clientv3.Op{clientv3.OpGet(nkey), clientv3.OpGet(pkey)}, s.fenceGet()...)...).
 		Commit()
 	if err != nil {
 		return 0, unreachable(err, s.cli.Endpoints())
 	}
 	if !resp.Succeeded {
+		if err := s.lostFence(resp); err != nil {
+			return 0, err
+		}
 		nrev := int64(0)
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 			nrev = kvs[0].ModRevision
@@ -86,17 +93,21 @@ func (s *Store) PutPlacement(ctx context.Context, p *Placement, expect int64) (i
 
 // DropPlacement removes placement p of a network that is gone (or that Networks leaves out), if
 // the network key has not changed since revision seen (when the caller listed the networks) and
-// the placement is still p; otherwise it returns ErrConflict.
+// the placement is still p; otherwise it returns ErrConflict (ErrNotLeader: the fence went).
 func (s *Store) DropPlacement(ctx context.Context, p *Placement, seen int64) error {
 	nkey, pkey := NetworkKey(p.Tenant, p.Network), PlacementKey(p.Tenant, p.Network)
 	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(nkey), "<", seen+1), clientv3.Compare(clientv3.ModRevision(pkey), "=", p.Revision)).
+		If(s.guard(clientv3.Compare(clientv3.ModRevision(nkey), "<", seen+1), clientv3.Compare(clientv3.ModRevision(pkey), "=", p.Revision))...).
 		Then(clientv3.OpDelete(pkey)).
+		Else(s.fenceGet()...).
 		Commit()
 	if err != nil {
 		return unreachable(err, s.cli.Endpoints())
 	}
 	if !resp.Succeeded {
+		if err := s.lostFence(resp); err != nil {
+			return err
+		}
 		return fmt.Errorf("%w: placement of network %s of tenant %s: the network or its placement changed meanwhile", ErrConflict, p.Network, p.Tenant)
 	}
 	return nil

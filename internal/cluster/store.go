@@ -47,7 +47,8 @@ type Config struct {
 
 // Store is the cluster's state in etcd, as one client sees it.
 type Store struct {
-	cli *clientv3.Client
+	cli   *clientv3.Client
+	fence *Fence // see Fenced; nil: writes hold whoever makes them
 }
 
 // Dial connects to etcd and checks within DialTimeout that it answers.

@@ -4,7 +4,7 @@
 // network that has no placement for its current generation, keeps placed nodes where they are,
 // and when a machine's registration goes with its lease, places that machine's nodes again on
 // the machines that are left. Every placement is one transaction that holds only if the network
-// has not changed meanwhile.
+// has not changed meanwhile and the placer still holds its election key (fenced leadership).
 package placer
 
 import (
@@ -32,6 +32,8 @@ type Config struct {
 	Store *cluster.Store
 	ID    string // who this placer is, written as its candidacy (e.g. machine name and pid)
 	Log   *slog.Logger
+
+	beforeWrite func(tenant, network string) // see placer.beforeWrite
 }
 
 // Run campaigns for leadership and, while leader, places networks, until ctx ends.
@@ -54,7 +56,10 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// lead waits to be elected, then places until its session ends (etcd lost it) or ctx ends.
+// lead waits to be elected, then places until it loses its leadership (its session ended, or
+// a write found its election key gone) or ctx ends. Every write of the pass goes through a
+// store fenced with the election key (cluster.Fenced): a placer that lost its leadership
+// without noticing, or whose write was computed before it lost it, writes nothing.
 func lead(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// The session outlives ctx until Close, which revokes its lease: a placer that stops hands
 	// over at once instead of after SessionTTL.
@@ -64,32 +69,69 @@ func lead(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer sess.Close()
-	el := concurrency.NewElection(sess, cluster.ElectionPrefix+"placer")
-	if err := el.Campaign(ctx, cfg.ID); err != nil {
-		return err
-	}
-	log.Info("leading")
-	lctx, cancel := context.WithCancel(ctx)
+	// Everything below ends with the session: a candidate whose session expired while it
+	// waited (etcd lost its quorum) must not wake up as leader when the older keys go.
+	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
 		case <-sess.Done():
 			cancel()
-		case <-lctx.Done():
+		case <-sctx.Done():
 		}
 	}()
-	p := &placer{store: cfg.Store, log: log, parsed: map[string]parsed{}}
-	err = p.loop(lctx)
-	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
-	el.Resign(rctx)
-	rcancel()
+	el := concurrency.NewElection(sess, cluster.ElectionPrefix+"placer")
+	if err := el.Campaign(sctx, cfg.ID); err != nil {
+		return sessionErr(sess, err)
+	}
+	fence := cluster.Fence{Key: el.Key(), Rev: el.Rev()}
+	defer func() {
+		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		el.Resign(rctx) // deletes the key only if it is still this term's
+		rcancel()
+	}()
+	if err := holds(sctx, cfg.Store, fence); err != nil {
+		return sessionErr(sess, err)
+	}
+	log.Info("leading", "term", fence.Rev)
+	p := &placer{store: cfg.Store.Fenced(fence), term: fence.Rev, log: log, parsed: map[string]parsed{}, beforeWrite: cfg.beforeWrite}
+	err = sessionErr(sess, p.loop(sctx))
+	if errors.Is(err, cluster.ErrNotLeader) && ctx.Err() == nil {
+		log.Warn("lost leadership: stopped writing", "term", fence.Rev, "err", err)
+	}
 	return err
 }
 
+// sessionErr is err, or ErrNotLeader if the session ended (its lease expired or was revoked).
+func sessionErr(sess *concurrency.Session, err error) error {
+	select {
+	case <-sess.Done():
+		return fmt.Errorf("%w: session %x ended (%v)", cluster.ErrNotLeader, sess.Lease(), err)
+	default:
+		return err
+	}
+}
+
+// holds checks that the elected key is still there and the oldest candidate's: Campaign waits
+// only for the older keys to go, and its own may have gone meanwhile (its lease expired).
+func holds(ctx context.Context, s *cluster.Store, f cluster.Fence) error {
+	resp, err := s.Client().Get(ctx, cluster.ElectionPrefix+"placer/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return err
+	}
+	if len(resp.Kvs) == 0 || string(resp.Kvs[0].Key) != f.Key || resp.Kvs[0].CreateRevision != f.Rev {
+		return fmt.Errorf("%w: elected with key %s of revision %d, which is no longer the oldest candidate's", cluster.ErrNotLeader, f.Key, f.Rev)
+	}
+	return nil
+}
+
 type placer struct {
-	store  *cluster.Store
-	log    *slog.Logger
-	parsed map[string]parsed // network key -> its file parsed, at a revision
+	store *cluster.Store // fenced with the leadership: every write goes through it
+	term  int64          // the election key's create revision (cluster.Fence.Rev), written into placements
+	log   *slog.Logger
+	// beforeWrite, if set, is called between computing a placement and writing it (tests).
+	beforeWrite func(tenant, network string)
+	parsed      map[string]parsed // network key -> its file parsed, at a revision
 	// quota holds each tenant's quota and used what its placed networks take, in this pass:
 	// a network written past the CLI's quota check (straight into etcd) is refused here.
 	quota map[string]cluster.Quota
@@ -115,7 +157,9 @@ func (p *placer) loop(ctx context.Context) error {
 	tick := time.NewTicker(resyncEvery)
 	defer tick.Stop()
 	for {
-		if err := p.pass(ctx); err != nil {
+		if err := p.pass(ctx); errors.Is(err, cluster.ErrNotLeader) {
+			return err
+		} else if err != nil {
 			p.log.Warn("placing pass failed", "err", err)
 		}
 		select {
@@ -178,12 +222,12 @@ func (p *placer) pass(ctx context.Context) error {
 		}
 		todo = append(todo, n)
 	}
-	var errs []error
-	errs = append(errs, p.dropGone(ctx, nets, places, seen))
+	errs := []error{p.dropGone(ctx, nets, places, seen)}
 	for _, n := range todo {
-		if err := p.place(ctx, n, current[n.Tenant+"/"+n.Name], machines, load); err != nil {
-			errs = append(errs, err)
+		if errors.Is(errs[len(errs)-1], cluster.ErrNotLeader) {
+			break // the leadership went: nothing more is written
 		}
+		errs = append(errs, p.place(ctx, n, current[n.Tenant+"/"+n.Name], machines, load))
 	}
 	return errors.Join(errs...)
 }
@@ -200,7 +244,9 @@ func (p *placer) dropGone(ctx context.Context, nets []*cluster.Network, places [
 		if exists[pl.Tenant+"/"+pl.Network] {
 			continue
 		}
-		if err := p.store.DropPlacement(ctx, pl, seen); err != nil {
+		if err := p.store.DropPlacement(ctx, pl, seen); errors.Is(err, cluster.ErrNotLeader) {
+			return err
+		} else if err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -277,6 +323,10 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 	if prev != nil {
 		expect = prev.Revision
 	}
+	pl.Term = p.term
+	if p.beforeWrite != nil {
+		p.beforeWrite(n.Tenant, n.Name)
+	}
 	if _, werr := p.store.PutPlacement(ctx, pl, expect); werr != nil {
 		return werr
 	}
@@ -286,6 +336,6 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 	}
 	LoadOf(sn.n, pl, load)
 	p.used[n.Tenant] = p.used[n.Tenant].Add(cluster.UsageOf(sn.n))
-	p.log.Info("network placed", "tenant", n.Tenant, "network", n.Name, "generation", n.Revision, "nodes", pl.Nodes)
+	p.log.Info("network placed", "tenant", n.Tenant, "network", n.Name, "generation", n.Revision, "nodes", pl.Nodes, "revision", pl.Revision)
 	return nil
 }
