@@ -6,7 +6,8 @@ package integration
 // taken down through the agents stays down on both ends when one agent is killed with -9 and
 // started again, until `link up` or the network's next generation, which applies the file's
 // state; and what a node made itself (an address added inside it) survives the agents' link
-// changes, a new generation's rate change and an agent's restart. Two simulated machines, a
+// changes, a new generation's rate change and an agent's restart. The same holds when the
+// generation is placed anew (a tunnel key changed, as the placer may write it again). Two simulated machines, a
 // 1-member etcd in the underlay namespace, an agent (and placer) on each serving exec and link.
 
 import (
@@ -137,6 +138,35 @@ func TestClusterLiveState(t *testing.T) {
 		}
 		pingFails(t, "agent restarted")
 		nodeAddr(t, "the agent's restart")
+	})
+
+	t.Run("the same generation placed anew", func(t *testing.T) {
+		// As when the placer writes a placement again for the same generation (a machine lost,
+		// an agent's new address): here link ab's tunnel gets another key, which both machines
+		// apply; the link stays as the tenant set it.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p, err := k.s.Placement(ctx, "t1", "lab")
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := func() [3]int {
+			return [3]int{0, strings.Count(k.agents[1].log.String(), "network changed"), strings.Count(k.agents[2].log.String(), "network changed")}
+		}
+		before := changed()
+		q := *p
+		q.Keys = map[string]uint32{"ab": p.Keys["ab"] ^ 0x5a5a5a}
+		if _, err := k.s.PutPlacement(ctx, &q, p.Revision); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "both machines applying the new tunnel key", func() (bool, string) {
+			now := changed()
+			return now[1] > before[1] && now[2] > before[2], k.logs()
+		})
+		if got := ends(t); got != allDown {
+			t.Errorf("after the generation was placed anew: %s, want %s (the link as the tenant set it)\n%s", got, allDown, k.logs())
+		}
+		pingFails(t, "placed anew")
 	})
 
 	t.Run("link up", func(t *testing.T) {
