@@ -7,8 +7,9 @@ package integration
 // started again, until `link up` or the network's next generation, which applies the file's
 // state; and what a node made itself (an address added inside it) survives the agents' link
 // changes, a new generation's rate change and an agent's restart. The same holds when the
-// generation is placed anew (a tunnel key changed, as the placer may write it again). Two simulated machines, a
-// 1-member etcd in the underlay namespace, an agent (and placer) on each serving exec and link.
+// generation is placed anew (a tunnel key changed, as the placer may write it again). Two
+// simulated machines, a 1-member etcd in the underlay namespace, an agent (and placer) on each
+// serving exec and link.
 
 import (
 	"context"
@@ -62,6 +63,12 @@ func TestClusterLiveState(t *testing.T) {
 		certs[i] = certAs(t, c.CA, c.Root.CA, cluster.AgentUser(m.name(i)), pki.Client|pki.Server, []string{m.addr(i)})
 		k.agents[i] = endpointAgent(t, m, c, i, certs[i])
 	}
+	waitFor(t, 15*time.Second, "two machines registered", func() (bool, string) { // before a file pins nodes to them
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		ms, _, err := k.s.Machines(ctx)
+		return err == nil && len(ms) == 2, fmt.Sprint(ms, err, "\n", k.logs())
+	})
 	ctxFile := writeTopo(t, fmt.Sprintf("etcd: [%s]\ncacert: %s\ncert: %s\nkey: %s\ntenant: t1\n",
 		strings.Join(c.Endpoints, ", "), c.Root.CA, c.Root.Cert, c.Root.Key))
 	cli := func(t *testing.T, args ...string) string { // trellis --cluster on machine m1
