@@ -29,7 +29,7 @@ const clusterLiveTopo = `name: lab
 nodes:
   a: {host: m1, addresses: {eth1: [10.0.1.1/24]}}
   b: {host: m2, addresses: {eth1: [10.0.1.2/24]}}
-links:
+%slinks:
   - name: ab
     endpoints: [a:eth1, b:eth1]
 %s`
@@ -75,7 +75,7 @@ func TestClusterLiveState(t *testing.T) {
 		t.Helper()
 		return m.trellis(t, 1, append([]string{"--cluster", ctxFile}, args...)...)
 	}
-	topo := writeTopo(t, fmt.Sprintf(clusterLiveTopo, ""))
+	topo := writeTopo(t, fmt.Sprintf(clusterLiveTopo, "", ""))
 	cli(t, "up", topo)
 	k.converged(t, "lab", k.generation(t, "lab"))
 	m.ping(t, 1, local, "a", "10.0.1.2")
@@ -124,7 +124,8 @@ func TestClusterLiveState(t *testing.T) {
 	nodeAddr(t, "link down")
 
 	outer := t // the agent started again must outlive the subtest
-	t.Run("kill -9 an agent and start it again", func(t *testing.T) {
+	restartM2 := func(t *testing.T) {
+		t.Helper()
 		k.agents[2].kill()
 		restarted := time.Now()
 		k.agents[2] = endpointAgent(outer, m, c, 2, certs[2])
@@ -140,6 +141,9 @@ func TestClusterLiveState(t *testing.T) {
 			}
 			return false, fmt.Sprint(sts, err, "\n", k.logs())
 		})
+	}
+	t.Run("kill -9 an agent and start it again", func(t *testing.T) {
+		restartM2(t)
 		if got := ends(t); got != allDown {
 			t.Errorf("after m2's agent was killed and started again: %s, want %s (the link as the tenant set it)\n%s", got, allDown, k.logs())
 		}
@@ -187,7 +191,7 @@ func TestClusterLiveState(t *testing.T) {
 
 	t.Run("a new generation applies the file's state", func(t *testing.T) {
 		cli(t, "link", "lab", "ab", "down")
-		rewriteTopo(t, topo, fmt.Sprintf(clusterLiveTopo, "    rate: 50mbit\n"))
+		rewriteTopo(t, topo, fmt.Sprintf(clusterLiveTopo, "", "    rate: 50mbit\n"))
 		cli(t, "up", topo)
 		k.converged(t, "lab", k.generation(t, "lab"))
 		if got := ends(t); got != allUp {
@@ -200,6 +204,20 @@ func TestClusterLiveState(t *testing.T) {
 		}
 		pingWorks(t, "new generation")
 		nodeAddr(t, "a rate change by a new generation")
+	})
+
+	t.Run("a generation that changes nothing on a machine", func(t *testing.T) {
+		// Node c on m1 alone: m2's part is as it was, and its record must still say it holds
+		// the new generation, or its agent's next restart would take the link back to the file.
+		rewriteTopo(t, topo, fmt.Sprintf(clusterLiveTopo, "  c: {host: m1}\n", "    rate: 50mbit\n"))
+		cli(t, "up", topo)
+		k.converged(t, "lab", k.generation(t, "lab"))
+		cli(t, "link", "lab", "ab", "down")
+		restartM2(t)
+		if got := ends(t); got != allDown {
+			t.Errorf("after a generation that left m2 alone, link down and m2's agent restarted: %s, want %s\n%s", got, allDown, k.logs())
+		}
+		pingFails(t, "agent restarted after a generation that left its machine alone")
 	})
 
 	cli(t, "down", "lab")
