@@ -18,6 +18,14 @@ import (
 // (in device names, MACs and tunnel keys, which all derive from it).
 func LocalName(tenant, network string) string { return tenant + "." + network }
 
+// Source is what a machine's record of a tenant's network says it came from: the network's key
+// in etcd and its generation (etcd:/trellis/v1/networks/TENANT/NETWORK@GENERATION). The agent
+// applies a generation again with substrate.UpKeepLive, which keeps the live state of a record
+// of the same source.
+func Source(tenant, network string, generation int64) string {
+	return fmt.Sprintf("etcd:%s@%d", cluster.NetworkKey(tenant, network), generation)
+}
+
 // splitLocal returns the tenant and network of a local name made by LocalName.
 func splitLocal(name string) (tenant, network string, ok bool) {
 	return strings.Cut(name, ".")

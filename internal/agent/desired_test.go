@@ -63,3 +63,13 @@ func TestLocalName(t *testing.T) {
 		t.Error("a network of one machine (no dot) taken for a cluster's")
 	}
 }
+
+// TestSource checks the source a machine's record gives for each generation of a network.
+func TestSource(t *testing.T) {
+	if got, want := Source("alice", "lab", 42), "etcd:/trellis/v1/networks/alice/lab@42"; got != want {
+		t.Errorf("Source = %q, want %q", got, want)
+	}
+	if Source("alice", "lab", 42) == Source("alice", "lab", 43) {
+		t.Error("two generations of a network have one source: the agent would keep one's live state in the other")
+	}
+}

@@ -95,7 +95,9 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 	}
 	if err == nil {
 		var res *substrate.Result
-		res, err = substrate.Up(ctx, st, sn, me, "etcd:"+cluster.NetworkKey(w.tenant, w.network), io.Discard)
+		// The generation's own file name: applied again (a restart, the same generation placed
+		// anew), it keeps what the tenant set live (`link`); a new generation applies the file's.
+		res, err = substrate.UpKeepLive(ctx, st, sn, me, Source(w.tenant, w.network, p.Generation), io.Discard)
 		if later(err) {
 			return err
 		}

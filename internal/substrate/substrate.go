@@ -33,6 +33,19 @@ type Result struct {
 // is up, only what differs is changed, live. If creating fails half-way, everything created so
 // far is removed; if a live change fails, the network is taken back to what it was.
 func Up(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer) (*Result, error) {
+	return up(ctx, st, n, host, file, log, false)
+}
+
+// UpKeepLive is Up for a caller that applies one version of a file again and again, naming
+// each version by a file of its own (the cluster's agent: a generation of a network, after a
+// restart or a new placement of the same generation). When the network's record came from the
+// same file, what was set live since (SetLinkState, SetImpairment) is kept instead of being
+// taken back to the file's; from another file, the file's state is applied, as by Up.
+func UpKeepLive(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer) (*Result, error) {
+	return up(ctx, st, n, host, file, log, true)
+}
+
+func up(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer, keep bool) (*Result, error) {
 	start := time.Now()
 	unlock, err := st.Lock(n.Name)
 	if err != nil {
@@ -46,7 +59,7 @@ func Up(ctx context.Context, st *state.Store, n *spec.Network, host, file string
 	if rec == nil {
 		return create(ctx, st, n, host, file, log, start)
 	}
-	return change(ctx, st, rec, n, host, file, log, start)
+	return change(ctx, st, rec, n, host, file, log, start, keep)
 }
 
 // create makes a new network: the record first, then every object.
@@ -91,7 +104,8 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 
 // change converges a network that has a record: up, or interrupted while being created or
 // changed. Only what differs from the record and the kernel is done.
-func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Network, host, file string, log io.Writer, start time.Time) (*Result, error) {
+// With keep, the live state of a record of the same file is kept (UpKeepLive).
+func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Network, host, file string, log io.Writer, start time.Time, keep bool) (*Result, error) {
 	if rec.Names == nil {
 		rec.Names = &plan.Names{}
 	}
@@ -100,6 +114,9 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 	p, err := plan.Make(n, st.ID, host, names)
 	if err != nil {
 		return nil, err
+	}
+	if keep && rec.File == file {
+		keepLive(p, liveOf(rec))
 	}
 	if err := preflight(p, n); err != nil {
 		return nil, err
@@ -122,9 +139,15 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 	}
 	changes = append(changes, ec...)
 	if len(changes) == 0 && rec.Status == state.Up {
+		if rec.File != file { // the record says which file it holds (UpKeepLive relies on it)
+			rec.File = file
+			if err := st.Save(rec); err != nil {
+				return nil, err
+			}
+		}
 		return &Result{Took: time.Since(start)}, nil
 	}
-	prevStatus := rec.Status
+	prevStatus, prevFile := rec.Status, rec.File
 	rec.File, rec.Names = file, names
 	// A change that makes, deletes or restarts nothing (a link's rate, impairments or state)
 	// allocates no names: a mark that the change is under way is enough, and costs less than
@@ -155,6 +178,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		if old == nil {
 			return nil, fmt.Errorf("%w; the network is partly changed: run `trellis up` again to finish", err)
 		}
+		rec.File = prevFile // back to what it was, the file's version too
 		return nil, rollback(st, rec, old, p, log, err)
 	}
 	return &Result{Changes: changes, Took: time.Since(start)}, nil
