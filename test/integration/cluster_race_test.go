@@ -94,7 +94,9 @@ func TestClusterConcurrentUps(t *testing.T) {
 	})
 	ctxFile := writeTopo(t, fmt.Sprintf("etcd: [%s]\ncacert: %s\ncert: %s\nkey: %s\ntenant: t1\n",
 		strings.Join(c.Endpoints, ", "), c.Root.CA, c.Root.Cert, c.Root.Key))
-	up := func(file string) cliRun { return m.runFor(3*roundLimit, 1, "--cluster", ctxFile, "up", "--wait", "20s", file) }
+	up := func(file string) cliRun {
+		return m.runFor(3*roundLimit, 1, "--cluster", ctxFile, "up", "--wait", "20s", file)
+	}
 	first := up(writeTopo(t, fmt.Sprintf(raceTopo, 5)))
 	if first.status != 0 {
 		t.Fatalf("up --cluster: %v\n%s", first, k.logs())
