@@ -38,6 +38,7 @@ func TestProgressState(t *testing.T) {
 func TestWait(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	s := New(c.Client())
+	// The helpers run in the test's goroutine and in meanwhile's: they report with t.Error.
 	placed := func(ctx context.Context, t *testing.T, tenant string, gen int64, refused string) {
 		t.Helper()
 		p := &Placement{Tenant: tenant, Network: "lab", Generation: gen, Refused: refused, Nodes: map[string]string{"a": "m1", "b": "m2"},
@@ -51,20 +52,20 @@ func TestWait(t *testing.T) {
 			rev = prev.Revision
 		}
 		if _, err := s.PutPlacement(ctx, p, rev); err != nil {
-			t.Fatal(err)
+			t.Errorf("placement: %v", err)
 		}
 	}
 	report := func(ctx context.Context, t *testing.T, tenant, machine string, gen int64, state string) {
 		t.Helper()
 		if err := s.PutStatus(ctx, &Status{Tenant: tenant, Network: "lab", Machine: machine, Generation: gen, State: state, Nodes: 1, Error: "boom"}, 0); err != nil {
-			t.Fatal(err)
+			t.Errorf("report: %v", err)
 		}
 	}
 	up := func(ctx context.Context, t *testing.T, tenant string, expect int64, source string) int64 {
 		t.Helper()
 		gen, err := s.Up(ctx, &Network{Tenant: tenant, Name: "lab", Source: source}, expect)
 		if err != nil {
-			t.Fatal(err)
+			t.Errorf("up: %v", err)
 		}
 		return gen
 	}
