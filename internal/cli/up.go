@@ -50,7 +50,8 @@ start. Two ups of one network at once: one wins, and the other either gets a con
 changes nothing, or (if it read the network after the winner wrote it) commits after it and is
 overtaken: the later up's generation replaces its own before it converges. A network that does
 not fit is refused with the machine and resource that are short: a new one is not created, a
-changed one keeps running as it was.
+changed one keeps running as it was. If etcd does not answer within 4 s (it lost its quorum), up
+stops with "etcd unreachable"; if its generation was already written, the error says so.
 
 Exit status: 0 when done; 3 with --cluster when this up's generation was overtaken by another
 up (or removed by a down) before it converged (the message names the generation the cluster goes
