@@ -6,7 +6,8 @@ package integration
 // (files differing in one link's rate), against a 3-member etcd and an agent and placer on each
 // of two simulated machines: every round ends within seconds with one up converged and the
 // other refused as a conflict (nothing changed) or told, with exit status 3, that it was
-// overtaken by the winner's generation. Then what up prints is checked to cover its whole run,
+// overtaken by the winner's generation (or, now and then, both converged one after the other).
+// Then what up prints is checked to cover its whole run,
 // and every cluster verb is tried while etcd has lost its quorum.
 
 import (
@@ -300,7 +301,7 @@ func testUpTime(t *testing.T, k *clusterOf, startUp func(string) *runningCLI) {
 
 // testQuorumLost tries every cluster verb while etcd has lost its quorum (2 of 3 members
 // killed), all at once: each ends within 6 s with exit status 1 and `etcd unreachable`, and
-// none changed anything (docs/cluster.md, "etcd quorum lost"). An up whose quorum goes while it
+// none changed anything (docs/cluster.md, "etcd without a quorum"). An up whose quorum goes while it
 // waits for convergence ends as soon, saying its generation was written; when the quorum is
 // back the cluster converges to it.
 func testQuorumLost(t *testing.T, k *clusterOf, ctxFile string, up func(string) cliRun) {
