@@ -25,6 +25,6 @@ func main() {
 	}
 	if err := cli.NewRoot().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "trellis:", err)
-		os.Exit(1)
+		os.Exit(cli.ExitStatus(err))
 	}
 }

@@ -122,7 +122,7 @@ func clusterProblem(tenant, name string, err error) error {
 		return newProblem(http.StatusUnprocessableEntity, err.Error()+"; nothing was changed")
 	case errors.Is(err, cluster.ErrNotGranted):
 		return newProblem(http.StatusUnprocessableEntity, err.Error())
-	case errors.Is(err, cluster.ErrConflict):
+	case errors.Is(err, cluster.ErrConflict), errors.Is(err, cluster.ErrOvertaken):
 		return newProblem(http.StatusConflict, err.Error())
 	case errors.Is(err, cluster.ErrRefused):
 		return newProblem(http.StatusUnprocessableEntity, err.Error())

@@ -112,8 +112,9 @@ func (cs *clusterSession) current(ctx context.Context, name string) (*cluster.Ne
 
 // clusterUp writes the network to the cluster and waits until every machine of its placement
 // has converged. A network that does not fit is taken back: a new one is removed, a changed
-// one gets its former file back, and keeps running as it was.
-func clusterUp(cmd *cobra.Command, cs *clusterSession, path string, wait time.Duration) error {
+// one gets its former file back, and keeps running as it was. The times it prints count from
+// start, when the command began (connecting to etcd included).
+func clusterUp(cmd *cobra.Command, cs *clusterSession, path string, wait time.Duration, start time.Time) error {
 	ctx := cmd.Context()
 	sn, n, err := readClusterFile(cs.tenant, path)
 	if err != nil {
@@ -132,11 +133,11 @@ func clusterUp(cmd *cobra.Command, cs *clusterSession, path string, wait time.Du
 			return nil
 		}
 	}
-	start := time.Now()
 	gen, err := cs.store.Up(ctx, n, expect)
 	if err != nil {
 		return err
 	}
+	committed := time.Since(start)
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	pr, err := cs.store.Wait(wctx, cs.tenant, n.Name, gen)
@@ -146,12 +147,12 @@ func clusterUp(cmd *cobra.Command, cs *clusterSession, path string, wait time.Du
 	if err != nil {
 		return err
 	}
-	took := time.Since(start).Seconds()
+	took := fmt.Sprintf("committed in %.2fs, converged in %.2fs", committed.Seconds(), time.Since(start).Seconds())
 	if old == nil {
-		fmt.Fprintf(out, "network %s is up on %d machines: %s (%.2fs)\n", n.Name, len(pr.Placement.Machines), perMachine(pr.Placement), took)
+		fmt.Fprintf(out, "network %s is up on %d machines: %s (%s)\n", n.Name, len(pr.Placement.Machines), perMachine(pr.Placement), took)
 		return nil
 	}
-	fmt.Fprintf(out, "network %s changed (%.2fs), on %s:\n", n.Name, took, perMachine(pr.Placement))
+	fmt.Fprintf(out, "network %s changed (%s), on %s:\n", n.Name, took, perMachine(pr.Placement))
 	for _, c := range cluster.DiffSpecs(oldSpec, sn) {
 		fmt.Fprintf(out, "  %s\n", c)
 	}

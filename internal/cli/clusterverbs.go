@@ -70,13 +70,16 @@ func clusterDown(cmd *cobra.Command, cs *clusterSession, names []string, all boo
 	return errors.Join(errs...)
 }
 
-// waitGone waits until no machine reports network name any more.
+// waitGone waits until no machine reports network name any more. Each poll waits at most
+// cluster.DialTimeout for etcd, so a quorum lost meanwhile ends it with ErrUnreachable.
 func (cs *clusterSession) waitGone(ctx context.Context, name string, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
-		sts, err := cs.store.Statuses(ctx, cs.tenant, name)
+		pctx, cancel := context.WithTimeout(ctx, cluster.DialTimeout)
+		sts, err := cs.store.Statuses(pctx, cs.tenant, name)
+		cancel()
 		if err != nil {
-			return err
+			return fmt.Errorf("network %s was removed from the cluster, but waiting for its machines to let it go stopped: %w", name, err)
 		}
 		if len(sts) == 0 {
 			return nil

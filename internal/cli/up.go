@@ -44,18 +44,27 @@ file on each of them. This machine is the host whose underlay address is configu
 the one --host names; it gets its nodes and its ends of the links that cross to other machines.
 
 With --cluster, the file goes to the cluster's etcd instead (docs/cluster.md): the placer places
-it on the registered machines, and up waits (--wait) until every machine's agent has converged.
-Two ups of one network at once: one wins, the other gets a conflict error and changes nothing.
-A network that does not fit is refused with the machine and resource that are short: a new one
-is not created, a changed one keeps running as it was.`,
+it on the registered machines, and up waits (--wait) until every machine's agent has converged;
+it prints when the change was committed to etcd and when it converged, both counted from its
+start. Two ups of one network at once: one wins, and the other either gets a conflict error and
+changes nothing, or (if it read the network after the winner wrote it) commits after it and is
+overtaken: the later up's generation replaces its own before it converges. A network that does
+not fit is refused with the machine and resource that are short: a new one is not created, a
+changed one keeps running as it was. If etcd does not answer within 4 s (it lost its quorum), up
+stops with "etcd unreachable"; if its generation was already written, the error says so.
+
+Exit status: 0 when done; 3 with --cluster when this up's generation was overtaken by another
+up (or removed by a down) before it converged (the message names the generation the cluster goes
+to); 1 for any other error (a conflict included: nothing was changed).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			start := time.Now()
 			if cs, err := clusterOf(cmd); cs != nil || err != nil {
 				if err != nil {
 					return err
 				}
 				defer cs.store.Close()
-				return clusterUp(cmd, cs, args[0], wait)
+				return clusterUp(cmd, cs, args[0], wait, start)
 			}
 			n, st, host, err := loadFile(store, args[0], host)
 			if err != nil {

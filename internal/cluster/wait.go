@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // ErrRefused: the placer found that the network does not fit.
@@ -14,6 +16,18 @@ var ErrRefused = errors.New("refused")
 
 // ErrFailed: an agent could not apply the network on its machine.
 var ErrFailed = errors.New("failed")
+
+// ErrOvertaken: the generation a caller waits for was replaced (another up of the network) or
+// removed (a down) before it converged: the cluster goes to the newer one, and the older will
+// never converge.
+var ErrOvertaken = errors.New("overtaken")
+
+// pollEvery is how often Wait reads the network's progress; pollTimeout bounds the reads of one
+// poll, so that a lost quorum ends the wait with ErrUnreachable rather than hold it.
+const (
+	pollEvery   = 100 * time.Millisecond
+	pollTimeout = DialTimeout
+)
 
 // Progress is where a network stands in the cluster.
 type Progress struct {
@@ -84,27 +98,14 @@ func (s *Store) ProgressOf(ctx context.Context, tenant, name string, gen int64) 
 
 // Wait waits until network name of tenant is converged at generation gen on every machine of
 // its placement, and returns its progress. It returns early with an error wrapping ErrRefused
-// (the placement says why) or ErrFailed (naming the machine and its error); ctx bounds it.
+// (the placement says why), ErrFailed (naming the machine and its error), ErrOvertaken (the
+// network changed again or went before gen converged: naming the generation it is at now) or
+// ErrUnreachable (etcd did not answer one poll within pollTimeout: a lost quorum); ctx bounds it.
 func (s *Store) Wait(ctx context.Context, tenant, name string, gen int64) (*Progress, error) {
 	for {
-		pr, err := s.ProgressOf(ctx, tenant, name, gen)
-		if err != nil {
-			return nil, err
-		}
-		if pr.Placement != nil && pr.Placement.Refused != "" {
-			return pr, fmt.Errorf("%w: network %s does not fit: %s", ErrRefused, name, pr.Placement.Refused)
-		}
-		var failed []string
-		for _, st := range pr.Statuses {
-			if st.Generation == gen && st.State == Failed {
-				failed = append(failed, fmt.Sprintf("on %s: %s", st.Machine, st.Error))
-			}
-		}
-		if len(failed) > 0 {
-			return pr, fmt.Errorf("%w: network %s: %s", ErrFailed, name, strings.Join(failed, "; "))
-		}
-		if pr.Done() {
-			return pr, nil
+		pr, err := s.poll(ctx, tenant, name, gen)
+		if err != nil || pr.Done() {
+			return pr, err
 		}
 		select {
 		case <-ctx.Done():
@@ -113,7 +114,56 @@ func (s *Store) Wait(ctx context.Context, tenant, name string, gen int64) (*Prog
 				what = "waiting for " + strings.Join(pr.Waiting, ", ") + " (are their agents running?)"
 			}
 			return pr, fmt.Errorf("network %s, generation %d: not converged in time: %s", name, gen, what)
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// poll reads once where generation gen of the network stands, and says why waiting for it is
+// over if it is: refused, failed on a machine, overtaken, or etcd unreachable.
+func (s *Store) poll(ctx context.Context, tenant, name string, gen int64) (*Progress, error) {
+	pctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	defer cancel()
+	pr, err := s.ProgressOf(pctx, tenant, name, gen)
+	if err != nil {
+		return nil, waitUnreachable(ctx, name, gen, err)
+	}
+	if pr.Placement != nil && pr.Placement.Refused != "" {
+		return pr, fmt.Errorf("%w: network %s does not fit: %s", ErrRefused, name, pr.Placement.Refused)
+	}
+	var failed []string
+	for _, st := range pr.Statuses {
+		if st.Generation == gen && st.State == Failed {
+			failed = append(failed, fmt.Sprintf("on %s: %s", st.Machine, st.Error))
+		}
+	}
+	if len(failed) > 0 {
+		return pr, fmt.Errorf("%w: network %s: %s", ErrFailed, name, strings.Join(failed, "; "))
+	}
+	if pr.Done() {
+		return pr, nil
+	}
+	// Not converged yet: is gen still the network's generation? Read after the progress, so a
+	// generation that converged and was then replaced counts as converged.
+	resp, err := s.cli.Get(pctx, NetworkKey(tenant, name), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, waitUnreachable(ctx, name, gen, unreachable(err, s.cli.Endpoints()))
+	}
+	switch {
+	case len(resp.Kvs) == 0:
+		return pr, fmt.Errorf("%w: network %s of tenant %s was removed (a down) before generation %d converged", ErrOvertaken, name, tenant, gen)
+	case resp.Kvs[0].ModRevision != gen:
+		return pr, fmt.Errorf("%w: network %s of tenant %s: generation %d was overtaken by generation %d (another up of the network) before it converged; "+
+			"the cluster goes to generation %d (`trellis diff FILE` shows how it differs from this file)", ErrOvertaken, name, tenant, gen, resp.Kvs[0].ModRevision, resp.Kvs[0].ModRevision)
+	}
+	return pr, nil
+}
+
+// waitUnreachable says that waiting for generation gen stopped because etcd did not answer, or
+// that the wait ran out (ctx), as Wait's other end says it.
+func waitUnreachable(ctx context.Context, name string, gen int64, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("network %s, generation %d: not converged in time (etcd did not answer the last poll: %v)", name, gen, err)
+	}
+	return fmt.Errorf("network %s: generation %d was written, but waiting for it to converge stopped: %w", name, gen, err)
 }
