@@ -89,7 +89,9 @@ func (a *Agent) authorize(r *http.Request, tenant, network string) (string, *clu
 		return "", nil, refuse(http.StatusUnauthorized, "no client certificate")
 	}
 	cert := r.TLS.PeerCertificates[0]
-	ctx := r.Context()
+	// Bounded as the CLI's own reads are: without etcd's quorum the request fails, it does not hang.
+	ctx, cancel := context.WithTimeout(r.Context(), cluster.DialTimeout)
+	defer cancel()
 	id := cluster.ParseIdentity(cert.Subject.CommonName)
 	switch {
 	case id.Kind == cluster.KindAdmin:
