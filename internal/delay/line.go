@@ -1,0 +1,243 @@
+package delay
+
+import (
+	"container/heap"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The delay line: a process of the substrate that holds the frames of one port's delay pair.
+// delay_hold (internal/dataplane) puts each frame the port's node sends into the ingress of
+// the pair's hold end; the line reads it there from a packet socket, holds it until its time
+// (now + the delay + a jitter drawn from the distribution's table) and sends it out of the hold
+// end, from which it reaches the return end and goes back into the port. Frames leave in the
+// order of their times, so a jitter larger than the gap between two frames reorders them, as
+// netem does. The socket carries each frame's offload header (PACKET_VNET_HDR), so that TCP's
+// large segments and their pending checksums cross the line as they came.
+
+// vnetHdrLen is the size of struct virtio_net_hdr, in front of every frame on the socket.
+const vnetHdrLen = 10
+
+// maxFrame is the largest frame the line takes: a 64 KiB segment, headers and all.
+const maxFrame = vnetHdrLen + 65536 + 64
+
+// LineConfig is what a delay line is given on its standard input.
+type LineConfig struct {
+	Hold     string // the hold end of the port's delay pair
+	Settings Settings
+}
+
+// frame is a frame held, with when it is due and its arrival number (which orders frames due
+// at the same time).
+type frame struct {
+	due  int64 // CLOCK_MONOTONIC, ns
+	seq  uint64
+	data []byte
+}
+
+type frames []frame
+
+func (f frames) Len() int { return len(f) }
+func (f frames) Less(i, j int) bool {
+	return f[i].due < f[j].due || (f[i].due == f[j].due && f[i].seq < f[j].seq)
+}
+func (f frames) Swap(i, j int) { f[i], f[j] = f[j], f[i] }
+func (f *frames) Push(x any)   { *f = append(*f, x.(frame)) }
+func (f *frames) Pop() any {
+	old := *f
+	x := old[len(old)-1]
+	*f = old[:len(old)-1]
+	return x
+}
+
+// line is a running delay line.
+type line struct {
+	fd      int
+	s       Settings
+	table   []int16
+	mu      sync.Mutex
+	held    frames
+	seq     uint64
+	wake    chan struct{} // a frame came in while the sender waited
+	dropped uint64
+}
+
+// LineMain is the delay line process: it reads its LineConfig on stdin, opens its socket, says
+// "ok" on fd 3 and holds frames until the hold end goes (the socket fails) or it is killed.
+func LineMain() {
+	ready := os.NewFile(3, "ready")
+	var c LineConfig
+	l, err := func() (*line, error) {
+		if err := json.NewDecoder(os.Stdin).Decode(&c); err != nil {
+			return nil, err
+		}
+		return openLine(c)
+	}()
+	if err != nil {
+		fmt.Fprintf(ready, "error: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Fprint(ready, "ok\n")
+	ready.Close()
+	go l.send()
+	err = l.receive()
+	fmt.Fprintf(os.Stderr, "trellis delay line on %s: %v\n", c.Hold, err)
+	os.Exit(1)
+}
+
+// openLine opens a packet socket on the hold end that sees only the frames coming in.
+func openLine(c LineConfig) (*line, error) {
+	iface, err := ifindex(c.Hold)
+	if err != nil {
+		return nil, err
+	}
+	proto := htons(unix.ETH_P_ALL)
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(proto))
+	if err != nil {
+		return nil, fmt.Errorf("packet socket: %w", err)
+	}
+	for _, o := range []struct{ level, opt, v int }{
+		{unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1},
+		{unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1},
+		{unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16 << 20},
+		{unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 16 << 20},
+		{unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1},
+	} {
+		if err := unix.SetsockoptInt(fd, o.level, o.opt, o.v); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("packet socket option %d: %w", o.opt, err)
+		}
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: iface}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("binding to %s: %w", c.Hold, err)
+	}
+	return &line{fd: fd, s: c.Settings, table: Table(c.Settings.Distribution), wake: make(chan struct{}, 1)}, nil
+}
+
+func ifindex(name string) (int, error) {
+	data, err := os.ReadFile("/sys/class/net/" + name + "/ifindex")
+	if err != nil {
+		return 0, fmt.Errorf("no device %s: %w", name, err)
+	}
+	var i int
+	_, err = fmt.Sscan(string(data), &i)
+	return i, err
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// arrival turns a frame's receive timestamp (CLOCK_REALTIME) into CLOCK_MONOTONIC, or is now
+// if it has none.
+func arrival(oob []byte) int64 {
+	now := monotonic()
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return now
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPNS && len(m.Data) >= 16 {
+			ts := *(*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+			var real unix.Timespec
+			unix.ClockGettime(unix.CLOCK_REALTIME, &real)
+			return now - max(real.Nano()-ts.Nano(), 0)
+		}
+	}
+	return now
+}
+
+func monotonic() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) // cannot fail for this clock
+	return ts.Nano()
+}
+
+// receive reads frames and queues each with its time, until the socket fails. A frame's time
+// counts from when the kernel received it (its timestamp), not from when it was read: a busy
+// machine that is late to read a frame does not add to its delay.
+func (l *line) receive() error {
+	runtime.LockOSThread()
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
+	buf, oob := make([]byte, maxFrame), make([]byte, 128)
+	delay, jitter := l.s.Delay.Nanoseconds(), l.s.Jitter.Nanoseconds()
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(l.fd, buf, oob, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		f := frame{due: arrival(oob[:oobn]) + Sample(delay, jitter, l.table, r), data: append([]byte(nil), buf[:n]...)}
+		l.mu.Lock()
+		if len(l.held) >= Limit {
+			l.dropped++
+			l.mu.Unlock()
+			continue
+		}
+		f.seq = l.seq
+		l.seq++
+		heap.Push(&l.held, f)
+		first := l.held[0].seq == f.seq
+		l.mu.Unlock()
+		if first {
+			select {
+			case l.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// send sends each frame out of the hold end when it is due. It sleeps on its own thread
+// (clock_nanosleep: the Go timers' granularity is a millisecond) until the first frame's time,
+// or until a frame due earlier comes in. The thread runs at the lowest real-time priority where
+// the machine allows it, so that a busy machine wakes it on time (it only ever sleeps or sends:
+// the kernel's real-time throttling bounds it under a flood).
+func (l *line) send() {
+	runtime.LockOSThread()
+	unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0) // best effort
+	for {
+		l.mu.Lock()
+		if len(l.held) == 0 {
+			l.mu.Unlock()
+			<-l.wake
+			continue
+		}
+		wait := l.held[0].due - monotonic()
+		if wait > 0 {
+			l.mu.Unlock()
+			l.sleep(wait)
+			continue
+		}
+		f := heap.Pop(&l.held).(frame)
+		l.mu.Unlock()
+		// A frame the hold end will not take (it went down) is dropped, as a qdisc drops it.
+		unix.Write(l.fd, f.data)
+	}
+}
+
+// sleep waits for d, or less if a frame comes in meanwhile that may be due earlier.
+func (l *line) sleep(d int64) {
+	// Without jitter every frame is due after those held: only the first frame's time counts.
+	const poll = 200 * time.Microsecond
+	if l.s.Jitter > 0 && d > int64(poll) {
+		d = int64(poll)
+	}
+	select {
+	case <-l.wake:
+		return
+	default:
+	}
+	ts := unix.NsecToTimespec(d)
+	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, 0, &ts, &ts) == unix.EINTR {
+	}
+}
