@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -63,10 +62,8 @@ type line struct {
 	fd      int
 	s       Settings
 	table   []int16
-	mu      sync.Mutex
 	held    frames
 	seq     uint64
-	wake    chan struct{} // a frame came in while the sender waited
 	dropped uint64
 }
 
@@ -87,8 +84,7 @@ func LineMain() {
 	}
 	fmt.Fprint(ready, "ok\n")
 	ready.Close()
-	go l.send()
-	err = l.receive()
+	err = l.run()
 	fmt.Fprintf(os.Stderr, "trellis delay line on %s: %v\n", c.Hold, err)
 	os.Exit(1)
 }
@@ -120,7 +116,7 @@ func openLine(c LineConfig) (*line, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("binding to %s: %w", c.Hold, err)
 	}
-	return &line{fd: fd, s: c.Settings, table: Table(c.Settings.Distribution), wake: make(chan struct{}, 1)}, nil
+	return &line{fd: fd, s: c.Settings, table: Table(c.Settings.Distribution)}, nil
 }
 
 func ifindex(name string) (int, error) {
@@ -138,20 +134,21 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // arrival turns a frame's receive timestamp (CLOCK_REALTIME) into CLOCK_MONOTONIC, or is now
 // if it has none.
 func arrival(oob []byte) int64 {
-	now := monotonic()
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
-		return now
+		return monotonic()
 	}
 	for _, m := range msgs {
 		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPNS && len(m.Data) >= 16 {
 			ts := *(*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+			// The real-time clock first: the time between the two readings then makes the
+			// frame's arrival later, never earlier, and so never lets a frame out early.
 			var real unix.Timespec
 			unix.ClockGettime(unix.CLOCK_REALTIME, &real)
-			return now - max(real.Nano()-ts.Nano(), 0)
+			return monotonic() - max(real.Nano()-ts.Nano(), 0)
 		}
 	}
-	return now
+	return monotonic()
 }
 
 func monotonic() int64 {
@@ -160,84 +157,55 @@ func monotonic() int64 {
 	return ts.Nano()
 }
 
-// receive reads frames and queues each with its time, until the socket fails. A frame's time
-// counts from when the kernel received it (its timestamp), not from when it was read: a busy
-// machine that is late to read a frame does not add to its delay.
-func (l *line) receive() error {
+// run holds frames until the socket fails. One thread does everything: it takes the frames
+// that came in, sends those that are due, and waits (ppoll, to the nanosecond) until the next
+// is due or another comes in. A frame's time counts from when the kernel received it (its
+// timestamp), not from when it was read, so a late read does not add to its delay. The thread
+// runs at the lowest real-time priority where the machine allows it, so that a busy machine
+// runs it on time: it only ever waits, or does work in proportion to the frames it holds (the
+// kernel's real-time throttling bounds it under a flood).
+func (l *line) run() error {
 	runtime.LockOSThread()
+	unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0) // best effort
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
 	buf, oob := make([]byte, maxFrame), make([]byte, 128)
 	delay, jitter := l.s.Delay.Nanoseconds(), l.s.Jitter.Nanoseconds()
+	pfd := []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}}
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(l.fd, buf, oob, 0)
-		if err == unix.EINTR {
-			continue
+		for {
+			n, oobn, _, _, err := unix.Recvmsg(l.fd, buf, oob, unix.MSG_DONTWAIT)
+			if err == unix.EAGAIN {
+				break
+			}
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if len(l.held) >= Limit {
+				l.dropped++ // as netem drops beyond its limit
+				continue
+			}
+			heap.Push(&l.held, frame{due: arrival(oob[:oobn]) + Sample(delay, jitter, l.table, r), seq: l.seq, data: append([]byte(nil), buf[:n]...)})
+			l.seq++
 		}
-		if err != nil {
+		now := monotonic()
+		for len(l.held) > 0 && l.held[0].due <= now {
+			f := heap.Pop(&l.held).(frame)
+			// A frame the hold end will not take (it went down) is dropped, as a qdisc drops it.
+			unix.Write(l.fd, f.data)
+		}
+		var timeout *unix.Timespec // none: wait for a frame
+		if len(l.held) > 0 {
+			ts := unix.NsecToTimespec(l.held[0].due - monotonic())
+			if ts.Sec < 0 || ts.Nsec < 0 {
+				ts = unix.Timespec{}
+			}
+			timeout = &ts
+		}
+		if _, err := unix.Ppoll(pfd, timeout, nil); err != nil && err != unix.EINTR {
 			return err
 		}
-		f := frame{due: arrival(oob[:oobn]) + Sample(delay, jitter, l.table, r), data: append([]byte(nil), buf[:n]...)}
-		l.mu.Lock()
-		if len(l.held) >= Limit {
-			l.dropped++
-			l.mu.Unlock()
-			continue
-		}
-		f.seq = l.seq
-		l.seq++
-		heap.Push(&l.held, f)
-		first := l.held[0].seq == f.seq
-		l.mu.Unlock()
-		if first {
-			select {
-			case l.wake <- struct{}{}:
-			default:
-			}
-		}
-	}
-}
-
-// send sends each frame out of the hold end when it is due. It sleeps on its own thread
-// (clock_nanosleep: the Go timers' granularity is a millisecond) until the first frame's time,
-// or until a frame due earlier comes in. The thread runs at the lowest real-time priority where
-// the machine allows it, so that a busy machine wakes it on time (it only ever sleeps or sends:
-// the kernel's real-time throttling bounds it under a flood).
-func (l *line) send() {
-	runtime.LockOSThread()
-	unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0) // best effort
-	for {
-		l.mu.Lock()
-		if len(l.held) == 0 {
-			l.mu.Unlock()
-			<-l.wake
-			continue
-		}
-		wait := l.held[0].due - monotonic()
-		if wait > 0 {
-			l.mu.Unlock()
-			l.sleep(wait)
-			continue
-		}
-		f := heap.Pop(&l.held).(frame)
-		l.mu.Unlock()
-		// A frame the hold end will not take (it went down) is dropped, as a qdisc drops it.
-		unix.Write(l.fd, f.data)
-	}
-}
-
-// sleep waits for d, or less if a frame comes in meanwhile that may be due earlier.
-func (l *line) sleep(d int64) {
-	// Without jitter every frame is due after those held: only the first frame's time counts.
-	const poll = 200 * time.Microsecond
-	if l.s.Jitter > 0 && d > int64(poll) {
-		d = int64(poll)
-	}
-	select {
-	case <-l.wake:
-		return
-	default:
-	}
-	ts := unix.NsecToTimespec(d)
-	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, 0, &ts, &ts) == unix.EINTR {
 	}
 }
