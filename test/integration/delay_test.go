@@ -76,11 +76,11 @@ func (p *delayProbe) run(t *testing.T, n, size int, gap time.Duration) ([]time.D
 		}
 		p.base[size] = f[0]
 	}
-	d, lost, err := measure.OneWay(context.Background(), p.tx, p.rxNS, "eth1", p.base[size], n, gap)
+	run, err := measure.OneWay(context.Background(), p.tx, p.rxNS, "eth1", p.base[size], n, gap)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, lost
+	return run.Delays, run.Lost
 }
 
 func nodeMAC(t *testing.T, pid int) net.HardwareAddr {

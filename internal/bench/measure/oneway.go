@@ -18,35 +18,44 @@ import (
 // time it was sent.
 const oneWayMagic = 0x54524f57 // "TROW"
 
-// OneWay sends n copies of frame base (a UDP frame of UDPFrames) from tx, one every gap, each
-// numbered and stamped with the time it was sent, and returns the one-way delay of each that
-// arrived on interface rxIf of namespace rxNS, in the order they were sent: from the moment
+// OneWayRun is what a one-way probe found.
+type OneWayRun struct {
+	Delays []time.Duration // of the frames that arrived, in the order they were sent
+	Lost   int
+	Span   time.Duration // from the first frame's arrival to the last's
+}
+
+// OneWay sends n copies of frame base (a UDP frame of UDPFrames) from tx, one every gap (0: as
+// fast as it can), each numbered and stamped with the time it was sent, and returns the
+// one-way delay of each that arrived on interface rxIf of namespace rxNS: from the moment
 // before it was sent to the receiving kernel's timestamp, so that neither end's scheduling
-// counts. Frames lost have no delay; lost counts them.
-func OneWay(ctx context.Context, tx *TxPort, rxNS netns.NsHandle, rxIf string, base []byte, n int, gap time.Duration) (delays []time.Duration, lost int, err error) {
+// counts.
+func OneWay(ctx context.Context, tx *TxPort, rxNS netns.NsHandle, rxIf string, base []byte, n int, gap time.Duration) (*OneWayRun, error) {
 	if len(base) < HeaderLen+16 {
-		return nil, 0, fmt.Errorf("one-way probe: frame of %d bytes, want at least %d", len(base), HeaderLen+16)
+		return nil, fmt.Errorf("one-way probe: frame of %d bytes, want at least %d", len(base), HeaderLen+16)
 	}
 	fd, err := probeSocket(rxNS, rxIf)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer unix.Close(fd)
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
-		return nil, 0, fmt.Errorf("SO_TIMESTAMPNS: %w", err)
+		return nil, fmt.Errorf("SO_TIMESTAMPNS: %w", err)
 	}
-	got := make([]time.Duration, n)
-	for i := range got {
-		got[i] = -1
+	rx := &oneWayRx{got: make([]time.Duration, n)}
+	for i := range rx.got {
+		rx.got[i] = -1
 	}
 	done := make(chan struct{})
 	recvErr := make(chan error, 1)
-	go func() { recvErr <- receiveOneWay(fd, got, done) }()
+	go func() { recvErr <- rx.receive(fd, done) }()
 	f := slices.Clone(base)
 	next := time.Now()
 	for i := 0; i < n && ctx.Err() == nil; i++ {
-		time.Sleep(time.Until(next))
-		next = next.Add(gap)
+		if gap > 0 {
+			time.Sleep(time.Until(next))
+			next = next.Add(gap)
+		}
 		binary.BigEndian.PutUint32(f[HeaderLen:], oneWayMagic)
 		binary.BigEndian.PutUint32(f[HeaderLen+4:], uint32(i))
 		binary.BigEndian.PutUint64(f[HeaderLen+8:], uint64(time.Now().UnixNano()))
@@ -54,26 +63,34 @@ func OneWay(ctx context.Context, tx *TxPort, rxNS netns.NsHandle, rxIf string, b
 		if _, err := tx.send(1); err != nil {
 			close(done)
 			<-recvErr
-			return nil, 0, err
+			return nil, err
 		}
 	}
 	close(done)
 	if err := errors.Join(<-recvErr, ctx.Err()); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	for _, d := range got {
+	run := &OneWayRun{Span: time.Duration(rx.last - rx.first)}
+	for _, d := range rx.got {
 		if d < 0 {
-			lost++
+			run.Lost++
 		} else {
-			delays = append(delays, d)
+			run.Delays = append(run.Delays, d)
 		}
 	}
-	return delays, lost, nil
+	return run, nil
 }
 
-// receiveOneWay fills got[i] with the delay of frame i, until done is closed and nothing more
-// arrives for a few read timeouts.
-func receiveOneWay(fd int, got []time.Duration, done <-chan struct{}) error {
+// oneWayRx is the receiving end of a one-way probe: got[i] is the delay of frame i (-1 until it
+// arrives), first and last the first and last arrival (CLOCK_REALTIME, ns).
+type oneWayRx struct {
+	got         []time.Duration
+	first, last int64
+}
+
+// receive fills rx until done is closed and nothing more arrives for a few read timeouts.
+func (rx *oneWayRx) receive(fd int, done <-chan struct{}) error {
+	got := rx.got
 	buf, oob := make([]byte, MaxFrame+64), make([]byte, 128)
 	idle := 0
 	for {
@@ -103,6 +120,10 @@ func receiveOneWay(fd int, got []time.Duration, done <-chan struct{}) error {
 		at, ok := rxTime(oob[:oobn])
 		if seq < len(got) && ok && got[seq] < 0 {
 			got[seq] = time.Duration(at - sent)
+			if rx.first == 0 {
+				rx.first = at
+			}
+			rx.last = at
 		}
 	}
 }
