@@ -17,8 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DelayConfigs are the delays (and the jitter) it measures at each rate, as a file writes them.
-var DelayConfigs = []string{"delay: 1ms", "delay: 10ms", "delay: 100ms", "delay: 20ms, jitter: 4ms, distribution: normal"}
+// DelayConfigs are the delays (and the jitter) it measures at each rate, as a file writes them;
+// "" is none, the path's own delay.
+var DelayConfigs = []string{"", "delay: 1ms", "delay: 10ms", "delay: 100ms", "delay: 20ms, jitter: 4ms, distribution: normal"}
 
 // delayGap is the time between two probe frames: 64-byte frames every 2 ms are 256 kbit/s, a
 // quarter of the slowest rate, so no queue builds up in front of the rate.
@@ -43,7 +44,11 @@ func (r *runner) delay() (err error) {
 	defer func() { pr.close() }()
 	for _, rate := range r.opt.DelayRates {
 		for _, cfg := range DelayConfigs {
-			n, err := delayUp(st, name, "    rate: "+rate+"\n    "+strings.ReplaceAll(cfg, ", ", "\n    ")+"\n", &res.Way)
+			keys := ""
+			if cfg != "" {
+				keys = "    " + strings.ReplaceAll(cfg, ", ", "\n    ") + "\n"
+			}
+			n, err := delayUp(st, name, "    rate: "+rate+"\n"+keys, &res.Way)
 			if err != nil {
 				return err
 			}

@@ -17,12 +17,12 @@ func delaySection(b *strings.Builder, rep *result.Report, _ string) {
 `+"`up`"+`) against the one-way delay %d numbered 64-byte frames met from node a to node b, one every
 2 ms, at each link rate: from the moment before each was sent from a packet socket on a's eth1
 to the receiving kernel's timestamp on b's eth1. Delayed by %s on kernel %s. Load average %.2f
-when the part began. Milliseconds.
+when the part began. Milliseconds; "none" is the path's own delay.
 
 `, d.Frames, d.Way, d.Kernel, d.Load1)
 	b.WriteString("| rate | configured | median | p99 | mean | sd | lost |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range d.Rows {
-		fmt.Fprintf(b, "| %s | `%s` | %.3f | %.3f | %.3f | %.3f | %d |\n", r.Rate, r.Config, r.Median, r.P99, r.Mean, r.SD, r.Lost)
+		fmt.Fprintf(b, "| %s | %s | %.3f | %.3f | %.3f | %.3f | %d |\n", r.Rate, code(r.Config), r.Median, r.P99, r.Mean, r.SD, r.Lost)
 	}
 	if c := d.Ceiling; c != nil {
 		fmt.Fprintf(b, `
