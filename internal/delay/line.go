@@ -1,12 +1,12 @@
 package delay
 
 import (
-	"container/heap"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"time"
 	"unsafe"
 
@@ -34,35 +34,12 @@ type LineConfig struct {
 	Settings Settings
 }
 
-// frame is a frame held, with when it is due and its arrival number (which orders frames due
-// at the same time).
-type frame struct {
-	due  int64 // CLOCK_MONOTONIC, ns
-	seq  uint64
-	data []byte
-}
-
-type frames []frame
-
-func (f frames) Len() int { return len(f) }
-func (f frames) Less(i, j int) bool {
-	return f[i].due < f[j].due || (f[i].due == f[j].due && f[i].seq < f[j].seq)
-}
-func (f frames) Swap(i, j int) { f[i], f[j] = f[j], f[i] }
-func (f *frames) Push(x any)   { *f = append(*f, x.(frame)) }
-func (f *frames) Pop() any {
-	old := *f
-	x := old[len(old)-1]
-	*f = old[:len(old)-1]
-	return x
-}
-
 // line is a running delay line.
 type line struct {
 	fd      int
 	s       Settings
 	table   []int16
-	held    frames
+	held    held
 	seq     uint64
 	dropped uint64
 }
@@ -84,6 +61,7 @@ func LineMain() {
 	}
 	fmt.Fprint(ready, "ok\n")
 	ready.Close()
+	debug.SetGCPercent(-1) // see held: the line allocates nothing per frame once it has run a while
 	err = l.run()
 	fmt.Fprintf(os.Stderr, "trellis delay line on %s: %v\n", c.Hold, err)
 	os.Exit(1)
@@ -131,24 +109,53 @@ func ifindex(name string) (int, error) {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-// arrival turns a frame's receive timestamp (CLOCK_REALTIME) into CLOCK_MONOTONIC, or is now
-// if it has none.
+// receiver reads frames and their control messages from a packet socket without allocating
+// (unix.Recvmsg makes a new address for every frame).
+type receiver struct {
+	fd       int
+	buf, oob []byte
+	iov      unix.Iovec
+	msg      unix.Msghdr
+}
+
+func newReceiver(fd int) *receiver {
+	rx := &receiver{fd: fd, buf: make([]byte, maxFrame), oob: make([]byte, 128)}
+	rx.iov.Base = &rx.buf[0]
+	rx.iov.SetLen(len(rx.buf))
+	rx.msg.Iov = &rx.iov
+	rx.msg.Iovlen = 1
+	rx.msg.Control = &rx.oob[0]
+	return rx
+}
+
+// recv reads one frame into rx.buf without waiting; it returns its length and its control
+// messages, or EAGAIN when none is waiting.
+func (rx *receiver) recv() (int, []byte, error) {
+	rx.msg.SetControllen(len(rx.oob))
+	n, _, errno := unix.Syscall(unix.SYS_RECVMSG, uintptr(rx.fd), uintptr(unsafe.Pointer(&rx.msg)), unix.MSG_DONTWAIT)
+	if errno != 0 {
+		return 0, nil, errno
+	}
+	return int(n), rx.oob[:rx.msg.Controllen], nil
+}
+
+// arrival turns a frame's receive timestamp (CLOCK_REALTIME, the socket's only control
+// message) into CLOCK_MONOTONIC, or is now if it has none. It allocates nothing.
 func arrival(oob []byte) int64 {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
+	const hdr = unix.SizeofCmsghdr
+	if len(oob) < hdr+int(unsafe.Sizeof(unix.Timespec{})) {
 		return monotonic()
 	}
-	for _, m := range msgs {
-		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPNS && len(m.Data) >= 16 {
-			ts := *(*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
-			// The real-time clock first: the time between the two readings then makes the
-			// frame's arrival later, never earlier, and so never lets a frame out early.
-			var real unix.Timespec
-			unix.ClockGettime(unix.CLOCK_REALTIME, &real)
-			return monotonic() - max(real.Nano()-ts.Nano(), 0)
-		}
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	if h.Level != unix.SOL_SOCKET || h.Type != unix.SO_TIMESTAMPNS {
+		return monotonic()
 	}
-	return monotonic()
+	ts := *(*unix.Timespec)(unsafe.Pointer(&oob[hdr]))
+	// The real-time clock first: the time between the two readings then makes the frame's
+	// arrival later, never earlier, and so never lets a frame out early.
+	var real unix.Timespec
+	unix.ClockGettime(unix.CLOCK_REALTIME, &real)
+	return monotonic() - max(real.Nano()-ts.Nano(), 0)
 }
 
 func monotonic() int64 {
@@ -168,12 +175,13 @@ func (l *line) run() error {
 	runtime.LockOSThread()
 	unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0) // best effort
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
-	buf, oob := make([]byte, maxFrame), make([]byte, 128)
+	rx := newReceiver(l.fd)
 	delay, jitter := l.s.Delay.Nanoseconds(), l.s.Jitter.Nanoseconds()
 	pfd := []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}}
+	var ts unix.Timespec
 	for {
 		for {
-			n, oobn, _, _, err := unix.Recvmsg(l.fd, buf, oob, unix.MSG_DONTWAIT)
+			n, oob, err := rx.recv()
 			if err == unix.EAGAIN {
 				break
 			}
@@ -183,25 +191,25 @@ func (l *line) run() error {
 			if err != nil {
 				return err
 			}
-			if len(l.held) >= Limit {
+			if l.held.len() >= Limit {
 				l.dropped++ // as netem drops beyond its limit
 				continue
 			}
-			heap.Push(&l.held, frame{due: arrival(oob[:oobn]) + Sample(delay, jitter, l.table, r), seq: l.seq, data: append([]byte(nil), buf[:n]...)})
+			data := l.held.buffer(n)
+			copy(data, rx.buf[:n])
+			l.held.push(frame{due: arrival(oob) + Sample(delay, jitter, l.table, r), seq: l.seq, data: data})
 			l.seq++
 		}
 		now := monotonic()
-		for len(l.held) > 0 && l.held[0].due <= now {
-			f := heap.Pop(&l.held).(frame)
+		for l.held.len() > 0 && l.held.first().due <= now {
+			f := l.held.pop()
 			// A frame the hold end will not take (it went down) is dropped, as a qdisc drops it.
 			unix.Write(l.fd, f.data)
+			l.held.release(f.data)
 		}
 		var timeout *unix.Timespec // none: wait for a frame
-		if len(l.held) > 0 {
-			ts := unix.NsecToTimespec(l.held[0].due - monotonic())
-			if ts.Sec < 0 || ts.Nsec < 0 {
-				ts = unix.Timespec{}
-			}
+		if l.held.len() > 0 {
+			ts = unix.NsecToTimespec(max(l.held.first().due-monotonic(), 0))
 			timeout = &ts
 		}
 		if _, err := unix.Ppoll(pfd, timeout, nil); err != nil && err != unix.EINTR {
