@@ -267,3 +267,33 @@ func netIDOf(t *testing.T, state, network string) string {
 	t.Fatal("no port found")
 	return ""
 }
+
+// TestDelayRefused: where the way asked for is missing (TRELLIS_DELAY=netem on a kernel without
+// netem, as a kernel with neither way is), up and diff refuse a delay naming the link, the
+// field, the feature and the kernel, and nothing is created; `trellis link set` refuses it too.
+func TestDelayRefused(t *testing.T) {
+	if netemKernel() {
+		t.Skip("this kernel has netem: the refusal is for kernels without it (TestDelay covers netem)")
+	}
+	e := start(t)
+	t.Setenv("TRELLIS_DELAY", "netem") // the trellis processes the test starts inherit it
+	path := writeTopo(t, delayTopo("    delay: 20ms\n"))
+	for _, verb := range []string{"diff", "up"} {
+		_, stderr, err := trellis(t, e.state, verb, path)
+		if err == nil || !strings.Contains(stderr, "links[0].delay") || !strings.Contains(stderr, "sch_netem") || !strings.Contains(stderr, "kernel ") {
+			t.Errorf("%s with a delay and no netem: %v\n%s", verb, err, stderr)
+		}
+	}
+	if nets := listNetworks(t, e.state); len(nets) != 0 {
+		t.Errorf("networks after a refused up: %v", nets)
+	}
+	t.Setenv("TRELLIS_DELAY", "")
+	rewriteTopo(t, path, delayTopo(""))
+	mustTrellis(t, e.state, "up", path)
+	t.Setenv("TRELLIS_DELAY", "netem")
+	if _, stderr, err := trellis(t, e.state, "link", "dly", "a:eth1--b:eth1", "set", "delay=5ms"); err == nil || !strings.Contains(stderr, "sch_netem") {
+		t.Errorf("link set delay with no netem: %v\n%s", err, stderr)
+	}
+	mustTrellis(t, e.state, "down", "dly")
+	e.assertClean()
+}
