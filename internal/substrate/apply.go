@@ -309,7 +309,7 @@ func deviceNames(p *plan.Plan) map[string]bool {
 			out[t.Device], out[t.Encap] = true, true
 		}
 	}
-	for name := range delayHolds(p) {
+	for name := range delayDevices(p) {
 		out[name] = true
 	}
 	for _, n := range p.Nodes {

@@ -54,8 +54,11 @@ func delayWay() (string, error) {
 
 // delayWayText says how this machine delays frames, for `up` and `diff`.
 func delayWayText(way string) string {
-	if way == wayNetem {
+	switch {
+	case way == wayNetem:
 		return "delay and jitter by netem"
+	case os.Getenv(DelayEnv) == "line":
+		return "delay and jitter by trellis's delay line (" + DelayEnv + "=line)"
 	}
 	return "delay and jitter by trellis's delay line (this kernel has no netem)"
 }
@@ -104,10 +107,13 @@ func delaySettings(im spec.Impairment) delay.Settings {
 
 // setDelay makes the frames port's node sends go through a delay, or straight on again: its
 // delay pair (made with the port's MTU), netem on the pair's hold end or a delay line on it,
-// and the programs that send the frames there and back.
-func (a *applier) setDelay(ctx context.Context, port plan.Port, dev netlink.Link) error {
+// and the programs that send the frames there and back. made says the port was just made.
+func (a *applier) setDelay(ctx context.Context, port plan.Port, dev netlink.Link, made bool) error {
 	hold, ret := plan.DelayPair(port.Name)
 	if !port.Impair.Delays() {
+		if made || !a.wasDelayed(port) {
+			return nil
+		}
 		if err := dataplane.DetachDelay(dev.Attrs().Index); err != nil {
 			return err
 		}
@@ -123,7 +129,7 @@ func (a *applier) setDelay(ctx context.Context, port plan.Port, dev netlink.Link
 	}
 	s := delaySettings(port.Impair)
 	if way == wayNetem {
-		if err := delay.KillExcept(a.env.Store.ID, a.env.Plan.NetID, otherHolds(a.env.Plan, hold)); err != nil {
+		if err := delay.KillExcept(a.env.Store.ID, a.env.Plan.NetID, otherDevices(a.env.Plan, hold)); err != nil {
 			return err
 		}
 		if err := delay.SetNetem(h, s); err != nil {
@@ -138,6 +144,17 @@ func (a *applier) setDelay(ctx context.Context, port plan.Port, dev netlink.Link
 		return err
 	}
 	return dataplane.AttachDelay(dev.Attrs().Index, h, r, dataplane.HoldIngress)
+}
+
+// wasDelayed tells whether a port that exists may have a delay to undo: the last plan delayed
+// it, or what the last apply left is not known (an interrupted change). A port just made has
+// none; a pair left over is not among the plan's devices, and apply deletes it.
+func (a *applier) wasDelayed(port plan.Port) bool {
+	if a.old == nil || a.listed {
+		return true
+	}
+	op := oldPort(a.old, port)
+	return op != nil && op.Impair.Delays()
 }
 
 // delayPair makes a port's delay pair unless it exists, and returns the ifindexes of its ends.
@@ -177,8 +194,8 @@ func noRootQdisc(ifindex int) error {
 	return nil
 }
 
-// delayHolds returns the hold ends of plan p's delayed ports.
-func delayHolds(p *plan.Plan) map[string]bool {
+// delayDevices returns the ends of the delay pairs of plan p's delayed ports.
+func delayDevices(p *plan.Plan) map[string]bool {
 	out := map[string]bool{}
 	for _, l := range p.Links {
 		for _, port := range l.Ports {
@@ -191,9 +208,9 @@ func delayHolds(p *plan.Plan) map[string]bool {
 	return out
 }
 
-// otherHolds is delayHolds without hold.
-func otherHolds(p *plan.Plan, hold string) map[string]bool {
-	out := delayHolds(p)
+// otherDevices is delayDevices without hold.
+func otherDevices(p *plan.Plan, hold string) map[string]bool {
+	out := delayDevices(p)
 	delete(out, hold)
 	return out
 }
@@ -202,7 +219,7 @@ func otherHolds(p *plan.Plan, hold string) map[string]bool {
 // again those of its delayed ports that are missing or differ (killed, or lost with a restart
 // of the machine; their frames go nowhere until then).
 func (a *applier) convergeLines(ctx context.Context) error {
-	if err := delay.KillExcept(a.env.Store.ID, a.env.Plan.NetID, delayHolds(a.env.Plan)); err != nil {
+	if err := delay.KillExcept(a.env.Store.ID, a.env.Plan.NetID, delayDevices(a.env.Plan)); err != nil {
 		return err
 	}
 	missing, err := missingLines(a.env.Store.ID, a.env.Plan)

@@ -126,7 +126,7 @@ func (a *applier) join(ctx context.Context, l *plan.Link, ports []netlink.Link) 
 				return fmt.Errorf("port %s: %w", port, err)
 			}
 		}
-		if err := a.setDelay(ctx, port, ports[i]); err != nil {
+		if err := a.setDelay(ctx, port, ports[i], made); err != nil {
 			return fmt.Errorf("port %s: %w", port, err)
 		}
 		a.mu.Lock()
