@@ -13,13 +13,18 @@ func delaySection(b *strings.Builder, rep *result.Report, _ string) {
 		return
 	}
 	b.WriteString("## Delay and jitter\n\n")
+	way := d.Way
+	if way == "delay line" {
+		way = "trellis's delay line (no netem in this kernel)"
+	}
 	fmt.Fprintf(b, `Delay configured on the link of a running two-node network (both directions, changed live by
 `+"`up`"+`) against the one-way delay %d numbered 64-byte frames met from node a to node b, one every
 2 ms, at each link rate: from the moment before each was sent from a packet socket on a's eth1
-to the receiving kernel's timestamp on b's eth1. Delayed by %s on kernel %s. Load average %.2f
-when the part began. Milliseconds; "none" is the path's own delay.
+to the receiving kernel's timestamp on b's eth1 (`+"`trellis bench --parts delay`"+`). Delayed by
+%s, kernel %s; load average %.2f when the part began. Milliseconds; "none" is the path's own
+delay.
 
-`, d.Frames, d.Way, d.Kernel, d.Load1)
+`, d.Frames, way, d.Kernel, d.Load1)
 	b.WriteString("| rate | configured | median | p99 | mean | sd | lost |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range d.Rows {
 		fmt.Fprintf(b, "| %s | %s | %.3f | %.3f | %.3f | %.3f | %d |\n", r.Rate, code(r.Config), r.Median, r.P99, r.Mean, r.SD, r.Lost)
