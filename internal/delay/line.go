@@ -36,12 +36,11 @@ type LineConfig struct {
 
 // line is a running delay line.
 type line struct {
-	fd      int
-	s       Settings
-	table   []int16
-	held    held
-	seq     uint64
-	dropped uint64
+	fd    int
+	s     Settings
+	table []int16
+	held  held
+	seq   uint64
 }
 
 // LineMain is the delay line process: it reads its LineConfig on stdin, opens its socket, says
@@ -192,8 +191,7 @@ func (l *line) run() error {
 				return err
 			}
 			if l.held.len() >= Limit {
-				l.dropped++ // as netem drops beyond its limit
-				continue
+				continue // dropped, as netem drops beyond its limit
 			}
 			data := l.held.buffer(n)
 			copy(data, rx.buf[:n])
