@@ -6,20 +6,23 @@ import (
 	"os"
 
 	"github.com/trellisnet/trellis/internal/cli"
+	"github.com/trellisnet/trellis/internal/delay"
 	"github.com/trellisnet/trellis/internal/engines"
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/node"
 )
 
 func main() {
-	// trellis re-executes itself as a node's forwarding engines helper and to join a node's
-	// control groups, and is the agent in a VM node's guest. (A node's init is a program of
-	// its own, internal/node/nodeinit.)
+	// trellis re-executes itself as a node's forwarding engines helper, as a port's delay line
+	// (internal/delay) and to join a node's control groups, and is the agent in a VM node's
+	// guest. (A node's init is a program of its own, internal/node/nodeinit.)
 	switch {
 	case os.Getpid() == 1 && os.Args[0] == guest.InitPath: // a VM node's guest agent
 		guest.Main(engines.ServeGuest)
 	case os.Args[0] == engines.Arg0:
 		engines.Main()
+	case os.Args[0] == delay.LineArg0:
+		delay.LineMain()
 	case len(os.Args) > 1 && os.Args[1] == node.JoinArg:
 		node.JoinMain(os.Args[2:])
 	}

@@ -36,6 +36,7 @@ const (
 	PartProfile   = "profile"   // where the forwarding CPU's time goes (perf), per setup
 	PartApply     = "apply"     // live changes to a running chain: up of an unchanged or edited file
 	PartImpair    = "impair"    // link impairments configured against delivered
+	PartDelay     = "delay"     // delay and jitter configured against delivered, and the ceiling
 	PartVM        = "vm"        // VM nodes: boot time, the KVM paper's knobs
 	PartLimits    = "limits"    // a node's CPU limit on a busy machine
 )
@@ -59,6 +60,7 @@ var parts = []part{
 	{PartLimits, (*runner).limits},
 	{PartApply, (*runner).apply},
 	{PartImpair, (*runner).impair},
+	{PartDelay, (*runner).delay},
 	{PartVM, (*runner).vm},
 	{PartEngines, (*runner).engines},
 	{PartCluster, (*runner).cluster},
@@ -100,6 +102,8 @@ type Options struct {
 	Mininet       bool          // time Mininet on the same chains, if it is installed
 	ApplyNodes    int           // nodes of the running chain of the apply part
 	ImpairFrames  int           // numbered frames per measurement of the impair part
+	DelayFrames   int           // probe frames per row of the delay part
+	DelayRates    []string      // link rates the delay part measures at
 	LossTolerance float64       // the "zero-loss" search accepts this fraction of frames lost
 	ZeroLossSteps int           // binary search steps
 	Log           io.Writer     // progress
@@ -126,6 +130,8 @@ func DefaultOptions() Options {
 		Mininet:       true,
 		ApplyNodes:    1000,
 		ImpairFrames:  20000,
+		DelayFrames:   1000,
+		DelayRates:    []string{"1mbit", "10mbit", "100mbit"},
 		LossTolerance: 0.0001,
 		ZeroLossSteps: 6,
 		Log:           io.Discard,
@@ -147,6 +153,8 @@ func QuickOptions() Options {
 	o.ApplyNodes = 100
 	o.ClusterNetworks = 5
 	o.ImpairFrames = 2000
+	o.DelayFrames = 200
+	o.DelayRates = []string{"10mbit"}
 	o.ZeroLossSteps = 3
 	// One router setup of the two: it has the builder of both.
 	o.Setups = slices.DeleteFunc(slices.Clone(o.Setups), func(s string) bool { return s == "egre3-bridge" })

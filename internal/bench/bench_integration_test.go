@@ -258,6 +258,7 @@ func checkReport(t *testing.T, rep *result.Report) {
 	}
 	checkApply(t, rep, stat)
 	checkImpair(t, rep)
+	checkDelay(t, rep)
 	checkVM(t, rep, stat)
 	checkEngines(t, rep)
 }
@@ -321,8 +322,35 @@ func checkImpair(t *testing.T, rep *result.Report) {
 			t.Errorf("impair %s: burst %v", r.Config, r.GotBurst)
 		}
 	}
-	if !strings.Contains(im.Delay, "not measured") || !strings.Contains(im.Delay, "netem") {
+	if !strings.Contains(im.Delay, "the delay part") {
 		t.Errorf("impair: delay note %q", im.Delay)
+	}
+}
+
+// checkDelay: every delay row was measured, nothing was lost, no frame was delayed less than
+// asked and the median is within half a millisecond above it (the jitter row's median within
+// a standard error's five times); the ceiling was measured with and without a delay.
+func checkDelay(t *testing.T, rep *result.Report) {
+	t.Helper()
+	d := rep.Delay
+	if d == nil {
+		t.Error("no delay figures")
+		return
+	}
+	if len(d.Rows) != len(QuickOptions().DelayRates)*len(DelayConfigs) || d.Frames != QuickOptions().DelayFrames || d.Way == "" {
+		t.Fatalf("delay: %d rows over %d frames, way %q", len(d.Rows), d.Frames, d.Way)
+	}
+	for _, r := range d.Rows {
+		tol := 0.5
+		if r.Jitter > 0 {
+			tol = 5 * r.Jitter / math.Sqrt(float64(d.Frames))
+		}
+		if r.Lost > 0 || r.Median < r.Delay-tol || r.Median > r.Delay+tol || (r.Jitter == 0 && r.Median < r.Delay) {
+			t.Errorf("delay %s %s: median %.3f ms, %d lost", r.Rate, r.Config, r.Median, r.Lost)
+		}
+	}
+	if c := d.Ceiling; c == nil || c.PlainKpps <= 0 || c.DelayKpps <= 0 {
+		t.Errorf("delay: ceiling %+v", c)
 	}
 }
 

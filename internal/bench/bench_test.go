@@ -90,7 +90,7 @@ func TestOptionsCheck(t *testing.T) {
 }
 
 func TestPartsTable(t *testing.T) {
-	want := []string{PartForward, PartCPU, PartProfile, PartSizes, PartScaling, PartIsolation, PartDeploy, PartLimits, PartApply, PartImpair, PartVM, PartEngines}
+	want := []string{PartForward, PartCPU, PartProfile, PartSizes, PartScaling, PartIsolation, PartDeploy, PartLimits, PartApply, PartImpair, PartDelay, PartVM, PartEngines}
 	if all := append(slices.Clone(want), PartCluster); !slices.Equal(AllParts, all) {
 		t.Errorf("AllParts = %v, want %v", AllParts, all)
 	}

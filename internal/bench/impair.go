@@ -61,7 +61,7 @@ func wantBurst(im spec.Impairment) float64 {
 // impair measures what the impairments configured on a running link do to the frames sent
 // over it: for each of Impairments, `up` changes the link live and ImpairFrames numbered
 // frames cross it from node a to node b (measure.Probe), each measurement repeated. Delay is
-// asked for too; a kernel without netem refuses it.
+// asked for too, for the note that says where it is measured (the delay part).
 func (r *runner) impair() (err error) {
 	st, err := r.h.Store()
 	if err != nil {
@@ -134,18 +134,18 @@ func statMedian(s *result.Stat) float64 {
 	return s.Median
 }
 
-// delayNote asks up for a delay on the running link and says why delay was not measured: the
-// kernel lacks netem (up refuses, naming it), or up refused for another reason, or trellis
-// does not apply it yet. A refused change leaves the network as it was.
+// delayNote asks up for a delay on the running link and says where delay is measured (the
+// delay part), or why up refused it (a kernel with no way to delay frames). A refused change
+// leaves the network as it was.
 func (r *runner) delayNote(st *state.Store, name string) string {
 	n, err := spec.Parse(name+".yaml", impairTopology(impairDelay))
 	if err == nil {
 		_, err = substrate.Up(context.Background(), st, n, "", name+".yaml", io.Discard)
 	}
-	note := fmt.Sprintf("not measured: `up` with `%s` on the link was accepted, but this part does not measure delay yet", impairDelay)
+	note := fmt.Sprintf("`up` with `%s` on the link was accepted: see the delay part for what it delivered", impairDelay)
 	if err != nil {
 		msg, _, _ := strings.Cut(err.Error(), "\n")
-		note = fmt.Sprintf("not measured: `up` with `%s` on the link refused it: %s", impairDelay, msg)
+		note = fmt.Sprintf("not measured: `up` with `%s` on the link refused it: %s (so does the delay part)", impairDelay, msg)
 	}
 	r.logf("   delay: %s\n", note)
 	return note

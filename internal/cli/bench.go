@@ -51,7 +51,11 @@ node's cores from its cgroup (0.5 ± 0.05 is the goal).
 The apply part times ` + "`up`" + ` on a running chain of 1000 nodes (100 with --quick): the same file,
 one link's rate changed, one node added at the end, and that node removed. The impair part sets
 loss (1, 10, 30 %, and 10 % with 50 % correlation), duplication and corruption on a running link
-and counts what 20000 numbered frames (2000 with --quick) met; delay needs netem.
+and counts what 20000 numbered frames (2000 with --quick) met. The delay part sets delay 1, 10
+and 100 ms and a normal jitter (20 ms ± 4 ms) on a link capped at 1, 10 and 100 Mbit/s (10 with
+--quick) and measures the one-way delay of 1000 probe frames (200) each (median, p99, mean, sd),
+then the ceiling: full frames as fast as one sender can, without and with a 1 ms delay (netem,
+or trellis's delay line on a kernel without netem).
 The engines part measures a node with 1 to 3 parallel forwarding engines under each dispatch
 against a plain node (peak rate, TCP, reordering, RTT) and how long 1000 routes (and, without
 --quick, a 170 000-prefix table) take to reach every engine (docs/engines.md).
@@ -80,7 +84,7 @@ func benchCmd(store storeFunc) *cobra.Command {
 	var bf benchFlags
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure forwarding, scaling, isolation, deploy speed, live changes and impairments on this machine",
+		Short: "Measure forwarding, scaling, isolation, deploy speed, live changes, impairments and delay on this machine",
 		Long:  benchLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -32,7 +32,8 @@ a LAN). Nothing else changes. The state stays until the next ` + "`trellis up`" 
 applies the file's state: lines (up by default); ` + "`trellis diff`" + ` shows the difference.
 
 With LINK set KEY=VALUE...: set the link's impairments live, written as in a topology file:
-loss=5% (or loss="5% 25%" with a correlation), duplicate=1%, corrupt=0.1%. They replace the
+loss=5% (or loss="5% 25%" with a correlation), duplicate=1%, corrupt=0.1%, delay=10ms,
+jitter=2ms, distribution=normal (uniform, normal, pareto, paretonormal). They replace the
 link's impairments in both directions; keys not given are 0 (set with no keys removes them).
 With --endpoint NODE:IF, only the frames that endpoint sends (one direction) are impaired so, and
 the other directions are unchanged. They too stay until the next up of the file. Example:
@@ -102,16 +103,13 @@ func parseImpairment(words []string) (spec.Impairment, error) {
 	for _, w := range words {
 		key, value, ok := strings.Cut(w, "=")
 		if !ok {
-			return im, fmt.Errorf("%q: write KEY=VALUE, e.g. loss=5%%, duplicate=1%%, corrupt=0.1%%", w)
-		}
-		if key != "loss" && key != "duplicate" && key != "corrupt" {
-			return im, fmt.Errorf("%q: set takes loss, duplicate and corrupt (delay and jitter are not applied yet)", key)
+			return im, fmt.Errorf("%q: write KEY=VALUE, e.g. loss=5%%, duplicate=1%%, corrupt=0.1%%, delay=10ms", w)
 		}
 		if err := im.Set(key, value); err != nil {
 			return im, err
 		}
 	}
-	return im, nil
+	return im, im.Check()
 }
 
 func dash(s string) string {

@@ -69,7 +69,8 @@ func (a *Names) Clone() *Names {
 }
 
 // DeviceName names a substrate device: "tr", the network's id, a kind letter (p port, b
-// connector device, t and u tunnel devices, e an engine's copy of a node interface) and a number. It fits IFNAMSIZ up to a million.
+// connector device, t and u tunnel devices, e an engine's copy of a node interface, h and r
+// the ends of a port's delay pair) and a number. It fits IFNAMSIZ up to a million.
 func DeviceName(netID string, kind byte, n int) string {
 	return fmt.Sprintf("tr%s%c%d", netID, kind, n)
 }
@@ -82,7 +83,16 @@ func DeviceKind(dev string) byte {
 	return 0
 }
 
-var deviceRE = regexp.MustCompile(`^tr([0-9a-f]{6})[pbtuve][0-9]+$`)
+var deviceRE = regexp.MustCompile(`^tr([0-9a-f]{6})[pbtuvehr][0-9]+$`)
+
+// DelayPair names the two ends of the delay pair of the port called port (see
+// internal/delay): its hold end (h) and its return end (r), with the port's number.
+func DelayPair(port string) (hold, ret string) {
+	if DeviceKind(port) != 'p' {
+		return "", ""
+	}
+	return port[:8] + "h" + port[9:], port[:8] + "r" + port[9:]
+}
 
 // DeviceNetID returns the network id in a substrate device name, or "" if trellis did not
 // name the device.

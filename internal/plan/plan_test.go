@@ -282,3 +282,13 @@ func TestTunnelKeySecret(t *testing.T) {
 		t.Error("two secrets give the same key")
 	}
 }
+
+func TestDelayPair(t *testing.T) {
+	hold, ret := plan.DelayPair("tr1ed39fp12")
+	if hold != "tr1ed39fh12" || ret != "tr1ed39fr12" || plan.DeviceNetID(hold) != "1ed39f" || plan.DeviceKind(ret) != 'r' {
+		t.Errorf("DelayPair: %q %q", hold, ret)
+	}
+	if h, r := plan.DelayPair("tr1ed39fb1"); h != "" || r != "" {
+		t.Errorf("DelayPair of a connector device: %q %q", h, r)
+	}
+}

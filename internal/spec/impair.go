@@ -18,9 +18,9 @@ type Impairment struct {
 // IsZero says whether the impairment leaves frames alone.
 func (im Impairment) IsZero() bool { return im == Impairment{} }
 
-// NeedsNetem says whether the impairment holds frames back (delay or jitter), which takes the
-// kernel's netem.
-func (im Impairment) NeedsNetem() bool { return im.Delay > 0 || im.Jitter > 0 }
+// Delays says whether the impairment holds frames back (delay or jitter): netem does it, or
+// trellis's delay line where the kernel has no netem (internal/delay).
+func (im Impairment) Delays() bool { return im.Delay > 0 || im.Jitter > 0 }
 
 // Distributions are the jitter distributions a link may name, as netem names them.
 var Distributions = []string{"uniform", "normal", "pareto", "paretonormal"}
@@ -111,6 +111,17 @@ func checkImpair(im Impairment) (key, msg string) {
 var impairFixes = map[string]string{
 	"jitter":       "add a `delay:` (the jitter varies it), or remove the jitter",
 	"distribution": "add a `jitter:` (the distribution shapes it), or remove the distribution",
+}
+
+// Check completes an impairment set key by key (Set): a jitter without a distribution gets
+// the default one. The error says what is wrong as a whole (a jitter without a delay) and how
+// to fix it.
+func (im *Impairment) Check() error {
+	*im = withDistribution(*im)
+	if key, msg := checkImpair(*im); key != "" {
+		return fmt.Errorf("%s: %s; %s", key, msg, impairFixes[key])
+	}
+	return nil
 }
 
 // Set sets key (loss, duplicate, corrupt, delay, jitter or distribution) of im from its text as

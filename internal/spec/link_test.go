@@ -96,11 +96,11 @@ func TestParseImpairments(t *testing.T) {
 			t.Errorf("link %q state %q, want %q %q", tc.l.Name, tc.l.State, tc.name, tc.state)
 		}
 	}
-	if !ab.Impair.NeedsNetem() || ab.Impair.IsZero() || !quiet.Impair.IsZero() || quiet.Impair.NeedsNetem() {
-		t.Errorf("IsZero/NeedsNetem wrong: %+v %+v", ab.Impair, quiet.Impair)
+	if !ab.Impair.Delays() || ab.Impair.IsZero() || !quiet.Impair.IsZero() || quiet.Impair.Delays() {
+		t.Errorf("IsZero/Delays wrong: %+v %+v", ab.Impair, quiet.Impair)
 	}
-	if lossOnly := (Impairment{Loss: 1}); lossOnly.NeedsNetem() || lossOnly.IsZero() {
-		t.Errorf("loss alone: NeedsNetem %v IsZero %v", lossOnly.NeedsNetem(), lossOnly.IsZero())
+	if lossOnly := (Impairment{Loss: 1}); lossOnly.Delays() || lossOnly.IsZero() {
+		t.Errorf("loss alone: Delays %v IsZero %v", lossOnly.Delays(), lossOnly.IsZero())
 	}
 	lines := map[string]int{"loss": 8, "duplicate": 9, "jitter": 12, "from": 14, "from.a:eth1": 14, "from.a:eth1.delay": 16,
 		"from.a:eth1.distribution": 17, "mtu": 7, "state": 7, "name": 7, "endpoints": 7}

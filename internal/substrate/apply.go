@@ -75,6 +75,9 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 		}
 		fmt.Fprintf(env.Log, "%d %s in %.3fs\n", s.count.Load(), s.what, time.Since(t0).Seconds())
 	}
+	if err := a.convergeLines(ctx); err != nil {
+		return err
+	}
 	if err := a.convergeEngines(ctx); err != nil {
 		return err
 	}
@@ -305,6 +308,9 @@ func deviceNames(p *plan.Plan) map[string]bool {
 		for _, t := range l.Tunnels {
 			out[t.Device], out[t.Encap] = true, true
 		}
+	}
+	for name := range delayDevices(p) {
+		out[name] = true
 	}
 	for _, n := range p.Nodes {
 		for _, m := range n.FEPorts {

@@ -82,7 +82,7 @@ func (a *applier) ports(ctx context.Context, l *plan.Link, changed bool) (bool, 
 	return made, out, nil
 }
 
-// join ensures the link's tunnels, shapers, connector, impairments and carrier state.
+// join ensures the link's tunnels, shapers, connector, impairments, delays and carrier state.
 func (a *applier) join(ctx context.Context, l *plan.Link, ports []netlink.Link) error {
 	lk, err := kinds.LinkKind(l.Connector)
 	if err != nil {
@@ -125,6 +125,9 @@ func (a *applier) join(ctx context.Context, l *plan.Link, ports []netlink.Link) 
 			if err := dataplane.SetImpairment(ports[i].Attrs().Index, im); err != nil {
 				return fmt.Errorf("port %s: %w", port, err)
 			}
+		}
+		if err := a.setDelay(ctx, port, ports[i], made); err != nil {
+			return fmt.Errorf("port %s: %w", port, err)
 		}
 		a.mu.Lock()
 		a.carriers = append(a.carriers, carrier{port: port, up: !l.Down && !port.Down})

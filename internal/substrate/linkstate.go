@@ -31,20 +31,20 @@ func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpo
 	return changeLink(ctx, st, network, linkName, log, func(l *plan.Link) error { return setDown(l, endpoint, !up) })
 }
 
-// SetImpairment sets the impairment (loss, duplication, corruption) of link linkName of a
-// running network, live: of the frames every endpoint on this machine sends, or, with endpoint
-// ("NODE:IF"), of the frames that one endpoint sends, the other directions unchanged. A zero
-// im removes the impairment. Delay and jitter are refused, as up refuses them. The new
-// impairment stays until the next `up` of the file, which applies the file's.
+// SetImpairment sets the impairment (loss, duplication, corruption, delay, jitter) of link
+// linkName of a running network, live: of the frames every endpoint on this machine sends, or,
+// with endpoint ("NODE:IF"), of the frames that one endpoint sends, the other directions
+// unchanged. A zero im removes the impairment. Delays on a machine with no way to apply them
+// are refused, as up refuses them. The new impairment stays until the next `up` of the file,
+// which applies the file's.
 func SetImpairment(ctx context.Context, st *state.Store, network, linkName, endpoint string, im spec.Impairment, log io.Writer) error {
-	if im.NeedsNetem() {
-		return fmt.Errorf("network %s: link %s: %w", network, linkName, ErrDelay)
+	if im.Delays() {
+		if _, err := delayWay(); err != nil {
+			return fmt.Errorf("network %s: link %s: %w (kernel %s)", network, linkName, err, kernelRelease())
+		}
 	}
 	return changeLink(ctx, st, network, linkName, log, func(l *plan.Link) error { return setImpair(l, endpoint, im) })
 }
-
-// ErrDelay is returned for a live change of a link's delay or jitter, which are not applied yet.
-var ErrDelay = errors.New("delay and jitter are not applied by this version of trellis yet; set loss, duplicate and corrupt")
 
 // changeLink changes link linkName of a running network on this machine as edit changes its
 // plan, live, through the reconciler: only that link's ports are touched (apply joins a link

@@ -14,7 +14,7 @@ import (
 )
 
 // preflight refuses, before anything changes, a plan this machine cannot hold: kinds that are
-// not registered, and delays that need a kernel feature the machine lacks.
+// not registered, and delays on a machine with no way to apply them.
 func preflight(p *plan.Plan, n *spec.Network) error {
 	var errs spec.Errors
 	for _, nd := range p.Nodes {
@@ -27,32 +27,13 @@ func preflight(p *plan.Plan, n *spec.Network) error {
 			errs = append(errs, n.NetworkError("tunnel", err.Error(), "use a registered tunnel kind"))
 		}
 	}
-	said := map[string]bool{} // link and field already named
 	for _, l := range p.Links {
 		sl := specLink(n, l.Name)
 		if _, err := kinds.LinkKind(l.Connector); err != nil {
 			errs = append(errs, n.LinkError(sl, "connector", err.Error(), "use a registered connector"))
 		}
-		for _, port := range l.Ports {
-			if !port.Impair.NeedsNetem() {
-				continue
-			}
-			field := "delay"
-			if _, ok := sl.From[port.String()]; ok {
-				field = "from." + port.String()
-			}
-			if said[l.Name+" "+field] {
-				continue
-			}
-			said[l.Name+" "+field] = true
-			msg := "delay and jitter need the kernel's netem queueing discipline (sch_netem), which this machine's kernel lacks"
-			if netemAvailable() {
-				msg = "delay and jitter are not applied by this version of trellis yet (the kernel has netem)"
-			}
-			errs = append(errs, n.LinkError(sl, field, msg,
-				"remove delay and jitter from this link (loss, duplicate and corrupt work on every kernel)"))
-		}
 	}
+	errs = append(errs, checkDelays(p, n)...)
 	if len(errs) > 0 {
 		return errs
 	}

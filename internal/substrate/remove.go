@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/delay"
 	"github.com/trellisnet/trellis/internal/engines"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/netdev"
@@ -39,6 +40,9 @@ func remove(st *state.Store, rec *state.Record) error {
 	ctx := context.Background()
 	env := &kinds.Env{Store: st, Plan: rec.Plan}
 	if err := engines.Remove(st.Dir, st.ID, rec.NetID); err != nil {
+		return err
+	}
+	if err := delay.KillExcept(st.ID, rec.NetID, nil); err != nil {
 		return err
 	}
 	running, err := runningNodes(env)

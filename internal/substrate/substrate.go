@@ -84,6 +84,7 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 		st.Delete(n.Name)
 		return nil, err
 	}
+	noteDelays(nil, p, log)
 	p = rec.Plan
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
 	running, err := leftovers(env)
@@ -133,11 +134,16 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, err
 	}
 	changes := Diff(old, p, digests(running))
+	noteDelays(changes, p, log)
 	ec, err := engineChanges(st, old, p, recorded(rec, p), running)
 	if err != nil {
 		return nil, err
 	}
-	changes = append(changes, ec...)
+	lc, err := lineChanges(st.ID, old, p)
+	if err != nil {
+		return nil, err
+	}
+	changes = append(append(changes, ec...), lc...)
 	if len(changes) == 0 && rec.Status == state.Up {
 		if rec.File != file { // the record says which file it holds (UpKeepLive relies on it)
 			rec.File = file
@@ -237,13 +243,21 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 		if err != nil {
 			return nil, err
 		}
-		return append(Diff(old, p, running), ec...), nil
+		lc, err := lineChanges(st.ID, old, p)
+		if err != nil {
+			return nil, err
+		}
+		changes := Diff(old, p, running)
+		noteDelays(changes, p, nil)
+		return append(append(changes, ec...), lc...), nil
 	}
 	ec, err := engineChanges(st, old, p, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	return append(Diff(old, p, running), ec...), nil
+	changes := Diff(old, p, running)
+	noteDelays(changes, p, nil)
+	return append(changes, ec...), nil
 }
 
 // leftovers returns the nodes of a network being created that run already (an earlier up was

@@ -73,6 +73,12 @@ def test_links_impairments_and_counters(client: trellis.Client, topo) -> None:
         eps = {e["node"]: e for e in link.info()["endpoints"]}
         assert eps["a"]["impairment"] == eps["b"]["impairment"] == "loss 2%, correlation 25%, duplicate 1%, corrupt 0.5%"
         link.set()
+        link.set(delay="50ms", jitter="1ms", distribution="normal", endpoint="a:eth1")
+        eps = {e["node"]: e for e in link.info()["endpoints"]}
+        assert eps["a"]["impairment"] == "delay 50ms, jitter 1ms normal" and "impairment" not in eps["b"]
+        rtt = a.run(["ping", "-c3", "-i0.2", "10.0.0.2"]).stdout
+        assert "time=" in rtt and all(float(t.split("=")[1]) >= 49 for t in rtt.split() if t.startswith("time=")), rtt
+        link.set()
         assert all("impairment" not in e for e in link.info()["endpoints"])
         assert ping_ok(a, "10.0.0.2")
 

@@ -295,24 +295,6 @@ func TestImpairedLoss(t *testing.T) {
 	e.assertClean()
 }
 
-// TestDelayNeedsNetem: on a kernel without netem, a delay is refused, naming the link, the field
-// and the missing feature, and nothing is created.
-func TestDelayNeedsNetem(t *testing.T) {
-	e := start(t)
-	path := writeTopo(t, liveTopo([]string{"a", "b"}, ab+"    delay: 20ms\n", nil))
-	_, stderr, err := trellis(t, e.state, "up", path)
-	if netemKernel() {
-		t.Skip("this kernel has netem; the refusal is for kernels without it")
-	}
-	if err == nil || !strings.Contains(stderr, "links[0].delay") || !strings.Contains(stderr, "netem") {
-		t.Errorf("up with a delay: %v\n%s", err, stderr)
-	}
-	if nets := listNetworks(t, e.state); len(nets) != 0 {
-		t.Errorf("networks after a refused up: %v", nets)
-	}
-	e.assertClean()
-}
-
 // netemKernel tells whether the kernel has the netem qdisc.
 func netemKernel() bool {
 	la := netlink.NewLinkAttrs()

@@ -760,7 +760,7 @@ func (s *hostSnapshot) procOurs(pid int) bool {
 			break
 		}
 		walk = append(walk, p)
-		if len(p.cmdline) > 1 && (p.cmdline[0] == "trellis-node" || p.cmdline[0] == "trellis-engines") && s.stateIDs[p.cmdline[1]] {
+		if len(p.cmdline) > 1 && (p.cmdline[0] == "trellis-node" || p.cmdline[0] == "trellis-engines" || p.cmdline[0] == "trellis-delayline") && s.stateIDs[p.cmdline[1]] {
 			result = true
 			break
 		}

@@ -50,6 +50,7 @@ var sections = []func(b *strings.Builder, rep *result.Report, plots string){
 	deploySection,
 	applySection,
 	impairSection,
+	delaySection,
 	vmSection,
 	enginesSection,
 	clusterSection,

@@ -31,6 +31,7 @@ type Report struct {
 	Apply       *ApplyResult     `json:"apply,omitempty"`   // live changes to a running chain
 	Limits      *LimitsResult    `json:"limits,omitempty"`  // a CPU limit on a busy machine
 	Impair      *ImpairResult    `json:"impair,omitempty"`  // configured against delivered impairments
+	Delay       *DelayResult     `json:"delay,omitempty"`   // configured against delivered delay and jitter
 	VM          *VMResult        `json:"vm,omitempty"`      // VM nodes: boot time, the KVM paper's knobs
 	Engines     []*EnginesRow    `json:"engines,omitempty"` // parallel forwarding engines
 	Cluster     *ClusterResult   `json:"cluster,omitempty"` // agents, placer and etcd over simulated machines

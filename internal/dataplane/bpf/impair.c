@@ -24,6 +24,11 @@
 // into the substrate's scrubs it (skb_scrub_packet), and taps have none.
 #define DUP_MARK 0x54524450 // "TRDP"
 
+// Marks a frame coming back from its delay (delay.c) into the port: it was
+// impaired on its way to the delay, or will be after delay_hold takes the
+// mark off, so it passes here untouched, mark and all.
+#define RET_MARK 0x5452444c // "TRDL"
+
 // include/linux/skbuff.h
 #define CHECKSUM_PARTIAL 3
 
@@ -193,6 +198,8 @@ int impair(struct __sk_buff *skb)
 	__u32 zero = 0;
 	int dup = 0;
 
+	if (skb->mark == RET_MARK)
+		return TC_ACT_UNSPEC;
 	// A duplicate made below comes back through this program: take the
 	// mark off (nothing after us should see it) and do not duplicate it
 	// again. Like netem's duplicate, it is otherwise a frame like any other:

@@ -143,12 +143,20 @@ class Link:
         corrupt: float = 0,
         *,
         correlation: float = 0,
+        delay: Optional[str] = None,
+        jitter: Optional[str] = None,
+        distribution: Optional[str] = None,
         endpoint: Optional[str] = None,
     ) -> None:
-        """Set the link's impairments live, in percent: ``link.set(loss=5)``. They replace
-        the link's in both directions (what is not given is 0; ``link.set()`` removes them),
-        or with ``endpoint="r1:eth1"`` those of the frames that endpoint sends."""
+        """Set the link's impairments live, in percent: ``link.set(loss=5)``, and delay and
+        jitter as a topology file writes them: ``link.set(delay="10ms", jitter="2ms",
+        distribution="normal")``. They replace the link's in both directions (what is not
+        given is 0; ``link.set()`` removes them), or with ``endpoint="r1:eth1"`` those of the
+        frames that endpoint sends."""
         body: Dict[str, Any] = {"loss": loss, "loss_correlation": correlation, "duplicate": duplicate, "corrupt": corrupt}
+        for key, value in (("delay", delay), ("jitter", jitter), ("distribution", distribution)):
+            if value:
+                body[key] = value
         if endpoint:
             body["endpoint"] = endpoint
         self.net.client.request("PUT", self._path("impairments"), body)
