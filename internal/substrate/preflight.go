@@ -14,7 +14,7 @@ import (
 )
 
 // preflight refuses, before anything changes, a plan this machine cannot hold: kinds that are
-// not registered, and delays that need a kernel feature the machine lacks.
+// not registered, features its kernel lacks (kernel.go), and delays that need netem.
 func preflight(p *plan.Plan, n *spec.Network) error {
 	var errs spec.Errors
 	for _, nd := range p.Nodes {
@@ -27,6 +27,7 @@ func preflight(p *plan.Plan, n *spec.Network) error {
 			errs = append(errs, n.NetworkError("tunnel", err.Error(), "use a registered tunnel kind"))
 		}
 	}
+	errs = append(errs, kernelErrors(p, n)...)
 	said := map[string]bool{} // link and field already named
 	for _, l := range p.Links {
 		sl := specLink(n, l.Name)
