@@ -66,8 +66,8 @@ type templateKey struct {
 type heldTemplate struct {
 	root     *os.File // the tmpfs, mounted nowhere
 	attached string   // where it is attached, on kernels that need it (etc_attached.go)
-	users int      // callers that have not released it
-	used  time.Time
+	users    int      // callers that have not released it
+	used     time.Time
 }
 
 // templateIdle is how long a template nobody uses is kept for the next node of its network (a
