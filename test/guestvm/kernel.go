@@ -159,3 +159,18 @@ func aptDownload(ctx context.Context, dir, pkg string) error {
 	}
 	return nil
 }
+
+// Check says what the harness needs that this machine lacks, and how to get it: QEMU with its
+// 9p device, and Debian's package tools (apt-get, dpkg-deb) with kmod's depmod.
+func Check(ctx context.Context) error {
+	for _, t := range [][2]string{{"qemu-system-x86_64", "qemu-system-x86"}, {"apt-get", "apt"}, {"dpkg-deb", "dpkg"}, {"depmod", "kmod"}} {
+		if err := need(t[0], t[1]); err != nil {
+			return err
+		}
+	}
+	out, _ := exec.CommandContext(ctx, "qemu-system-x86_64", "-device", "help").Output()
+	if !strings.Contains(string(out), "virtio-9p-pci") {
+		return fmt.Errorf("%w: this qemu-system-x86_64 has no virtio-9p-pci device (the guest's root is the host's, over 9p): install Debian's qemu-system-x86", ErrMissing)
+	}
+	return nil
+}

@@ -60,7 +60,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if err := c.defaults(); err != nil {
 		return Result{}, err
 	}
-	if err := need("qemu-system-x86_64", "qemu-system-x86"); err != nil {
+	if err := Check(ctx); err != nil {
 		return Result{}, err
 	}
 	work := c.Work

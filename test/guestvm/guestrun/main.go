@@ -45,7 +45,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	k, err := guestvm.FetchKernel(ctx, *cache, *kernel, os.Stderr)
+	err := guestvm.Check(ctx)
+	var k guestvm.Kernel
+	if err == nil {
+		k, err = guestvm.FetchKernel(ctx, *cache, *kernel, os.Stderr)
+	}
 	if err != nil {
 		fail(err)
 	}
