@@ -23,7 +23,6 @@ var guestQuick = []string{
 	"TestOSPFRingConverges",
 	"TestImpairedLoss",
 	"TestKernelCorrupt",
-	"TestLinkDownUp",
 	"TestEscape",
 	"TestKillDuringUp/(300ms|1s)",
 }

@@ -35,7 +35,7 @@ links:
 		if err == nil {
 			t.Fatalf("%s of a corrupting link succeeded on %s:\n%s", cmd, dataplane.KernelRelease(), out)
 		}
-		for _, want := range []string{":8: corrupt:", "Linux 6.2 or later", dataplane.KernelRelease(), "remove corrupt"} {
+		for _, want := range []string{":8: links[0].corrupt:", "Linux 6.2 or later", dataplane.KernelRelease(), "remove corrupt"} {
 			if !strings.Contains(errOut, want) {
 				t.Errorf("%s said %q, want it to contain %q", cmd, errOut, want)
 			}
