@@ -3,7 +3,7 @@ package dataplane
 // What the data plane needs of the kernel beyond what every supported kernel (6.1, Debian 12's)
 // has, found by asking the kernel, not by its version: a feature that is missing is refused
 // before anything is created (substrate's preflight) and by the call that would need it, with
-// the feature, the kernel found and the one needed (README.md, "Kernel support").
+// the feature, the kernel found and the one needed (the table under README.md's requirements).
 
 import (
 	"errors"

@@ -8,7 +8,7 @@ import (
 
 // kernelErrors refuses what the plan needs of the kernel that this machine's lacks: the port
 // hook asked for in the environment (tcx: Linux 6.6), and corruption (Linux 6.2). Each error
-// names the feature, the kernel found and the one needed (README.md, "Kernel support").
+// names the feature, the kernel found and the one needed (the table under README.md's requirements).
 func kernelErrors(p *plan.Plan, n *spec.Network) spec.Errors {
 	var errs spec.Errors
 	if len(p.Links) > 0 {
