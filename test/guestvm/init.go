@@ -41,7 +41,6 @@ const (
 	consoleFile = "console" // the guest's serial console, written by QEMU
 	startedFile = "started" // written when the command starts
 	resultsDir  = "/run/guestvm"
-	startMarker = "guestvm: running "
 )
 
 // IsGuest tells whether this process is the guest's init.
@@ -207,7 +206,7 @@ func runCommand(s spec) error {
 		io.Copy(io.MultiWriter(os.Stdout, out), bufio.NewReader(r))
 		close(copied)
 	}()
-	fmt.Fprintf(os.Stdout, "%s%q (Linux %s)\n", startMarker, s.Argv, s.Release)
+	fmt.Fprintf(os.Stdout, "guestvm: running %q (Linux %s)\n", s.Argv, s.Release)
 	os.WriteFile(filepath.Join(resultsDir, startedFile), nil, 0o644)
 	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = s.Env, s.Dir, w, w

@@ -17,8 +17,7 @@ import (
 )
 
 // guestQuick is the quick set run in Debian 12's kernel (6.1) in CI: the tests of this package
-// that must pass there. docs/guest-kernel.md says what each
-// covers and how long the set takes.
+// that must pass there. docs/guest-kernel.md says what each covers and how long the set takes.
 var guestQuick = []string{
 	"TestOSPFRingConverges",
 	"TestImpairedLoss",
