@@ -20,9 +20,10 @@ fi
 
 # VM nodes (kind: vm): QEMU, without the GUI it recommends, qemu-img (qemu-utils: the overlay
 # of a disk image) and the static busybox that their guest image holds (TestRootfs also builds
-# a node's own root directory from it).
+# a node's own root directory from it). kmod: depmod for the guest kernels of TestGuestKernel
+# (docs/guest-kernel.md), and the guest's modprobe.
 vm_missing=()
-for p in qemu-system-x86 qemu-utils busybox-static; do
+for p in qemu-system-x86 qemu-utils busybox-static kmod; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || vm_missing+=("$p")
 done
 if [ ${#vm_missing[@]} -gt 0 ]; then

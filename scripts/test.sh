@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
 # Installs what the tests need, then runs the whole test suite: unit tests, and the integration
 # tests that create real namespaces, devices and eBPF programs (they need root).
+#
+# scripts/test.sh --kernel 6.1 runs the integration tests inside that kernel instead (Debian's
+# package, under QEMU with this machine's userspace: docs/guest-kernel.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+kernel=
+if [ "${1:-}" = --kernel ]; then
+	[ -n "${2:-}" ] || { echo "usage: scripts/test.sh [--kernel 6.1|RELEASE]" >&2; exit 2; }
+	kernel=$2
+fi
 source scripts/setup.sh
+if [ -n "$kernel" ]; then
+	echo "test: the integration tests in Linux $kernel (a guest under QEMU; hours under software emulation)"
+	TRELLIS_GUEST_KERNEL=$kernel exec go test -tags integration -count=1 -timeout 7h -v -run '^TestGuestKernel$' ./test/integration
+fi
 # tshark decodes captured EGRE frames in the multi-machine tests (they skip that check without it).
 if ! command -v tshark >/dev/null; then
 	echo "test: installing tshark"

@@ -170,6 +170,11 @@ func setImpairment(portIfindex int, im Impairment) error {
 	if err := im.validate(); err != nil {
 		return err
 	}
+	if im.Corrupt > 0 {
+		if err := CheckCorrupt(); err != nil {
+			return err
+		}
+	}
 	h := &netlink.Handle{} // the calling thread's namespace, at each call
 
 	impairMu.Lock()

@@ -12,7 +12,7 @@ func TestModuleOrder(t *testing.T) {
 	if len(dirs) == 0 {
 		t.Skip("no guest kernel in " + DefaultCache + " (trellis image build fetches it)")
 	}
-	got, err := moduleOrder(dirs[0], guestModules)
+	got, err := ModuleOrder(dirs[0], guestModules)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestModuleOrder(t *testing.T) {
 			t.Errorf("order %v: want %s before %s", got, before[0], before[1])
 		}
 	}
-	if _, err := moduleOrder(dirs[0], []string{"nope"}); err == nil {
+	if _, err := ModuleOrder(dirs[0], []string{"nope"}); err == nil {
 		t.Error("an unknown module gave no error")
 	}
 	if _, err := os.Stat(filepath.Join(dirs[0], got[0])); err != nil {

@@ -110,7 +110,7 @@ func keepKernel(x, dir, pkg string) (string, error) {
 		return "", fmt.Errorf("image: %s has no single lib/modules/RELEASE", pkg)
 	}
 	release := filepath.Base(mods[0])
-	order, err := moduleOrder(mods[0], guestModules)
+	order, err := ModuleOrder(mods[0], guestModules)
 	if err != nil {
 		return "", err
 	}
@@ -140,10 +140,10 @@ func loadKernel(dir string) (Kernel, error) {
 	return k, nil
 }
 
-// moduleOrder returns the modules named (without .ko) below dir (lib/modules/RELEASE) and all
+// ModuleOrder returns the modules named (without .ko) below dir (lib/modules/RELEASE) and all
 // they depend on, as paths relative to dir, each after its dependencies. Dependencies come from
 // each module's .modinfo section: a package ships no modules.dep (depmod makes it on install).
-func moduleOrder(dir string, names []string) ([]string, error) {
+func ModuleOrder(dir string, names []string) ([]string, error) {
 	byName := map[string]string{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && strings.HasSuffix(p, ".ko") {

@@ -64,9 +64,10 @@ type templateKey struct {
 }
 
 type heldTemplate struct {
-	root  *os.File // the tmpfs, mounted nowhere
-	users int      // callers that have not released it
-	used  time.Time
+	root     *os.File // the tmpfs, mounted nowhere
+	attached string   // where it is attached, on kernels that need it (etc_attached.go)
+	users    int      // callers that have not released it
+	used     time.Time
 }
 
 // templateIdle is how long a template nobody uses is kept for the next node of its network (a
@@ -91,6 +92,12 @@ func template(src string, base uint32, whole bool) (string, func(), error) {
 			return "", nil, fmt.Errorf("copy of %s for the nodes: %w", src, err)
 		}
 		t = &heldTemplate{root: root}
+		if !detachedLower() {
+			if t.attached, err = attachTemplate(root); err != nil {
+				root.Close()
+				return "", nil, err
+			}
+		}
 		templates.m[k] = t
 	}
 	t.users++
@@ -100,7 +107,15 @@ func template(src string, base uint32, whole bool) (string, func(), error) {
 		defer templates.Unlock()
 		t.users--
 		t.used = time.Now()
+		if t.users == 0 && t.attached != "" { // not kept attached for later nodes
+			detachTemplate(t.attached)
+			t.root.Close()
+			delete(templates.m, k)
+		}
 	})
+	if t.attached != "" {
+		return t.attached, release, nil
+	}
 	// Another process (the spawner) opens it through this one's descriptor.
 	return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), t.root.Fd()), release, nil
 }

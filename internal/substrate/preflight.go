@@ -14,7 +14,8 @@ import (
 )
 
 // preflight refuses, before anything changes, a plan this machine cannot hold: kinds that are
-// not registered, and delays on a machine with no way to apply them.
+// not registered, features its kernel lacks (kernel.go), and delays on a machine with no way
+// to apply them.
 func preflight(p *plan.Plan, n *spec.Network) error {
 	var errs spec.Errors
 	for _, nd := range p.Nodes {
@@ -27,6 +28,7 @@ func preflight(p *plan.Plan, n *spec.Network) error {
 			errs = append(errs, n.NetworkError("tunnel", err.Error(), "use a registered tunnel kind"))
 		}
 	}
+	errs = append(errs, kernelErrors(p, n)...)
 	for _, l := range p.Links {
 		sl := specLink(n, l.Name)
 		if _, err := kinds.LinkKind(l.Connector); err != nil {

@@ -223,7 +223,7 @@ func TestKillDuringUp(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(delay)
+			time.Sleep(time.Duration(float64(delay) * timeScale()))
 			killErr := killProcess(cmd.Process)
 			werr := cmd.Wait()
 			if cmd.ProcessState.Success() {

@@ -48,6 +48,20 @@ var trellisBin string
 // other tests). Their disappearance, or a change of their qdiscs, always fails a test.
 var hostLinks = map[string]bool{}
 
+// binEnv names a trellis binary built beforehand, which the tests use instead of building one
+// (in a guest kernel, where there is no Go toolchain to build with: guest_kernel_test.go).
+const binEnv = "TRELLIS_IT_BIN"
+
+// timeScale is how much slower than this machine the tests run ($TRELLIS_IT_TIME_SCALE, default
+// 1): a guest under software emulation runs trellis about ten times slower, so that a kill
+// meant for the middle of an `up` would come before it began (guest_kernel_test.go).
+func timeScale() float64 {
+	if f, err := strconv.ParseFloat(os.Getenv("TRELLIS_IT_TIME_SCALE"), 64); err == nil && f >= 1 {
+		return f
+	}
+	return 1
+}
+
 // cleanTimeout is how long assertClean waits for the kernel to free namespaces and programs.
 const cleanTimeout = 15 * time.Second
 
@@ -69,18 +83,20 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	dir, err := os.MkdirTemp("", "trellis-it-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	trellisBin = filepath.Join(dir, "trellis")
-	build := exec.Command(goTool(), "build", "-o", trellisBin, "./cmd/trellis")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building trellis in %s: %v\n%s", root, err, out)
-		return 1
+	if trellisBin = os.Getenv(binEnv); trellisBin == "" {
+		dir, err := os.MkdirTemp("", "trellis-it-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		trellisBin = filepath.Join(dir, "trellis")
+		build := exec.Command(goTool(), "build", "-o", trellisBin, "./cmd/trellis")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building trellis in %s: %v\n%s", root, err, out)
+			return 1
+		}
 	}
 	links, err := retryDump(netlink.LinkList)
 	if err != nil {

@@ -88,7 +88,9 @@ struct sk_buff___impair {
 	__u16 csum_start;
 } __attribute__((preserve_access_index));
 
-extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+// Weak: kernels before 6.2 lack it (Debian 12's 6.1), and the program loads
+// there without it (see corrupt).
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym __weak;
 
 static __always_inline void count(__u32 slot)
 {
@@ -157,14 +159,23 @@ static __always_inline int lost(const struct impair_config *cfg)
 //
 // Either way corrupted data never reaches an application as if it were
 // good, which is what netem's corruption tests rely on.
+//
+// A kernel without bpf_cast_to_kern_ctx (before 6.2) does not say whether a
+// checksum is pending: there trellis refuses corruption (kernel.go), and
+// this program, which still loads for loss and duplication, corrupts
+// nothing.
 static __always_inline int corrupt(struct __sk_buff *skb)
 {
-	struct sk_buff___impair *k = bpf_cast_to_kern_ctx(skb);
 	__u32 span = skb->data_end - skb->data; // the linear part
 	__u64 flags = BPF_F_INVALIDATE_HASH;
+	struct sk_buff___impair *k = 0;
 	__u32 off;
 	__u8 b;
 
+	if (bpf_cast_to_kern_ctx)
+		k = bpf_cast_to_kern_ctx(skb);
+	if (!k)
+		return 0;
 	if (BPF_CORE_READ_BITFIELD(k, ip_summed) == CHECKSUM_PARTIAL) {
 		// Offset of the checksum's range in the frame: at tc ingress
 		// the frame starts at the MAC header.

@@ -7,9 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// masked are the paths of the node's /proc that are hidden (/dev/null mounted over a file, an
-// empty read-only tmpfs over a directory), as container runtimes do: they describe or act on the
-// whole machine. Most are refused to a node's root anyway (its user namespace does not own the
+// masked are the paths of the node's /proc that are hidden (/dev/null mounted read-only and
+// nodev over a file, an empty read-only tmpfs over a directory), as container runtimes do: they
+// describe or act on the whole machine. Most are refused to a node's root anyway (its user namespace does not own the
 // host); masking makes them not even readable.
 var masked = []string{
 	"/proc/kcore", "/proc/kmsg", "/proc/sysrq-trigger", "/proc/timer_list", "/proc/keys",
@@ -45,8 +45,12 @@ func mountProc() error {
 			continue // this kernel lacks it
 		case fi.IsDir():
 			err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY, "size=0")
-		default:
+		default: // nodev: opening it fails, as opening the file itself does (on 6.1 the
+			// bound /dev/null did not inherit /proc's nodev, and a write to it succeeded)
 			err = unix.Mount("/dev/null", p, "", unix.MS_BIND, "")
+			if err == nil {
+				err = unix.MountSetattr(-1, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV})
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("masking %s: %w", p, err)
