@@ -126,7 +126,7 @@ func TestNodeKindContract(t *testing.T) {
 				placed := port.Addresses
 				for range 2 {
 					port.Addresses = []string{"10.0.0.9/24", "fd00::9/64"}
-					if err := k.Configure(ctx, fx.env, in, n, port, placed); err != nil {
+					if err := k.Configure(ctx, fx.env, in, n, port, placed, false); err != nil {
 						t.Fatal(err)
 					}
 				}

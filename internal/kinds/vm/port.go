@@ -37,19 +37,22 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 			return nil, fmt.Errorf("port %s: %w", p.Name, err)
 		}
 	}
-	if err := configure(ctx, env, n, p, mtu, nil); err != nil {
+	if err := configure(ctx, env, n, p, mtu, nil, true); err != nil {
 		return nil, err
 	}
 	return dev, nil
 }
 
-// Configure gives the guest's interface the port's addresses, removes those of placed (put
-// there by trellis before) that the port no longer has, sets its sysctls, and brings it up.
-func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, placed []string) error {
-	return configure(ctx, env, n, p, 0, placed)
+// Configure gives the guest's interface the port's addresses and removes those of placed (put
+// there by trellis before) that the port no longer has; with whole, it also sets the
+// interface's sysctls and brings it up. A VM is no kinds.MTUSetter: its NIC's MTU ceiling
+// (virtio-net's host_mtu) is fixed when the NIC is plugged, and a guest without the agent
+// learns its MTU only then, so a link's new MTU plugs its NICs anew (Port).
+func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, placed []string, whole bool) error {
+	return configure(ctx, env, n, p, 0, placed, whole)
 }
 
-func configure(ctx context.Context, env *kinds.Env, n *plan.Node, p plan.Port, mtu int, placed []string) error {
+func configure(ctx context.Context, env *kinds.Env, n *plan.Node, p plan.Port, mtu int, placed []string, whole bool) error {
 	if !n.VM.Agent() { // the user's guest configures its own interfaces
 		return nil
 	}
@@ -58,10 +61,11 @@ func configure(ctx context.Context, env *kinds.Env, n *plan.Node, p plan.Port, m
 		return err
 	}
 	defer c.Close()
-	_, err = c.Do(ctx, &guest.Request{Op: "configure", Iface: &guest.Iface{
-		MAC: p.MAC, Name: p.Ifname, MTU: mtu, Addresses: p.Addresses, Placed: placed, Sysctl: n.IfaceSysctls(p.Ifname),
-	}})
-	if err != nil {
+	iface := &guest.Iface{MAC: p.MAC, Name: p.Ifname, Addresses: p.Addresses, Placed: placed, AddressesOnly: !whole}
+	if whole {
+		iface.MTU, iface.Sysctl = mtu, n.IfaceSysctls(p.Ifname)
+	}
+	if _, err = c.Do(ctx, &guest.Request{Op: "configure", Iface: iface}); err != nil {
 		return fmt.Errorf("interface %s of %s: %w", p.Ifname, n.Name, err)
 	}
 	return nil
