@@ -12,16 +12,26 @@ import (
 	"time"
 )
 
-// frrOwnTopoWith is frrOwnTopo with the links p12 and s3 at MTU mtu (0: the default) and, with
-// h3Forward, h3 with a sysctl of its own (a change of it restarts h3 next to the routers).
-func frrOwnTopoWith(p12Rate, h1Addrs string, h3 bool, mtu int, h3Forward bool) string {
+// frrOwnMore is what frrOwnTopoWith adds to frrOwnTopo: the MTU of the links p12 and s3 (0:
+// the default), a sysctl of h3's own (a change of it restarts h3 next to the routers), and an
+// impairment of what r1 sends on p12 (e.g. "loss: 2%").
+type frrOwnMore struct {
+	mtu       int
+	h3Forward bool
+	p12Impair string
+}
+
+func frrOwnTopoWith(p12Rate, h1Addrs string, h3 bool, more frrOwnMore) string {
 	s := frrOwnTopo(p12Rate, h1Addrs, h3)
-	if mtu != 0 {
+	if more.mtu != 0 {
 		for _, l := range []string{"s3", "p12"} {
-			s = strings.Replace(s, "  - {name: "+l+", ", fmt.Sprintf("  - {name: %s, mtu: %d, ", l, mtu), 1)
+			s = strings.Replace(s, "  - {name: "+l+", ", fmt.Sprintf("  - {name: %s, mtu: %d, ", l, more.mtu), 1)
 		}
 	}
-	if h3 && h3Forward {
+	if more.p12Impair != "" {
+		s = strings.Replace(s, "  - {name: p12, ", "  - {name: p12, from: {r1:r1-eth2: {"+more.p12Impair+"}}, ", 1)
+	}
+	if h3 && more.h3Forward {
 		s = strings.Replace(s, "  h3:\n", "  h3:\n    sysctl: {net.ipv4.ip_forward: 1}\n", 1)
 	}
 	return s
@@ -124,7 +134,7 @@ func checkAddressOnly(t *testing.T, state, topo string) {
 func checkMTULive(t *testing.T, state, topo string, nodes []string) {
 	t.Helper()
 	base := readAll(t, state, nodes)
-	rewriteTopo(t, topo, frrOwnTopoWith("50mbit", "10.0.9.1/24, fd00:9::1/64", false, 9000, false))
+	rewriteTopo(t, topo, frrOwnTopoWith("50mbit", "10.0.9.1/24, fd00:9::1/64", false, frrOwnMore{mtu: 9000}))
 	diff := mustTrellis(t, state, "diff", topo)
 	for _, l := range []string{"~ link s3: mtu default -> 9000", "~ link p12: mtu default -> 9000"} {
 		if !strings.Contains(diff, l+"\n") {

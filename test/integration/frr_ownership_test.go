@@ -117,7 +117,7 @@ func readNodeState(t *testing.T, state, network, node string) nodeState {
 			}
 		}
 		slices.Sort(s.OSPF) // nexthops come in any order
-		s.Own = strings.Split(mustExec(t, state, network, node, "tc", "qdisc", "show")+mustExec(t, state, network, node, "nft", "list", "ruleset"), "\n")
+		s.Own = strings.Split(mustExec(t, state, network, node, "sh", "-c", "tc qdisc show && nft list ruleset"), "\n")
 	}
 	return s
 }
@@ -234,11 +234,20 @@ func TestFRROwnership(t *testing.T) {
 		t.Errorf("rate of p12 100mbit -> 50mbit changed the nodes:\n%s", strings.Join(diff, "\n"))
 		base = readAll(t, e.state, nodes) // to see what the next step does by itself
 	}
+	// An impairment of what r1 sends on p12, added and removed: nothing inside any node changes.
+	for _, imp := range []string{"loss: 2%, duplicate: 1%", ""} {
+		rewriteTopo(t, topo, frrOwnTopoWith("50mbit", "10.0.9.1/24", false, frrOwnMore{p12Impair: imp}))
+		mustTrellis(t, e.state, "up", topo)
+		if diff := sameState(base, readAll(t, e.state, nodes), true); diff != nil {
+			t.Errorf("impairment of p12 from r1 %q changed the nodes:\n%s", imp, strings.Join(diff, "\n"))
+			base = readAll(t, e.state, nodes)
+		}
+	}
 
 	// A node added to the LAN next to the routers, restarted (a sysctl of its own changed),
 	// and removed: nothing inside the routers changes.
 	for _, h3 := range []struct{ on, forward bool }{{true, false}, {true, true}, {false, false}} {
-		rewriteTopo(t, topo, frrOwnTopoWith("50mbit", "10.0.9.1/24", h3.on, 0, h3.forward))
+		rewriteTopo(t, topo, frrOwnTopoWith("50mbit", "10.0.9.1/24", h3.on, frrOwnMore{h3Forward: h3.forward}))
 		mustTrellis(t, e.state, "up", topo)
 		if diff := sameState(base, readAll(t, e.state, nodes), true); diff != nil {
 			t.Errorf("h3 on the LAN (%v, restarted %v) changed the nodes:\n%s", h3.on, h3.forward, strings.Join(diff, "\n"))
@@ -254,6 +263,10 @@ func TestFRROwnership(t *testing.T) {
 	// each other, and lose r3's loopback until the cable is back.
 	mustTrellis(t, e.state, "link", "frrown", "s3", "down", "--endpoint", "r3:r3-eth0")
 	time.Sleep(6 * time.Second) // past OSPF's dead interval
+	// The port went down, not r3's interface: it is still up, without a carrier.
+	if out := mustExec(t, e.state, "frrown", "r3", "ip", "-o", "link", "show", "r3-eth0"); !strings.Contains(out, "NO-CARRIER") || !strings.Contains(out, ",UP") {
+		t.Errorf("link s3 down --endpoint r3:r3-eth0: r3-eth0 is not up without a carrier: %s", out)
+	}
 	now := readAll(t, e.state, nodes)
 	for _, n := range nodes {
 		if !maps.EqualFunc(base[n].Addrs, now[n].Addrs, slices.Equal[[]string]) {
