@@ -42,7 +42,13 @@ func checkTunnelMTULive(t *testing.T, m *machines, name, tunnel string, fit int)
 	}
 	lan := "    endpoints: [a:eth2, b:eth3, c:eth2]\n"
 	topo := strings.Replace(spreadTopo(name, m.hostsYAML(tunnel), mtu, ""), lan, lan+fmt.Sprintf("    mtu: %d\n", mtu), 1)
-	m.upAll(t, writeTopo(t, topo), name)
+	path := writeTopo(t, topo)
+	for i := 1; i <= 3; i++ {
+		out := m.trellis(t, i, "up", path)
+		if want := fmt.Sprintf("~ link lan: mtu %d -> %d\n", fit, mtu); !strings.Contains(out, want) {
+			t.Errorf("up on m%d said %q, want it to contain %q (a live change)", i, out, want)
+		}
+	}
 	for _, ifc := range ifaces {
 		if index, got := read(ifc); index != before[ifc] || got != mtu {
 			t.Errorf("%s after the MTU change: ifindex %d (was %d), MTU %d; want the same interface with MTU %d", ifc, index, before[ifc], got, mtu)
@@ -50,11 +56,16 @@ func checkTunnelMTULive(t *testing.T, m *machines, name, tunnel string, fit int)
 	}
 	for i := 1; i <= 3; i++ {
 		info := m.inspect(t, i, name)
+		seen := map[string]bool{} // VXLAN: one device for every tunnel of a link
 		for _, lname := range []string{"bc", "lan"} {
 			if _, ok := spreadLinks[i][lname]; !ok {
 				continue
 			}
 			for _, tn := range info.link(t, lname).Tunnels {
+				if seen[tn.Device] {
+					continue
+				}
+				seen[tn.Device] = true
 				out, err := m.inNS(i, "ip", "-o", "link", "show", tn.Device)
 				if err != nil {
 					t.Fatalf("m%d: tunnel device %s: %v", i, tn.Device, err)
