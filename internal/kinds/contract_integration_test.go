@@ -159,8 +159,6 @@ func TestNodeKindContract(t *testing.T) {
 	}
 }
 
-// nodeRun runs a command in a node: through its kind if the kind runs commands itself (a VM's
-// guest agent), else by entering the node's namespaces.
 // checkAddressesOnly checks that Configure, not whole, changes an interface's addresses alone:
 // the state and the sysctl that the node's software set stay; and that an MTUSetter sets the
 // MTU on the same interface, its addresses kept.
@@ -199,6 +197,8 @@ func checkAddressesOnly(t *testing.T, k kinds.Node, env *kinds.Env, in kinds.Ins
 	}
 }
 
+// nodeRun runs a command in a node: through its kind if the kind runs commands itself (a VM's
+// guest agent), else by entering the node's namespaces.
 func nodeRun(t *testing.T, k kinds.Node, env *kinds.Env, in kinds.Instance, argv ...string) (string, error) {
 	if r, ok := k.(kinds.Runner); ok {
 		var out strings.Builder

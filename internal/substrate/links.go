@@ -113,7 +113,7 @@ func linkMTU(l *plan.Link) int {
 // setMTU gives an existing port of link l, and the virtual interface inside its node, the
 // link's MTU. A node kind that can (kinds.MTUSetter) sets it in place: the node's side first,
 // so that a port with the new MTU says both sides have it (an interrupted change is finished
-// by the next apply). Another's port is made anew (diff says so: liveMTU).
+// by the next apply). Another's port is made anew (diff says so: anewOnMTU).
 func (a *applier) setMTU(ctx context.Context, l *plan.Link, port plan.Port) (netlink.Link, error) {
 	n := a.env.Plan.Node(port.Node)
 	k, err := kinds.NodeKind(n.Kind)
