@@ -56,7 +56,8 @@ type Node interface {
 	Stop(ctx context.Context, env *Env, in Instance) error
 	// Port makes the virtual interface p.Ifname in the node, its substrate end named p.Name,
 	// with the node's addresses for it, and returns the substrate end. If the port exists,
-	// Port returns it unchanged.
+	// Port returns it unchanged; a kind that is not an MTUSetter makes a port whose MTU is not
+	// mtu anew (the link's MTU changed).
 	Port(ctx context.Context, env *Env, in Instance, n *plan.Node, p plan.Port, mtu int) (netlink.Link, error)
 	// Configure gives the virtual interface of port p the plan's addresses, live: it adds
 	// p.Addresses and removes those of placed (the addresses trellis put there before, from the
@@ -74,8 +75,8 @@ type Node interface {
 // MTUSetter is a node kind that changes the MTU of a node's virtual interface live: the same
 // interface (same ifindex), with the addresses, routes, qdiscs and state the node's software
 // gave it. The substrate sets the port's MTU itself, after the node's side. The virtual
-// interfaces of a kind that is not an MTUSetter are made anew (Port) when their link's MTU
-// changes, and `trellis diff` says so.
+// interfaces of a kind that is not an MTUSetter are made anew (Port, called for a port whose
+// MTU is not the link's) when their link's MTU changes, and `trellis diff` says so.
 type MTUSetter interface {
 	SetMTU(ctx context.Context, env *Env, in Instance, n *plan.Node, p plan.Port, mtu int) error
 }

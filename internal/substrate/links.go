@@ -122,10 +122,7 @@ func (a *applier) setMTU(ctx context.Context, l *plan.Link, port plan.Port) (net
 	}
 	ms, ok := k.(kinds.MTUSetter)
 	if !ok {
-		if err := netdev.Delete(port.Name); err != nil {
-			return nil, err
-		}
-		return a.makePort(ctx, l, port)
+		return a.makePort(ctx, l, port) // the kind makes it anew (kinds.Node.Port)
 	}
 	a.mu.Lock()
 	in := a.running[port.Node]
