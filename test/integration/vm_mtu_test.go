@@ -5,6 +5,8 @@ package integration
 import (
 	"strings"
 	"testing"
+
+	"github.com/vishvananda/netlink"
 )
 
 // vmMTU changes the MTU of vmnet's link b:eth1--v:eth2 to 9000: diff names the VM's end as
@@ -38,4 +40,23 @@ func vmMTU(t *testing.T, state, path string) {
 	}
 	pingEventually(t, state, "vmnet", "b", "10.0.2.1")
 	mustExec(t, state, "vmnet", "b", "ping", "-c", "1", "-W", "5", "-M", "do", "-s", "8972", "10.0.2.1")
+	// The NIC is plugged once: its tap has the link's MTU, and `up` again leaves it alone.
+	tap := func() netlink.Link {
+		for _, ep := range inspect(t, state, "vmnet").link(t, "b:eth1--v:eth2").Endpoints {
+			if ep.Node == "v" {
+				dev, err := netlink.LinkByName(ep.Port)
+				if err != nil {
+					t.Fatalf("v's port %s: %v", ep.Port, err)
+				}
+				return dev
+			}
+		}
+		t.Fatal("inspect shows no port of v on b:eth1--v:eth2")
+		return nil
+	}
+	first := tap()
+	mustTrellis(t, state, "up", path)
+	if again := tap(); first.Attrs().MTU != 9000 || again.Attrs().Index != first.Attrs().Index {
+		t.Errorf("v's port %s: MTU %d, ifindex %d, then %d after up again; want 9000 and the same tap", first.Attrs().Name, first.Attrs().MTU, first.Attrs().Index, again.Attrs().Index)
+	}
 }
