@@ -12,7 +12,8 @@ import (
 )
 
 // configure finds the NIC with iface.MAC, names it, sets its MTU, sysctls and addresses
-// (removing those trellis placed before that it no longer lists), and brings it up.
+// (removing those trellis placed before that it no longer lists), and brings it up; with
+// iface.AddressesOnly, it sets its addresses only.
 func configure(iface *Iface) error {
 	mac, err := net.ParseMAC(iface.MAC)
 	if err != nil {
@@ -21,6 +22,9 @@ func configure(iface *Iface) error {
 	link, err := byMAC(mac)
 	if err != nil {
 		return err
+	}
+	if iface.AddressesOnly {
+		return setAddresses(link, iface.Addresses, iface.Placed)
 	}
 	if link.Attrs().Name != iface.Name {
 		if err := rename(link, iface.Name); err != nil {

@@ -60,14 +60,16 @@ type File struct {
 // Iface is a virtual interface's configuration: the guest's NIC with MAC gets Name, MTU (0
 // leaves it), Addresses and Sysctl (keys under net.), and is brought up. Of its other
 // addresses, those in Placed (put there by trellis before) are removed; the rest (the guest's
-// software's, the kernel's) stay.
+// software's, the kernel's) stay. With AddressesOnly (a live change of the file's addresses)
+// only its addresses change: its name, MTU, sysctls and state stay as they are.
 type Iface struct {
-	MAC       string            `json:"mac"`
-	Name      string            `json:"name"`
-	MTU       int               `json:"mtu,omitempty"`
-	Addresses []string          `json:"addresses,omitempty"`
-	Placed    []string          `json:"placed,omitempty"`
-	Sysctl    map[string]string `json:"sysctl,omitempty"`
+	MAC           string            `json:"mac"`
+	Name          string            `json:"name"`
+	MTU           int               `json:"mtu,omitempty"`
+	Addresses     []string          `json:"addresses,omitempty"`
+	Placed        []string          `json:"placed,omitempty"`
+	Sysctl        map[string]string `json:"sysctl,omitempty"`
+	AddressesOnly bool              `json:"addresses_only,omitempty"`
 }
 
 // Response answers the request with the same ID.

@@ -126,7 +126,7 @@ func TestNodeKindContract(t *testing.T) {
 				placed := port.Addresses
 				for range 2 {
 					port.Addresses = []string{"10.0.0.9/24", "fd00::9/64"}
-					if err := k.Configure(ctx, fx.env, in, n, port, placed); err != nil {
+					if err := k.Configure(ctx, fx.env, in, n, port, placed, false); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -134,6 +134,7 @@ func TestNodeKindContract(t *testing.T) {
 				if strings.Contains(out, "10.0.0.1/") || !strings.Contains(out, "10.0.0.9/24") || strings.Count(out, "fd00::9/64") != 1 || !strings.Contains(out, "10.0.0.50/24") {
 					t.Errorf("Configure twice: eth1 has\n%s\nwant 10.0.0.9/24, fd00::9/64 and the node's 10.0.0.50/24 (and link-local), not 10.0.0.1", out)
 				}
+				checkAddressesOnly(t, k, fx.env, in, n, port)
 				for i := range 2 {
 					if err := k.Stop(ctx, fx.env, in); err != nil {
 						t.Errorf("Stop #%d: %v", i+1, err)
@@ -155,6 +156,44 @@ func TestNodeKindContract(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// checkAddressesOnly checks that Configure, not whole, changes an interface's addresses alone:
+// the state and the sysctl that the node's software set stay; and that an MTUSetter sets the
+// MTU on the same interface, its addresses kept.
+func checkAddressesOnly(t *testing.T, k kinds.Node, env *kinds.Env, in kinds.Instance, n *plan.Node, port plan.Port) {
+	t.Helper()
+	ctx := context.Background()
+	dad := "/proc/sys/net/ipv6/conf/eth1/accept_dad"
+	for _, c := range [][]string{{"sh", "-c", "echo 1 > " + dad}, {"ip", "link", "set", "eth1", "down"}} {
+		if out, err := nodeRun(t, k, env, in, c...); err != nil {
+			t.Fatalf("%v: %v\n%s", c, err, out)
+		}
+	}
+	placed := port.Addresses
+	port.Addresses = []string{"10.0.0.10/24"}
+	if err := k.Configure(ctx, env, in, n, port, placed, false); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := nodeRun(t, k, env, in, "ip", "-o", "link", "show", "eth1")
+	if addrs, _ := nodeRun(t, k, env, in, "ip", "-o", "addr", "show", "eth1"); strings.Contains(out, ",UP") || !strings.Contains(addrs, "10.0.0.10/24") {
+		t.Errorf("Configure of addresses only: eth1 is\n%s%s\nwant it down (as the node set it) with 10.0.0.10/24", out, addrs)
+	}
+	if got, _ := nodeRun(t, k, env, in, "cat", dad); strings.TrimSpace(got) != "1" {
+		t.Errorf("Configure of addresses only: accept_dad is %q, the node set 1", got)
+	}
+	ms, ok := k.(kinds.MTUSetter)
+	if !ok {
+		return
+	}
+	if err := ms.SetMTU(ctx, env, in, n, port, 9000); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := nodeRun(t, k, env, in, "ip", "-o", "link", "show", "eth1")
+	index := func(s string) string { i, _, _ := strings.Cut(s, ":"); return i }
+	if addrs, _ := nodeRun(t, k, env, in, "ip", "-o", "addr", "show", "eth1"); index(after) != index(out) || !strings.Contains(after, " mtu 9000 ") || !strings.Contains(addrs, "10.0.0.50/24") {
+		t.Errorf("SetMTU 9000: eth1 is\n%s%s\nwas\n%s\nwant the same interface with MTU 9000 and the node's 10.0.0.50/24", after, addrs, out)
 	}
 }
 

@@ -56,18 +56,29 @@ type Node interface {
 	Stop(ctx context.Context, env *Env, in Instance) error
 	// Port makes the virtual interface p.Ifname in the node, its substrate end named p.Name,
 	// with the node's addresses for it, and returns the substrate end. If the port exists,
-	// Port returns it unchanged.
+	// Port returns it unchanged; a kind that is not an MTUSetter makes a port whose MTU is not
+	// mtu anew (the link's MTU changed).
 	Port(ctx context.Context, env *Env, in Instance, n *plan.Node, p plan.Port, mtu int) (netlink.Link, error)
-	// Configure brings the virtual interface of port p to what the plan says, live: it adds
-	// p.Addresses, removes those of placed (the addresses trellis put there before, from the
-	// file) that p.Addresses no longer has, sets the node's sysctls for the interface, and
-	// brings it up. Every other address of the interface (made by the node's software: zebra,
-	// a user's `ip addr add`; or by the kernel) stays. Port does it for a port it makes; the
-	// substrate calls it again for a port it finds after an interrupted change (it may be half
-	// configured) and when the port's addresses change.
-	Configure(ctx context.Context, env *Env, in Instance, n *plan.Node, p plan.Port, placed []string) error
+	// Configure gives the virtual interface of port p the plan's addresses, live: it adds
+	// p.Addresses and removes those of placed (the addresses trellis put there before, from the
+	// file) that p.Addresses no longer has. Every other address of the interface (made by the
+	// node's software: zebra, a user's `ip addr add`; or by the kernel) stays. With whole, it
+	// also sets the node's sysctls for the interface and brings it up, as Port does for a port
+	// it makes: the substrate asks for that only for a port it finds after an interrupted
+	// change (it may be half configured); when only the port's addresses change, the
+	// interface's state and sysctls are left as the node's software may have set them.
+	Configure(ctx context.Context, env *Env, in Instance, n *plan.Node, p plan.Port, placed []string, whole bool) error
 	// Exec runs the node's start commands.
 	Exec(ctx context.Context, env *Env, in Instance, n *plan.Node) error
+}
+
+// MTUSetter is a node kind that changes the MTU of a node's virtual interface live: the same
+// interface (same ifindex), with the addresses, routes, qdiscs and state the node's software
+// gave it. The substrate sets the port's MTU itself, after the node's side. The virtual
+// interfaces of a kind that is not an MTUSetter are made anew (Port, called for a port whose
+// MTU is not the link's) when their link's MTU changes, and `trellis diff` says so.
+type MTUSetter interface {
+	SetMTU(ctx context.Context, env *Env, in Instance, n *plan.Node, p plan.Port, mtu int) error
 }
 
 // Usage is what a running node uses, from its control group.

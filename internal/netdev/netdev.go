@@ -44,6 +44,26 @@ func Down(name string) error {
 	})
 }
 
+// SetMTU gives the devices called names the MTU mtu, in place, where they have another; an
+// mtu of 0 (the kernel's default) leaves them as they are.
+func SetMTU(mtu int, names ...string) error {
+	if mtu == 0 {
+		return nil
+	}
+	return Do(func(h *netlink.Handle) error {
+		for _, name := range names {
+			dev, err := h.LinkByName(name)
+			if err == nil && dev.Attrs().MTU != mtu {
+				err = h.LinkSetMTU(dev, mtu)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: mtu %d: %w", name, mtu, err)
+			}
+		}
+		return nil
+	})
+}
+
 // Underlay finds the device that holds the underlay address addr.
 func Underlay(addr netip.Addr) (netlink.Link, error) {
 	addrs, err := Dump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })

@@ -172,9 +172,9 @@ func (a *applier) stopNodes(ctx context.Context) error {
 }
 
 // removeGone undoes what the old plan has and the new one has not: tunnels that go (through
-// their kind), connectors that change kind, ports whose link changed MTU (they are made anew),
-// then deletes every device of the network that the plan does not name. Without an old plan
-// it lists the network's devices in the kernel; with one, it knows them from the old plan.
+// their kind) and connectors that change kind, then deletes every device of the network that
+// the plan does not name. Without an old plan it lists the network's devices in the kernel;
+// with one, it knows them from the old plan.
 func (a *applier) removeGone(ctx context.Context) error {
 	p := a.env.Plan
 	if a.old == nil {
@@ -260,14 +260,6 @@ func (a *applier) removeOldParts(ctx context.Context, ol, nl *plan.Link) error {
 		}
 		if err := lk.Leave(ctx, a.env, ol, m); err != nil {
 			return err
-		}
-	}
-	if nl.MTU != ol.MTU {
-		for _, port := range nl.Ports {
-			if err := netdev.Delete(port.Name); err != nil {
-				return err
-			}
-			delete(a.known, port.Name)
 		}
 	}
 	return nil

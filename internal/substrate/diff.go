@@ -110,7 +110,7 @@ func diffLinks(old, p *plan.Plan) []Change {
 			out = append(out, Change{Op: "add", Object: "link", Name: l.Name})
 			continue
 		}
-		if what := linkChanges(ol, l, old.Tunnel != p.Tunnel); len(what) > 0 {
+		if what := linkChanges(ol, l, old.Tunnel != p.Tunnel, anewOnMTU(p, l)); len(what) > 0 {
 			out = append(out, Change{Op: "change", Object: "link", Name: l.Name, What: what})
 		}
 	}
@@ -122,12 +122,32 @@ func diffLinks(old, p *plan.Plan) []Change {
 	return out
 }
 
-// Recreated is what diff says of a change made by re-creating the link's interfaces inside
-// its nodes: the only change that touches what the nodes' software set on them.
-const Recreated = "its interfaces are made anew: addresses and routes the nodes' software set on them go"
+// Recreated is what diff says of the interfaces a link's MTU change makes anew: those of nodes
+// whose kind cannot change an interface's MTU in place (not a kinds.MTUSetter: a VM's NIC).
+// It is the only change that touches what the nodes' software set on an interface.
+const Recreated = "made anew: addresses and routes their nodes' software set on them go"
 
-// linkChanges names what differs between two versions of a link.
-func linkChanges(a, b *plan.Link, tunnelKind bool) []string {
+// anewOnMTU lists the endpoints of link l whose interfaces a change of its MTU makes anew.
+func anewOnMTU(p *plan.Plan, l *plan.Link) []string {
+	var out []string
+	for _, port := range l.Ports {
+		n := p.Node(port.Node)
+		if n == nil {
+			continue
+		}
+		if k, err := kinds.NodeKind(n.Kind); err == nil {
+			if _, ok := k.(kinds.MTUSetter); ok {
+				continue
+			}
+		}
+		out = append(out, port.String())
+	}
+	return out
+}
+
+// linkChanges names what differs between two versions of a link; anew are the endpoints whose
+// interfaces an MTU change makes anew (anewOnMTU).
+func linkChanges(a, b *plan.Link, tunnelKind bool, anew []string) []string {
 	var out []string
 	add := func(what string, x, y any) {
 		if x != y {
@@ -136,8 +156,12 @@ func linkChanges(a, b *plan.Link, tunnelKind bool) []string {
 	}
 	add("connector", a.Connector, b.Connector)
 	add("rate", rateText(a.Rate), rateText(b.Rate))
-	if a.MTU != b.MTU { // a veth's MTU is made with it: the only change that re-creates
-		out = append(out, fmt.Sprintf("mtu %s -> %s (%s)", mtuText(a.MTU), mtuText(b.MTU), Recreated))
+	if a.MTU != b.MTU {
+		mtu := fmt.Sprintf("mtu %s -> %s", mtuText(a.MTU), mtuText(b.MTU))
+		if len(anew) > 0 {
+			mtu += fmt.Sprintf(" (%s %s)", strings.Join(anew, ", "), Recreated)
+		}
+		out = append(out, mtu)
 	}
 	add("state", stateWord(a.Down), stateWord(b.Down))
 	add("table", defaultText(a.Table), defaultText(b.Table))

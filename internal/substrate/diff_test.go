@@ -73,8 +73,9 @@ func TestDiff(t *testing.T) {
 			// not settings only: the record names the target, whose addresses are trellis's
 			// if the change is interrupted
 			[]string{"~ link b:eth2--c:eth1: addresses of c:eth1 [10.0.1.3/24] -> [10.0.1.33/24]"}, false},
+		// live: both ends are containers, whose interfaces change MTU in place
 		{"mtu", func(s string) string { return s + "    mtu: 1400\n" },
-			[]string{"~ link b:eth2--c:eth1: mtu default -> 1400 (" + Recreated + ")"}, false},
+			[]string{"~ link b:eth2--c:eth1: mtu default -> 1400"}, false},
 		{"connector", func(s string) string { return s + "    connector: bridge\n" },
 			[]string{"~ link b:eth2--c:eth1: connector shortbridge -> bridge"}, false},
 		{"lan with table settings", func(s string) string { return s + "    connector: lan\n    table: 64\n    ageing: 30s\n" },
@@ -118,6 +119,23 @@ func TestDiff(t *testing.T) {
 				t.Errorf("settingsOnly = %v, want %v", !c.settings, c.settings)
 			}
 		})
+	}
+}
+
+// A link's MTU changes in place at a container's end; a VM's NIC (no kinds.MTUSetter) is
+// plugged anew, and diff says so for that end alone.
+func TestDiffMTUOfVM(t *testing.T) {
+	names := &plan.Names{}
+	base := strings.Replace(diffBase, "  c:\n", "  c:\n    kind: vm\n", 1)
+	old := diffPlan(t, base, names)
+	p := diffPlan(t, base+"    mtu: 1400\n", names.Clone())
+	var lines []string
+	for _, ch := range Diff(old, p, nil) {
+		lines = append(lines, ch.String())
+	}
+	want := "~ link b:eth2--c:eth1: mtu default -> 1400 (c:eth1 " + Recreated + ")"
+	if strings.Join(lines, "\n") != want {
+		t.Errorf("diff:\n%s\nwant:\n%s", strings.Join(lines, "\n"), want)
 	}
 }
 

@@ -38,30 +38,23 @@ func (a *applier) link(ctx context.Context, l *plan.Link) error {
 }
 
 // ports makes the link's ports that are missing, and returns them all if any was made or
-// the link changed (changed); otherwise it touches nothing and returns none.
+// the link changed (changed), each with the link's MTU; otherwise it touches nothing and
+// returns none.
 func (a *applier) ports(ctx context.Context, l *plan.Link, changed bool) (bool, []netlink.Link, error) {
 	made := false
 	out := make([]netlink.Link, len(l.Ports)) // the ports made here, as Port returned them
 	for i, port := range l.Ports {
 		a.mu.Lock()
-		known, in := a.known[port.Name], a.running[port.Node]
+		known := a.known[port.Name]
 		a.mu.Unlock()
 		if known {
 			continue
 		}
-		n := a.env.Plan.Node(port.Node)
-		k, err := kinds.NodeKind(n.Kind)
-		if err != nil {
+		var err error
+		if out[i], err = a.makePort(ctx, l, port); err != nil {
 			return made, nil, err
 		}
-		if out[i], err = k.Port(ctx, a.env, in, n, port, l.MTU); err != nil {
-			return made, nil, fmt.Errorf("port %s: %w", port, err)
-		}
 		made = true
-		a.mu.Lock()
-		a.known[port.Name] = true
-		a.made[port.Name] = a.listed
-		a.mu.Unlock()
 	}
 	if !made && !changed {
 		return false, nil, nil
@@ -74,12 +67,73 @@ func (a *applier) ports(ctx context.Context, l *plan.Link, changed bool) (bool, 
 		if err == nil && dev == nil {
 			err = fmt.Errorf("%w: %s", netdev.ErrNoDevice, port.Name)
 		}
+		if err == nil && dev.Attrs().MTU != linkMTU(l) {
+			dev, err = a.setMTU(ctx, l, port)
+		}
 		if err != nil {
 			return made, nil, fmt.Errorf("port %s: %w", port, err)
 		}
 		out[i] = dev
 	}
 	return made, out, nil
+}
+
+// makePort has the node kind make a port of link l with the link's MTU.
+func (a *applier) makePort(ctx context.Context, l *plan.Link, port plan.Port) (netlink.Link, error) {
+	a.mu.Lock()
+	in := a.running[port.Node]
+	a.mu.Unlock()
+	n := a.env.Plan.Node(port.Node)
+	k, err := kinds.NodeKind(n.Kind)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := k.Port(ctx, a.env, in, n, port, l.MTU)
+	if err != nil {
+		return nil, fmt.Errorf("port %s: %w", port, err)
+	}
+	a.mu.Lock()
+	a.known[port.Name] = true
+	a.made[port.Name] = a.listed
+	a.mu.Unlock()
+	return dev, nil
+}
+
+// defaultMTU is the MTU the kernel gives a veth or a tap: a link's MTU when the file gives none.
+const defaultMTU = 1500
+
+// linkMTU is the MTU of link l's ports.
+func linkMTU(l *plan.Link) int {
+	if l.MTU == 0 {
+		return defaultMTU
+	}
+	return l.MTU
+}
+
+// setMTU gives an existing port of link l, and the virtual interface inside its node, the
+// link's MTU. A node kind that can (kinds.MTUSetter) sets it in place: the node's side first,
+// so that a port with the new MTU says both sides have it (an interrupted change is finished
+// by the next apply). Another's port is made anew (diff says so: anewOnMTU).
+func (a *applier) setMTU(ctx context.Context, l *plan.Link, port plan.Port) (netlink.Link, error) {
+	n := a.env.Plan.Node(port.Node)
+	k, err := kinds.NodeKind(n.Kind)
+	if err != nil {
+		return nil, err
+	}
+	ms, ok := k.(kinds.MTUSetter)
+	if !ok {
+		return a.makePort(ctx, l, port) // the kind makes it anew (kinds.Node.Port)
+	}
+	a.mu.Lock()
+	in := a.running[port.Node]
+	a.mu.Unlock()
+	if err := ms.SetMTU(ctx, a.env, in, n, port, linkMTU(l)); err != nil {
+		return nil, err
+	}
+	if err := netdev.SetMTU(linkMTU(l), port.Name); err != nil {
+		return nil, err
+	}
+	return netdev.ByName(port.Name)
 }
 
 // join ensures the link's tunnels, shapers, connector, impairments, delays and carrier state.
@@ -113,8 +167,8 @@ func (a *applier) join(ctx context.Context, l *plan.Link, ports []netlink.Link) 
 		a.mu.Unlock()
 		// A port made by this apply was configured as it was made; another is configured
 		// again only if its addresses changed, or if the last change was interrupted.
-		if !made && a.reconfigure(port) {
-			if err := a.addresses(ctx, port); err != nil {
+		if again, whole := a.reconfigure(port); !made && again {
+			if err := a.addresses(ctx, port, whole); err != nil {
 				return err
 			}
 		}
@@ -182,15 +236,19 @@ func sameLink(a, b *plan.Link) bool {
 }
 
 // reconfigure tells whether the virtual interface of a port that exists must be configured
-// again: its addresses changed, or nothing is known of what the last apply left (an
-// interrupted change; the interface may be half configured). A change of rate, impairment,
-// carrier or connector leaves the interface inside the node alone.
-func (a *applier) reconfigure(port plan.Port) bool {
+// again (again): its addresses changed, or nothing is known of what the last apply left (an
+// interrupted change; the interface may be half configured, so it is configured whole:
+// sysctls and state too). A change of rate, impairment, carrier, MTU or connector leaves the
+// addresses alone, and only a whole configuration touches the interface's sysctls and state.
+func (a *applier) reconfigure(port plan.Port) (again, whole bool) {
 	if a.old == nil {
-		return true
+		return true, true
 	}
 	op := oldPort(a.old, port)
-	return op == nil || !slices.Equal(op.Addresses, port.Addresses)
+	if op == nil {
+		return true, true
+	}
+	return !slices.Equal(op.Addresses, port.Addresses), false
 }
 
 // oldPort returns the port of p for the same node interface as port, or nil.
@@ -221,9 +279,9 @@ func (a *applier) placed(port plan.Port) []string {
 	return out
 }
 
-// addresses configures a port's virtual interface as the plan says: addresses (removing those
-// trellis placed that the plan no longer has), sysctls, up.
-func (a *applier) addresses(ctx context.Context, port plan.Port) error {
+// addresses gives a port's virtual interface the plan's addresses (removing those trellis
+// placed that the plan no longer has); whole, also its sysctls and state (kinds.Node.Configure).
+func (a *applier) addresses(ctx context.Context, port plan.Port, whole bool) error {
 	n := a.env.Plan.Node(port.Node)
 	k, err := kinds.NodeKind(n.Kind)
 	if err != nil {
@@ -232,7 +290,7 @@ func (a *applier) addresses(ctx context.Context, port plan.Port) error {
 	a.mu.Lock()
 	in := a.running[port.Node]
 	a.mu.Unlock()
-	if err := k.Configure(ctx, a.env, in, n, port, a.placed(port)); err != nil {
+	if err := k.Configure(ctx, a.env, in, n, port, a.placed(port), whole); err != nil {
 		return fmt.Errorf("port %s: %w", port, err)
 	}
 	return nil

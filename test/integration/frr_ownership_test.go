@@ -63,11 +63,12 @@ func frrOwnTopo(p12Rate, h1Addrs string, h3 bool) string {
 
 // nodeState is what a node holds that a live change must leave alone: every interface's
 // addresses (with its index, so a re-created interface shows), every route of the kernel,
-// and a router's OSPF and OSPFv3 routing tables.
+// and a router's OSPF and OSPFv3 routing tables, qdiscs and nft rules.
 type nodeState struct {
 	Addrs  map[string][]string // "ifname#ifindex" -> addresses
 	Routes []string
 	OSPF   []string
+	Own    []string // a router's qdiscs and nft ruleset (routerOwn)
 }
 
 // nhid is the id of a route's nexthop object, which zebra numbers anew as it installs a route.
@@ -116,6 +117,7 @@ func readNodeState(t *testing.T, state, network, node string) nodeState {
 			}
 		}
 		slices.Sort(s.OSPF) // nexthops come in any order
+		s.Own = strings.Split(mustExec(t, state, network, node, "sh", "-c", "tc qdisc show && nft list ruleset"), "\n")
 	}
 	return s
 }
@@ -147,6 +149,9 @@ func sameState(want, got map[string]nodeState, kernel bool) []string {
 		if !slices.Equal(w.OSPF, g.OSPF) {
 			out = append(out, fmt.Sprintf("%s: OSPF routes\n  %s\nwere\n  %s", n, strings.Join(g.OSPF, "\n  "), strings.Join(w.OSPF, "\n  ")))
 		}
+		if !slices.Equal(w.Own, g.Own) {
+			out = append(out, fmt.Sprintf("%s: qdiscs and nft rules\n  %s\nwere\n  %s", n, strings.Join(g.Own, "\n  "), strings.Join(w.Own, "\n  ")))
+		}
 		if kernel && !slices.Equal(w.Routes, g.Routes) {
 			out = append(out, fmt.Sprintf("%s: routes\n  %s\nwere\n  %s", n, strings.Join(g.Routes, "\n  "), strings.Join(w.Routes, "\n  ")))
 		}
@@ -171,11 +176,13 @@ func waitState(t *testing.T, state string, want map[string]nodeState, kernel boo
 }
 
 // TestFRROwnership checks that trellis leaves alone what stock FRR made inside the routers
-// (addresses from frr.conf, put there by zebra; the routes of OSPF): pulling one member's
-// cable off a 3-router LAN and plugging it back, and changing a point-to-point link's rate,
-// change no address of any interface, the routers reconverge within OSPF's timers, and a
-// node's file-given addresses change as the file does while an address its own software
-// added stays.
+// (addresses from frr.conf, put there by zebra; the routes of OSPF) and what was set in them
+// by hand (qdiscs, nft rules): pulling one member's cable off a 3-router LAN and plugging it
+// back, changing a point-to-point link's rate, a node next to the routers added, restarted and
+// removed, a capture, `up` of an unchanged file and a change of two links' MTU change no
+// address of any interface, the routers reconverge within OSPF's timers, and a node's
+// file-given addresses change as the file does while an address its own software added, and
+// the state and sysctls it set on the interface, stay.
 func TestFRROwnership(t *testing.T) {
 	if _, err := exec.LookPath("/usr/lib/frr/zebra"); err != nil {
 		t.Fatalf("FRR is not installed (%v): scripts/setup.sh installs frr", err)
@@ -210,6 +217,7 @@ func TestFRROwnership(t *testing.T) {
 
 	routers, nodes := []string{"r1", "r2", "r3"}, []string{"r1", "r2", "r3", "h1", "h2"}
 	converged := waitOSPF(t, e.state, routers)
+	routerOwn(t, e.state)
 	base := readAll(t, e.state, nodes)
 	for n := 1; n <= 3; n++ { // zebra put the addresses of frr.conf there
 		if a := base[fmt.Sprintf("r%d", n)].Addrs; !hasAddr(a, lan[n], fmt.Sprintf("10.0.123.%d/24", n)) || !hasAddr(a, lan[n], fmt.Sprintf("fd00:123::%d/64", n)) {
@@ -226,22 +234,39 @@ func TestFRROwnership(t *testing.T) {
 		t.Errorf("rate of p12 100mbit -> 50mbit changed the nodes:\n%s", strings.Join(diff, "\n"))
 		base = readAll(t, e.state, nodes) // to see what the next step does by itself
 	}
-
-	// A node added to the LAN next to the routers, and removed: nothing inside the routers
-	// changes.
-	for _, h3 := range []bool{true, false} {
-		rewriteTopo(t, topo, frrOwnTopo("50mbit", "10.0.9.1/24", h3))
+	// An impairment of what r1 sends on p12, added and removed: nothing inside any node changes.
+	for _, imp := range []string{"loss: 2%, duplicate: 1%", ""} {
+		rewriteTopo(t, topo, frrOwnTopoWith("50mbit", "10.0.9.1/24", false, frrOwnMore{p12Impair: imp}))
 		mustTrellis(t, e.state, "up", topo)
 		if diff := sameState(base, readAll(t, e.state, nodes), true); diff != nil {
-			t.Errorf("h3 on the LAN (%v) changed the nodes:\n%s", h3, strings.Join(diff, "\n"))
+			t.Errorf("impairment of p12 from r1 %q changed the nodes:\n%s", imp, strings.Join(diff, "\n"))
 			base = readAll(t, e.state, nodes)
 		}
 	}
+
+	// A node added to the LAN next to the routers, restarted (a sysctl of its own changed),
+	// and removed: nothing inside the routers changes.
+	for _, h3 := range []struct{ on, forward bool }{{true, false}, {true, true}, {false, false}} {
+		rewriteTopo(t, topo, frrOwnTopoWith("50mbit", "10.0.9.1/24", h3.on, frrOwnMore{h3Forward: h3.forward}))
+		mustTrellis(t, e.state, "up", topo)
+		if diff := sameState(base, readAll(t, e.state, nodes), true); diff != nil {
+			t.Errorf("h3 on the LAN (%v, restarted %v) changed the nodes:\n%s", h3.on, h3.forward, strings.Join(diff, "\n"))
+			base = readAll(t, e.state, nodes)
+		}
+	}
+	// A capture of the LAN and of one end of p12, and `up` of the unchanged file, change
+	// nothing inside any node.
+	checkCapture(t, e.state, base, nodes)
+	checkUnchangedUp(t, e.state, topo)
 
 	// (a) One member's cable pulled off the LAN: no address anywhere changes; r1 and r2 keep
 	// each other, and lose r3's loopback until the cable is back.
 	mustTrellis(t, e.state, "link", "frrown", "s3", "down", "--endpoint", "r3:r3-eth0")
 	time.Sleep(6 * time.Second) // past OSPF's dead interval
+	// The port went down, not r3's interface: it is still up, without a carrier.
+	if out := mustExec(t, e.state, "frrown", "r3", "ip", "-o", "link", "show", "r3-eth0"); !strings.Contains(out, "NO-CARRIER") || !strings.Contains(out, ",UP") {
+		t.Errorf("link s3 down --endpoint r3:r3-eth0: r3-eth0 is not up without a carrier: %s", out)
+	}
 	now := readAll(t, e.state, nodes)
 	for _, n := range nodes {
 		if !maps.EqualFunc(base[n].Addrs, now[n].Addrs, slices.Equal[[]string]) {
@@ -287,6 +312,8 @@ func TestFRROwnership(t *testing.T) {
 			t.Errorf("h1 eth1 [%s] changed other nodes:\n%s", s.addrs, strings.Join(diff, "\n"))
 		}
 	}
+	// A change of addresses changes them alone: not the interface's state or sysctls.
+	checkAddressOnly(t, e.state, topo)
 	// The whole LAN down and up again, through `link`: the addresses stay and OSPF's routes
 	// come back. (The kernel's routes are not compared: when r1-eth1 loses its carrier the
 	// kernel takes its nexthop out of the ECMP group of r1's route to r2, and zebra 8.4 puts
@@ -296,6 +323,8 @@ func TestFRROwnership(t *testing.T) {
 	time.Sleep(6 * time.Second)
 	mustTrellis(t, e.state, "link", "frrown", "s3", "up")
 	waitState(t, e.state, base, false, 40*time.Second, "link s3 down, then up")
+	// The MTU of p12 and the LAN changed in the file: live, on the same interfaces.
+	checkMTULive(t, e.state, topo, nodes)
 
 	mustTrellis(t, e.state, "down", "frrown")
 	e.assertClean()

@@ -65,6 +65,12 @@ func TestLiveChanges(t *testing.T) {
 	path := writeTopo(t, liveTopo(abc, ab+bc+lan2, nil))
 	mustTrellis(t, e.state, "up", path)
 	b20 := map[string]string{"b:eth2": "10.0.2.20/24"}
+	var aEth1 string // a's eth1 as `ip -o link` shows it, before the bridge's MTU changes
+	ifIndex := func(t *testing.T, node, ifname string) string {
+		out := mustExec(t, e.state, "live", node, "ip", "-o", "link", "show", ifname)
+		index, _, _ := strings.Cut(out, ":")
+		return index
+	}
 	steps := []struct {
 		name     string
 		nodes    []string
@@ -103,12 +109,21 @@ func TestLiveChanges(t *testing.T) {
 				if l := info.link(t, "a:eth1--b:eth1"); l.Connector != "bridge" || l.Bridge == "" {
 					t.Errorf("link a-b: connector %s, bridge %q", l.Connector, l.Bridge)
 				}
+				aEth1 = ifIndex(t, "a", "eth1")
 			}},
-		{"address of a link interface", abcd, ab + "    connector: bridge\n" + bc + "    mtu: 1400\n" + lan3 + cd, b20,
+		{"MTU of a bridge", abcd, ab + "    connector: bridge\n    mtu: 9000\n" + bc + "    mtu: 1400\n" + lan3 + cd, nil,
+			[]string{"~ link a:eth1--b:eth1: mtu default -> 9000\n"}, nil, [][2]string{{"b", "10.0.1.1"}},
+			func(t *testing.T, info *netInfo) { // live: the same interface, and full-size frames cross
+				if got := ifIndex(t, "a", "eth1"); got != aEth1 {
+					t.Errorf("a's eth1 has ifindex %s, was %s: made anew", got, aEth1)
+				}
+				mustExec(t, e.state, "live", "a", "ping", "-c", "1", "-W", "5", "-M", "do", "-s", "8972", "10.0.1.2")
+			}},
+		{"address of a link interface", abcd, ab + "    connector: bridge\n    mtu: 9000\n" + bc + "    mtu: 1400\n" + lan3 + cd, b20,
 			[]string{"addresses of b:eth2 [10.0.2.2/24] -> [10.0.2.20/24]"}, nil, [][2]string{{"c", "10.0.2.20"}}, nil},
-		{"remove a node, its link and a LAN member", abc, ab + "    connector: bridge\n" + bc + "    mtu: 1400\n" + lan2, b20,
+		{"remove a node, its link and a LAN member", abc, ab + "    connector: bridge\n    mtu: 9000\n" + bc + "    mtu: 1400\n" + lan2, b20,
 			[]string{"- node d", "- link c:eth2--d:eth1", "member c:eth3 removed"}, nil, [][2]string{{"a", "10.0.9.2"}}, nil},
-		{"a node's own settings restart it alone", []string{"a", "b", "c:    sysctl:\n      net.ipv4.ip_forward: 0\n"}, ab + "    connector: bridge\n" + bc + "    mtu: 1400\n" + lan2, b20,
+		{"a node's own settings restart it alone", []string{"a", "b", "c:    sysctl:\n      net.ipv4.ip_forward: 0\n"}, ab + "    connector: bridge\n    mtu: 9000\n" + bc + "    mtu: 1400\n" + lan2, b20,
 			[]string{"! node c (restarts): sysctl changed"}, []string{"c"}, [][2]string{{"c", "10.0.2.20"}}, nil},
 	}
 	for _, s := range steps {

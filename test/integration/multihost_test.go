@@ -301,6 +301,8 @@ links:
 		}
 	})
 
+	t.Run("mtu changed live", func(t *testing.T) { checkTunnelMTULive(t, m, name, tunnel, fit) })
+
 	for i := 1; i <= 3; i++ {
 		m.trellis(t, i, "down", name)
 	}

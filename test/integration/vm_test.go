@@ -86,7 +86,8 @@ nodes:
 
 // TestVMNode checks a VM node beside containers: ARP, IPv6 ND and ping over a shortbridge, exec
 // in the guest, the VM's knobs on QEMU's threads and its NICs, inspect, a rate cap, a link added
-// live (hot-plugged), kill -9 of QEMU noticed and repaired by up, and down leaving nothing.
+// live (hot-plugged), a link's MTU changed (the VM's NIC plugged anew), kill -9 of QEMU noticed
+// and repaired by up, and down leaving nothing.
 func TestVMNode(t *testing.T) {
 	needQEMU(t)
 	e := start(t)
@@ -206,6 +207,8 @@ func TestVMNode(t *testing.T) {
 			t.Errorf("adding a link restarted the VM (pid %d -> %d)", pid, got)
 		}
 	})
+
+	t.Run("mtu", func(t *testing.T) { vmMTU(t, e.state, path) })
 
 	t.Run("kill -9", func(t *testing.T) {
 		if err := syscall.Kill(vmPID(t, e.state), syscall.SIGKILL); err != nil {

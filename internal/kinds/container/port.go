@@ -38,31 +38,57 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 	if err := netdev.Add(veth); err != nil {
 		return nil, fmt.Errorf("port %s for %s: %w", p.Name, p, err)
 	}
-	if err := configure(ns, n, p, nil); err != nil {
+	if err := configure(ns, n, p, nil, true); err != nil {
 		return nil, err
 	}
 	return netdev.ByName(p.Name)
 }
 
-// Configure gives a node's virtual interface the port's addresses, removes those of placed
-// (put there by trellis before) that the port no longer has, sets its sysctls, and brings it
-// up. Addresses trellis did not place (zebra's, a user's, the kernel's) stay.
-func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, placed []string) error {
+// Configure gives a node's virtual interface the port's addresses and removes those of
+// placed (put there by trellis before) that the port no longer has; with whole, it also sets
+// the interface's sysctls and brings it up (a port found after an interrupted change).
+// Addresses trellis did not place (zebra's, a user's, the kernel's) stay.
+func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, placed []string, whole bool) error {
 	ns, err := openNS(in.PID)
 	if err != nil {
 		return err
 	}
 	defer ns.Close()
-	return configure(ns, n, p, placed)
+	return configure(ns, n, p, placed, whole)
 }
 
-// configure sets an interface's sysctls (duplicate address detection off, since addresses
-// come from the topology and detection would hold a router's IPv6 forwarding back for seconds,
-// unless the file says otherwise; then the file's sysctls for this interface), removes the
-// addresses of placed that the port no longer has, adds its addresses, and brings it up.
-func configure(ns *nodeNS, n *plan.Node, p plan.Port, placed []string) error {
-	if err := ns.sysctl(n.IfaceSysctls(p.Ifname)); err != nil {
+// SetMTU sets the MTU of a node's virtual interface in place: the same interface, with what
+// the node's software set on it (kinds.MTUSetter).
+func (Kind) SetMTU(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, mtu int) error {
+	ns, err := openNS(in.PID)
+	if err != nil {
 		return err
+	}
+	defer ns.Close()
+	link, err := ns.nl.LinkByName(p.Ifname)
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", p.Ifname, err)
+	}
+	if link.Attrs().MTU == mtu {
+		return nil
+	}
+	if err := ns.nl.LinkSetMTU(link, mtu); err != nil {
+		return fmt.Errorf("interface %s: mtu %d: %w", p.Ifname, mtu, err)
+	}
+	return nil
+}
+
+// configure sets an interface's addresses: removes the addresses of placed that the port no
+// longer has and adds its addresses. With whole (a new interface, or one an interrupted change
+// may have left half configured) it first sets the interface's sysctls (duplicate address
+// detection off, since addresses come from the topology and detection would hold a router's
+// IPv6 forwarding back for seconds, unless the file says otherwise; then the file's sysctls
+// for this interface), and at the end brings it up.
+func configure(ns *nodeNS, n *plan.Node, p plan.Port, placed []string, whole bool) error {
+	if whole {
+		if err := ns.sysctl(n.IfaceSysctls(p.Ifname)); err != nil {
+			return err
+		}
 	}
 	link, err := ns.nl.LinkByName(p.Ifname)
 	if err != nil {
@@ -74,6 +100,9 @@ func configure(ns *nodeNS, n *plan.Node, p plan.Port, placed []string) error {
 	}
 	if err := ns.addAddresses(link, p.Addresses); err != nil {
 		return err
+	}
+	if !whole {
+		return nil
 	}
 	if err := ns.nl.LinkSetUp(link); err != nil {
 		return fmt.Errorf("interface %s: %w", p.Ifname, err)

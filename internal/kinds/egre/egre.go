@@ -72,7 +72,8 @@ func (Kind) Ensure(ctx context.Context, env *kinds.Env, l *plan.Link, ports []ne
 	return m, nil
 }
 
-// tunnelPort makes (or finds) a tunnel port's veth pair and brings both ends up.
+// tunnelPort makes (or finds) a tunnel port's veth pair with the link's MTU (set in place on
+// both ends of a pair found with another: the link's MTU changed) and brings both ends up.
 func tunnelPort(t plan.Tunnel, mtu int) (dev, encap netlink.Link, err error) {
 	if dev, err = netdev.ByName(t.Device); err != nil {
 		return nil, nil, err
@@ -82,6 +83,8 @@ func tunnelPort(t plan.Tunnel, mtu int) (dev, encap netlink.Link, err error) {
 		if err := netlink.LinkAdd(veth); err != nil {
 			return nil, nil, fmt.Errorf("tunnel port %s to %s: %w", t.Device, t.Host, err)
 		}
+	} else if err := netdev.SetMTU(mtu, t.Device, t.Encap); err != nil {
+		return nil, nil, fmt.Errorf("tunnel port to %s: %w", t.Host, err)
 	}
 	if dev, err = netdev.UpQuiet(t.Device); err != nil {
 		return nil, nil, err

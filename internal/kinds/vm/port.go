@@ -15,13 +15,21 @@ import (
 
 // Port returns the tap of a virtual interface, made at start and held by QEMU, and configures the
 // guest's interface. A port the VM did not start with (a link added live) is hot-plugged: a
-// new tap and virtio-net device through QEMU's monitor.
+// new tap and virtio-net device through QEMU's monitor; so is, anew, a port whose MTU is not
+// the link's (the link's MTU changed): a virtio NIC's MTU ceiling (host_mtu) is fixed when it
+// is plugged, so the VM is no kinds.MTUSetter.
 func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, mtu int) (netlink.Link, error) {
 	dev, err := netdev.ByName(p.Name)
 	if err != nil {
 		return nil, err
 	}
-	if dev == nil {
+	want := mtu
+	if want == 0 {
+		want = defaultMTU
+	}
+	if dev == nil || dev.Attrs().MTU != want {
+		// hotplug unplugs the NIC before it deletes its devices: QEMU may end when a
+		// device it uses goes first.
 		if err := hotplug(ctx, env, n.Name, newPort(p, mtu, n.VM)); err != nil {
 			return nil, fmt.Errorf("port %s for %s: %w", p.Name, p, err)
 		}
@@ -32,24 +40,25 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 			return nil, err
 		}
 	}
-	if mtu > 0 && dev.Attrs().MTU != mtu {
-		if err := netlink.LinkSetMTU(dev, mtu); err != nil {
-			return nil, fmt.Errorf("port %s: %w", p.Name, err)
-		}
-	}
-	if err := configure(ctx, env, n, p, mtu, nil); err != nil {
+	if err := configure(ctx, env, n, p, mtu, nil, true); err != nil {
 		return nil, err
 	}
 	return dev, nil
 }
 
-// Configure gives the guest's interface the port's addresses, removes those of placed (put
-// there by trellis before) that the port no longer has, sets its sysctls, and brings it up.
-func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, placed []string) error {
-	return configure(ctx, env, n, p, 0, placed)
+// defaultMTU is a tap's or veth's MTU when the link gives none: the kernel's.
+const defaultMTU = 1500
+
+// Configure gives the guest's interface the port's addresses and removes those of placed (put
+// there by trellis before) that the port no longer has; with whole, it also sets the
+// interface's sysctls and brings it up. A VM is no kinds.MTUSetter: its NIC's MTU ceiling
+// (virtio-net's host_mtu) is fixed when the NIC is plugged, and a guest without the agent
+// learns its MTU only then, so a link's new MTU plugs its NICs anew (Port).
+func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, placed []string, whole bool) error {
+	return configure(ctx, env, n, p, 0, placed, whole)
 }
 
-func configure(ctx context.Context, env *kinds.Env, n *plan.Node, p plan.Port, mtu int, placed []string) error {
+func configure(ctx context.Context, env *kinds.Env, n *plan.Node, p plan.Port, mtu int, placed []string, whole bool) error {
 	if !n.VM.Agent() { // the user's guest configures its own interfaces
 		return nil
 	}
@@ -58,10 +67,11 @@ func configure(ctx context.Context, env *kinds.Env, n *plan.Node, p plan.Port, m
 		return err
 	}
 	defer c.Close()
-	_, err = c.Do(ctx, &guest.Request{Op: "configure", Iface: &guest.Iface{
-		MAC: p.MAC, Name: p.Ifname, MTU: mtu, Addresses: p.Addresses, Placed: placed, Sysctl: n.IfaceSysctls(p.Ifname),
-	}})
-	if err != nil {
+	iface := &guest.Iface{MAC: p.MAC, Name: p.Ifname, Addresses: p.Addresses, Placed: placed, AddressesOnly: !whole}
+	if whole {
+		iface.MTU, iface.Sysctl = mtu, n.IfaceSysctls(p.Ifname)
+	}
+	if _, err = c.Do(ctx, &guest.Request{Op: "configure", Iface: iface}); err != nil {
 		return fmt.Errorf("interface %s of %s: %w", p.Ifname, n.Name, err)
 	}
 	return nil

@@ -64,7 +64,7 @@ func wire(p *vmPort) error {
 	var err error
 	switch p.Interconnect {
 	case spec.InterconnectTap:
-		p.files, err = openTap(p.Name, p.Queues)
+		p.files, err = openTap(p.Name, p.Queues, p.MTU)
 	default:
 		p.files, err = wireVeth(*p)
 	}
@@ -92,16 +92,16 @@ func wireVeth(p vmPort) ([]*os.File, error) {
 		if err := makeBridge(p, lower); err != nil {
 			return nil, err
 		}
-		return openTap(p.tapName(), p.Queues)
+		return openTap(p.tapName(), p.Queues, p.MTU)
 	}
 	return makeMacvtap(p, lower)
 }
 
-// openTap makes tap name, with a queue per queue pair, and returns the queues' files. The tap
-// goes when the last of them is closed (its QEMU ended). Its owner and group are root: no one
+// openTap makes tap name with MTU mtu (0: the kernel's) and a queue per queue pair, and returns
+// the queues' files. The tap goes when the last of them is closed (its QEMU ended). Its owner and group are root: no one
 // else may attach a queue to it (one without, as QEMU made them, takes a queue from anyone
 // who may open /dev/net/tun, world-writable on Debian, and with it the VM's frames).
-func openTap(name string, queues int) ([]*os.File, error) {
+func openTap(name string, queues, mtu int) ([]*os.File, error) {
 	flags := netlink.TUNTAP_NO_PI | netlink.TUNTAP_VNET_HDR
 	if queues > 1 {
 		flags |= netlink.TUNTAP_MULTI_QUEUE
@@ -109,6 +109,10 @@ func openTap(name string, queues int) ([]*os.File, error) {
 	tap := &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: name}, Mode: netlink.TUNTAP_MODE_TAP,
 		Flags: flags, Queues: max(queues, 1), NonPersist: true, Owner: 0, Group: 0}
 	if err := netlink.LinkAdd(tap); err != nil {
+		return nil, fmt.Errorf("%w: tap %s: %v", ErrWire, name, err)
+	}
+	if err := netdev.SetMTU(mtu, name); err != nil { // the link's (a tap is made with 1500)
+		closeAll(tap.Fds)
 		return nil, fmt.Errorf("%w: tap %s: %v", ErrWire, name, err)
 	}
 	return tap.Fds, nil

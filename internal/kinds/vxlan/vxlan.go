@@ -47,6 +47,8 @@ func (Kind) Ensure(ctx context.Context, env *kinds.Env, l *plan.Link, ports []ne
 		if err := create(env.Plan, l); err != nil {
 			return kinds.Members{}, err
 		}
+	} else if err := netdev.SetMTU(l.MTU, t.Device); err != nil { // the link's MTU changed
+		return kinds.Members{}, fmt.Errorf("VXLAN device: %w", err)
 	}
 	if err := guard(env, l.Tunnels, true); err != nil {
 		return kinds.Members{}, err
