@@ -13,6 +13,7 @@ import (
 
 //go:generate env CGO_ENABLED=0 go build -trimpath -buildvcs=false "-ldflags=-s -w" -o nodeinit.bin ./nodeinit/trellis-node-init
 //go:generate gcc -static -O2 -s -Wl,--build-id=none -o enter.bin ./enter/enter.c
+//go:generate gcc -static -O2 -s -Wl,--build-id=none -o pid1.bin ./pid1/pid1.c
 
 // initProgram is the node's init (package nodeinit), built by go generate: a small program
 // that starts in a fraction of the time the trellis binary takes, with its hundreds of packages
@@ -28,9 +29,21 @@ var initProgram []byte
 //go:embed enter.bin
 var enterProgram []byte
 
+// pid1Program is what the node's init becomes once it has set the node up (pid1/pid1.c), built
+// static by go generate: written in C because a Go program always runs several threads, each
+// one of the host's tasks, where this one is a single task, and keeps a few pages of memory
+// where the Go init kept about half a megabyte.
+//
+//go:embed pid1.bin
+var pid1Program []byte
+
 // initFile returns a sealed in-memory file holding initProgram, made once per process: every
 // node's init is executed from it (its /proc/1/exe).
 var initFile = sync.OnceValues(func() (*os.File, error) { return sealedFile("trellis-node-init", initProgram) })
+
+// pid1File returns a sealed in-memory file holding pid1Program, made once per process: every
+// node's init executes it once it has set the node up (its /proc/1/exe from then on).
+var pid1File = sync.OnceValues(func() (*os.File, error) { return sealedFile("trellis-node-pid1", pid1Program) })
 
 // sealedFile returns an in-memory file holding program. Sealed, it cannot be changed, by a
 // node's root or anyone; its mode is 0555.

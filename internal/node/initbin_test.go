@@ -26,26 +26,36 @@ func TestInitProgramIsBuilt(t *testing.T) {
 	}
 }
 
-// The embedded enter program must be what its source builds to: a change to enter/enter.c
-// needs `go generate ./internal/node` (gcc and libc6-dev's static libc.a).
-func TestEnterProgramIsBuilt(t *testing.T) {
+// The embedded C programs must be what their sources build to: a change to enter/enter.c or
+// pid1/pid1.c needs `go generate ./internal/node` (gcc and libc6-dev's static libc.a).
+func TestCProgramsAreBuilt(t *testing.T) {
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
-		t.Fatalf("gcc builds the enter program: install gcc and libc6-dev (apt-get install gcc libc6-dev): %v", err)
+		t.Fatalf("gcc builds the enter and pid1 programs: install gcc and libc6-dev (apt-get install gcc libc6-dev): %v", err)
 	}
-	out := filepath.Join(t.TempDir(), "enter")
-	cmd := exec.Command(gcc, "-static", "-O2", "-s", "-Wl,--build-id=none", "-o", out, "./enter/enter.c")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the enter program (a static build needs libc6-dev's libc.a): %v\n%s", err, msg)
-	}
-	built, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(built, enterProgram) {
-		version, _ := exec.Command(gcc, "--version").Output()
-		first, _, _ := bytes.Cut(version, []byte("\n"))
-		t.Fatalf("enter.bin (%d bytes) is not what enter/enter.c builds to with %s (%d bytes): run `go generate ./internal/node`", len(enterProgram), first, len(built))
+	for _, c := range []struct {
+		bin, src string
+		embedded []byte
+	}{
+		{"enter.bin", "./enter/enter.c", enterProgram},
+		{"pid1.bin", "./pid1/pid1.c", pid1Program},
+	} {
+		t.Run(c.bin, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), c.bin)
+			cmd := exec.Command(gcc, "-static", "-O2", "-s", "-Wl,--build-id=none", "-o", out, c.src)
+			if msg, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("building %s (a static build needs libc6-dev's libc.a): %v\n%s", c.src, err, msg)
+			}
+			built, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(built, c.embedded) {
+				version, _ := exec.Command(gcc, "--version").Output()
+				first, _, _ := bytes.Cut(version, []byte("\n"))
+				t.Fatalf("%s (%d bytes) is not what %s builds to with %s (%d bytes): run `go generate ./internal/node`", c.bin, len(c.embedded), c.src, first, len(built))
+			}
+		})
 	}
 }
 

@@ -3,9 +3,10 @@
 //
 // A node is held by one init process (package nodeinit, embedded here built) in fresh
 // namespaces: trellis's node spawner (spawner.go) makes the node's private file system and
-// starts the init, which sets up its
-// /proc, /sys and files, reports that it is ready, then stays as PID 1 of the node, reaping orphans. Killing it ends the node: the kernel
-// kills every process of the PID namespace and frees the network namespace with its interfaces.
+// starts the init, which sets up its /proc, /sys and files, then executes pid1 (pid1/pid1.c),
+// a single-threaded program that reports that the node is ready and stays as PID 1 of the
+// node, its orphans reaped by the kernel. Killing it ends the node: the kernel kills every
+// process of the PID namespace and frees the network namespace with its interfaces.
 package node
 
 import (
@@ -23,11 +24,9 @@ import (
 // process as a node of one network of one state directory, so that it can be found again.
 const InitArg0 = nodeinit.InitArg0
 
-// InitTasks is how many of the host's tasks (pids) an idle node's init holds: its threads.
-// The init program (package nodeinit) sleeps with three, its main thread, the Go runtime's
-// monitor and the thread the runtime starts with; about one init in five keeps a fourth it
-// needed while it set the node up (1000-node chain: 809 with three, 191 with four).
-const InitTasks = 4
+// InitTasks is how many of the host's tasks (pids) an idle node's init holds: pid1
+// (pid1/pid1.c), single-threaded, which the init program executes once it has set the node up.
+const InitTasks = 1
 
 // JoinArg is the hidden sub-command that joins a node's control groups on the host, then
 // enters the node through the enter program (Command).

@@ -98,9 +98,14 @@ func release(s *spawner) {
 	})
 }
 
-// startSpawner starts a spawner from the init program, with its end of a socket pair.
+// startSpawner starts a spawner from the init program, with its end of a socket pair and the
+// programs a node's init runs (the init program, then pid1: nodeinit.SpawnerArg0).
 func startSpawner() (*spawner, error) {
 	exe, err := initFile()
+	if err != nil {
+		return nil, err
+	}
+	pid1, err := pid1File()
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +124,7 @@ func startSpawner() (*spawner, error) {
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/fd/4", // exe, in the child
 		Args:       []string{nodeinit.SpawnerArg0},
-		ExtraFiles: []*os.File{theirs, exe}, // fds 3 and 4
+		ExtraFiles: []*os.File{theirs, exe, pid1}, // fds 3, 4 and 5
 		Stderr:     os.Stderr,
 		Env:        []string{"GOMAXPROCS=2"},
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/node"
 )
 
 func TestHundredNetworks(t *testing.T) {
@@ -60,8 +62,8 @@ func TestUpRefusesWhatPidMaxCannotHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Four tasks per node (node.InitTasks): n nodes need more than pid_max holds at all.
-	n := max/4 + 1
+	// node.InitTasks per node: n nodes need more than pid_max holds at all.
+	n := max/node.InitTasks + 1
 	if n > 20000 {
 		t.Skipf("kernel.pid_max is %d: a network too large for it takes too long to check", max)
 	}

@@ -31,7 +31,7 @@ const NotReady = "not-ready"
 // Kind is the container node kind.
 type Kind struct{}
 
-// Tasks is what a node holds of the host's tasks while idle: its init's threads. What the
+// Tasks is what a node holds of the host's tasks while idle: its init, one task. What the
 // node's own programs start comes on top, within its pids limit.
 func (Kind) Tasks(*plan.Node) int { return node.InitTasks }
 

@@ -1,11 +1,15 @@
-// Package nodeinit is the program that runs as PID 1 of every container node, kept apart from
-// the rest of trellis so that starting it is cheap: it imports the standard library and x/sys/unix only, and trellis embeds it built
-// (package node, `go generate ./internal/node`) and starts it from memory for each node. The
-// trellis binary, with its many packages to initialise, would take ten times longer to start.
+// Package nodeinit is the program that sets up every container node as its PID 1, kept apart
+// from the rest of trellis so that starting it is cheap: it imports the standard library and
+// x/sys/unix only, and trellis embeds it built (package node, `go generate ./internal/node`)
+// and starts it from memory for each node. The trellis binary, with its many packages to
+// initialise, would take ten times longer to start.
 //
-// The init sets the node up inside its namespaces, reports that it is ready, then stays as PID 1
-// of the node, reaping orphans. Killing it ends the node: the kernel kills every process of the
-// PID namespace and frees the network namespace with its interfaces.
+// The init sets the node up inside its namespaces, then executes pid1 (package node,
+// pid1/pid1.c) in its place: a single-threaded C program that reports that the node is ready
+// and stays as PID 1 of the node, its children reaped by the kernel. A Go program cannot stay
+// instead: it always runs several threads, each one of the host's tasks. Killing PID 1 ends
+// the node: the kernel kills every process of the PID namespace and frees the network
+// namespace with its interfaces.
 package nodeinit
 
 import (
@@ -13,9 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -70,10 +72,12 @@ func Main() {
 }
 
 // initMain is the node init process (PID 1 of the node), started by trellis in the node's user
-// namespace with its mounts made and locked. It never returns.
+// namespace with its mounts made and locked. It never returns: once the node is set up it
+// executes pid1 (fd 5), which reports the node ready on fd 3.
 func initMain() {
 	ready := os.NewFile(3, "ready")
 	unix.Close(4) // the program it was executed from
+	unix.CloseOnExec(5)
 	var cfg Config
 	err := json.NewDecoder(os.Stdin).Decode(&cfg)
 	if err == nil && unix.Gettid() != unix.Getpid() {
@@ -88,15 +92,22 @@ func initMain() {
 	if err == nil {
 		err = setup(cfg)
 	}
-	if err != nil {
-		fmt.Fprintf(ready, "error: %v\n", err)
-		os.Exit(1)
+	if err == nil {
+		err = execPID1()
 	}
-	if _, err := fmt.Fprint(ready, "ok\n"); err != nil {
-		os.Exit(1) // trellis is gone: it would never mark this node ready
+	fmt.Fprintf(ready, "error: %v\n", err)
+	os.Exit(1)
+}
+
+// execPID1 executes pid1 in place of the init, with the same command line (the node's marker)
+// and the ready pipe as its fd 3; its standard input, the configuration pipe, becomes
+// /dev/null (its standard output). It returns only if the exec failed. The node's /proc,
+// through which it executes fd 5, is the one setup mounted: nothing else of the node runs yet.
+func execPID1() error {
+	if err := unix.Dup3(1, 0, 0); err != nil {
+		return fmt.Errorf("pid1: %w", err)
 	}
-	ready.Close()
-	idle()
+	return fmt.Errorf("executing pid1: %w", syscall.Exec("/proc/self/fd/5", os.Args, nil))
 }
 
 func setup(cfg Config) error {
@@ -137,17 +148,4 @@ func loopbackUp() error {
 		err = unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 	}
 	return err
-}
-
-// idle is the init's life once the node is set up: it sleeps, as PID 1, for good. Daemons
-// started in the node are reparented to it when their parent exits, and the kernel reaps them
-// when they end, because the init ignores SIGCHLD. No signal handler goroutine, no wait loop:
-// the sleeping init holds three threads (its main thread, the Go runtime's monitor and one it
-// starts with), where a wait loop woken through os/signal, on a locked thread, held six or
-// seven, which put 5000 nodes over the host's default pid_max (32768).
-func idle() {
-	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGCHLD)
-	for {
-		time.Sleep(24 * time.Hour)
-	}
 }

@@ -20,7 +20,8 @@ import (
 // each node's init from its own small address space.
 //
 // Trellis and the spawner talk over a SOCK_SEQPACKET socket pair (the spawner's end is its fd
-// 3; the init program's sealed file is its fd 4): one message per SpawnRequest, carrying the
+// 3; the init program's sealed file is its fd 4, pid1's (package node, pid1/pid1.c) its fd 5,
+// both passed on to every init at the same numbers): one message per SpawnRequest, carrying the
 // init's configuration pipe (read end), its ready pipe (write end) and, on cgroup v2, the node's
 // group directory as SCM_RIGHTS; one SpawnReply per request, in any order. The spawner exits
 // when trellis closes its end (or dies); inits it started then go to the host's init, as they
@@ -67,6 +68,7 @@ func spawnerMain() {
 	// Nothing of the spawner's may reach an init: a node's root must not talk to it.
 	unix.CloseOnExec(3)
 	unix.CloseOnExec(4)
+	unix.CloseOnExec(5)
 	devnull, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", SpawnerArg0, err)
@@ -96,7 +98,7 @@ func spawnerMain() {
 			if req.Cgroup {
 				cg = fds[2]
 			}
-			pid, err := spawnOne(req, []uintptr{uintptr(fds[0]), uintptr(devnull), uintptr(devnull), uintptr(fds[1]), 4}, cg)
+			pid, err := spawnOne(req, []uintptr{uintptr(fds[0]), uintptr(devnull), uintptr(devnull), uintptr(fds[1]), 4, 5}, cg)
 			r := SpawnReply{ID: req.ID, PID: pid}
 			if err != nil {
 				r.Err = err.Error()
@@ -144,7 +146,7 @@ func reply(r SpawnReply) {
 
 // spawnOne makes the node's file system on a thread of its own in a new mount namespace
 // (mountPrivate), then starts the init from that thread in the node's namespaces, its user
-// namespace mapped onto req.UIDBase, with files as its fds 0 to 4 and, if cgroupFD >= 0,
+// namespace mapped onto req.UIDBase, with files as its fds 0 to 5 and, if cgroupFD >= 0,
 // straight into that cgroup v2 group. The init's mount namespace is a copy made for a less
 // privileged user namespace, so the kernel locks every mount in it: the node's root cannot
 // unmount its private directories to reach the host's beneath. The thread ends with its
@@ -179,7 +181,7 @@ func spawnOne(req SpawnRequest, files []uintptr, cgroupFD int) (int, error) {
 			attr.UseCgroupFD, attr.CgroupFD = true, cgroupFD
 		}
 		pid, err := syscall.ForkExec("/proc/self/fd/4", req.Marker, &syscall.ProcAttr{
-			Env:   []string{"GOMAXPROCS=1", "GOGC=400"}, // the init mostly sleeps: keep it small
+			Env:   []string{"GOMAXPROCS=1", "GOGC=400"}, // the init lives only while it sets the node up
 			Files: files,
 			Sys:   attr,
 		})
