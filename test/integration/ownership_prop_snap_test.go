@@ -12,25 +12,33 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // propSnap is what the property test reads inside a node after each step.
 //
-// Neighbours age, so only what is stable is kept: PERMANENT entries exactly (ip, lladdr,
-// interface), and the set of neighbours that answer (REACHABLE, STALE, DELAY or PROBE: one
-// state moves to the next as entries age and are used, but the entry stays, because the
-// kernel's periodic garbage collection leaves a table of fewer than gc_thresh1 (128) entries
-// alone, and a used STALE entry of a neighbour that still answers becomes REACHABLE again).
-// An entry leaves that set only when its neighbour stops answering (FAILED) or its interface
-// loses its carrier, and joins it when the node first talks to a new neighbour: neither
-// happens in a node that a step did not aim at.
+// Neighbours age, so only what is stable is compared. PERMANENT entries never change by
+// themselves: they are compared exactly (ip, lladdr, interface). Entries that answer
+// (REACHABLE, STALE, DELAY, PROBE: one state moves to the next as an entry ages and is used)
+// come and go by themselves in two ways. A routing daemon makes one whenever it first talks
+// to a neighbour unicast (ospf6d retransmitting to a link-local address when LSAs flood after
+// a change anywhere), so new entries are allowed. And the kernel's neighbour tables are one
+// per machine, shared by every namespace: once all of them together hold more than
+// gc_thresh1 (128) entries, which other networks on a shared machine bring about, the kernel
+// collects any entry not used for gc_stale_time (60 s). So an entry that answered before a
+// step must still be there after it only if it cannot have been collected meanwhile: if it
+// was used less than gc_stale_time before the second read. Trellis flushing a node's
+// neighbours would take a carrier loss or an interface set down: each interface's carrier
+// changes counter, compared exactly, shows either.
 type propSnap struct {
-	Ifs    map[string]propIf   // interface name -> its index, MTU and admin state
-	Addrs  map[string][]string // interface name -> addresses, sorted
-	Routes []string            // every route of every table, IPv4 and IPv6, sorted
-	Perm   []string            // PERMANENT neighbours: "ip lladdr dev"
-	Neigh  []string            // neighbours that answer: "ip dev"
-	OSPF   [][2]string         // a router's OSPFv2 neighbours: router id, state (not compared)
+	At      time.Time           // when it was read
+	Ifs     map[string]propIf   // interface name -> its index, MTU and admin state
+	Carrier map[string]string   // interface name -> its carrier changes counter
+	Addrs   map[string][]string // interface name -> addresses, sorted
+	Routes  []string            // every route of every table, IPv4 and IPv6, sorted
+	Perm    []string            // PERMANENT neighbours: "ip lladdr dev"
+	Neigh   map[string]int      // neighbours that answer: "ip dev" -> seconds since last used
+	OSPF    [][2]string         // a router's OSPFv2 neighbours: router id, state (not compared)
 }
 
 // propIf is an interface: Index 0 in an expectation means "any index" (made anew).
@@ -44,7 +52,7 @@ func (i propIf) String() string { return fmt.Sprintf("#%d mtu %d up=%v", i.Index
 
 // propRead is the one command that reads a node: its output's parts are split on "@@"; a
 // router's OSPFv2 neighbours come last (FRR's vtysh, or BIRD's birdc on r4).
-const propRead = `ip -j link show; echo @@; ip -j addr show; echo @@; ip -4 route show table all; echo @@; ip -6 route show table all; echo @@; ip -j neigh show nud all; echo @@; `
+const propRead = `ip -j link show; echo @@; ip -j addr show; echo @@; ip -4 route show table all; echo @@; ip -6 route show table all; echo @@; ip -s -j neigh show nud all; echo @@; grep -H . /sys/class/net/*/carrier_changes; echo @@; `
 
 func propReadCmd(node string) string {
 	switch {
@@ -66,8 +74,8 @@ func readProp(t *testing.T, state, node string) (propSnap, error) {
 		return propSnap{}, fmt.Errorf("%s: reading the node: %v\n%s", node, err, errOut)
 	}
 	parts := strings.Split(out, "@@")
-	if len(parts) != 6 {
-		return propSnap{}, fmt.Errorf("%s: reading the node: %d parts, want 6", node, len(parts))
+	if len(parts) != 7 {
+		return propSnap{}, fmt.Errorf("%s: reading the node: %d parts, want 7", node, len(parts))
 	}
 	var links []struct {
 		Ifname  string   `json:"ifname"`
@@ -86,6 +94,7 @@ func readProp(t *testing.T, state, node string) (propSnap, error) {
 		Dst    string   `json:"dst"`
 		Dev    string   `json:"dev"`
 		Lladdr string   `json:"lladdr"`
+		Used   int      `json:"used"`
 		State  []string `json:"state"`
 	}
 	for i, v := range []any{&links, &addrs, &neigh} {
@@ -97,7 +106,13 @@ func readProp(t *testing.T, state, node string) (propSnap, error) {
 			return propSnap{}, fmt.Errorf("%s: %v\n%s", node, err, part)
 		}
 	}
-	s := propSnap{Ifs: map[string]propIf{}, Addrs: map[string][]string{}}
+	s := propSnap{At: time.Now(), Ifs: map[string]propIf{}, Carrier: map[string]string{}, Addrs: map[string][]string{}, Neigh: map[string]int{}}
+	for _, l := range strings.Fields(parts[5]) { // /sys/class/net/IF/carrier_changes:N
+		if f := strings.Split(l, "/"); len(f) == 6 {
+			_, n, _ := strings.Cut(f[5], ":")
+			s.Carrier[f[4]] = n
+		}
+	}
 	for _, l := range links {
 		s.Ifs[l.Ifname] = propIf{Index: l.Ifindex, MTU: l.MTU, Up: slices.Contains(l.Flags, "UP")}
 	}
@@ -112,12 +127,15 @@ func readProp(t *testing.T, state, node string) (propSnap, error) {
 		// A multipath route's next hops follow it on lines of their own, indented.
 		for _, l := range strings.Split(strings.ReplaceAll(strings.TrimSpace(part), "\n\t", " "), "\n") {
 			if l = strings.Join(strings.Fields(l), " "); l != "" {
-				s.Routes = append(s.Routes, expires.ReplaceAllString(nhid.ReplaceAllString(l, ""), ""))
+				// in any order: zebra installs a group's next hops as its SPF run lists them
+				hops := strings.Split(expires.ReplaceAllString(nhid.ReplaceAllString(l, ""), ""), " nexthop ")
+				slices.Sort(hops[1:])
+				s.Routes = append(s.Routes, strings.Join(hops, " nexthop "))
 			}
 		}
 	}
 	slices.Sort(s.Routes)
-	for _, l := range strings.Split(parts[5], "\n") {
+	for _, l := range strings.Split(parts[6], "\n") {
 		// "10.255.0.2  1 Full/DR ..." (vtysh), "10.255.0.1  1  Full/Other ..." (birdc)
 		if f := strings.Fields(l); len(f) > 3 && strings.Count(f[0], ".") == 3 && strings.Contains(f[2], "/") {
 			s.OSPF = append(s.OSPF, [2]string{f[0], f[2]})
@@ -128,11 +146,10 @@ func readProp(t *testing.T, state, node string) (propSnap, error) {
 		case slices.Contains(n.State, "PERMANENT"):
 			s.Perm = append(s.Perm, fmt.Sprintf("%s %s %s", n.Dst, n.Lladdr, n.Dev))
 		case slices.ContainsFunc(n.State, func(st string) bool { return st == "REACHABLE" || st == "STALE" || st == "DELAY" || st == "PROBE" }):
-			s.Neigh = append(s.Neigh, n.Dst+" "+n.Dev)
+			s.Neigh[n.Dst+" "+n.Dev] = n.Used
 		}
 	}
 	slices.Sort(s.Perm)
-	slices.Sort(s.Neigh)
 	return s, nil
 }
 
@@ -157,8 +174,8 @@ func readPropAll(t *testing.T, state string, nodes []string) map[string]propSnap
 
 // clone returns a deep copy of s, to be changed into an expectation.
 func (s propSnap) clone() propSnap {
-	c := propSnap{Ifs: maps.Clone(s.Ifs), Addrs: map[string][]string{}, Routes: slices.Clone(s.Routes),
-		Perm: slices.Clone(s.Perm), Neigh: slices.Clone(s.Neigh)}
+	c := propSnap{At: s.At, Ifs: maps.Clone(s.Ifs), Carrier: maps.Clone(s.Carrier), Addrs: map[string][]string{},
+		Routes: slices.Clone(s.Routes), Perm: slices.Clone(s.Perm), Neigh: maps.Clone(s.Neigh)}
 	for k, v := range s.Addrs {
 		c.Addrs[k] = slices.Clone(v)
 	}
@@ -169,8 +186,12 @@ func (s propSnap) clone() propSnap {
 const (
 	cmpNow     = iota // right after a change: interfaces, addresses and permanent neighbours
 	cmpAimed          // a node the step aimed at, settled: cmpNow and its routes
-	cmpUntouch        // a node the step did not aim at, settled: all of propSnap
+	cmpUntouch        // a node the step did not aim at, settled: all of propSnap (see there)
 )
+
+// propGCStale is the kernel's gc_stale_time, the least time a neighbour entry not used
+// stays (TestOwnershipProperty reads it: net.ipv4/ipv6.neigh.default.gc_stale_time).
+var propGCStale = 60 * time.Second
 
 // diffProp says how got differs from want at a level; settling names interfaces whose
 // addresses and neighbours are not compared (made anew: their software is putting them back).
@@ -200,7 +221,17 @@ func diffProp(node string, want, got propSnap, level int, settling map[string]bo
 		out = append(out, diffList(node, "routes", want.Routes, got.Routes)...)
 	case cmpUntouch:
 		out = append(out, diffList(node, "routes", want.Routes, got.Routes)...)
-		out = append(out, diffList(node, "neighbours that answer", want.Neigh, got.Neigh)...)
+		for _, k := range slices.Sorted(maps.Keys(want.Carrier)) {
+			if want.Carrier[k] != got.Carrier[k] {
+				out = append(out, fmt.Sprintf("%s: carrier changes of %s: %s, were %s", node, k, got.Carrier[k], want.Carrier[k]))
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(want.Neigh)) {
+			_, ok := got.Neigh[k]
+			if unused := time.Duration(want.Neigh[k])*time.Second + got.At.Sub(want.At); !ok && unused < propGCStale {
+				out = append(out, fmt.Sprintf("%s: neighbour %s no longer answers (used %s before)", node, k, unused))
+			}
+		}
 	}
 	return out
 }

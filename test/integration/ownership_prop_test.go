@@ -64,8 +64,19 @@ func TestOwnershipProperty(t *testing.T) {
 		}
 		steps = n
 	}
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		b, err := os.ReadFile("/proc/sys/net/" + fam + "/neigh/default/gc_stale_time")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatalf("%s gc_stale_time %q: %v", fam, b, err)
+		}
+		propGCStale = min(propGCStale, time.Duration(n)*time.Second)
+	}
 	e := start(t)
-	r := &propRun{t: t, state: e.state, w: newWorld(), seed: seed, steps: steps, rng: rand.New(rand.NewPCG(seed, seed))}
+	r := &propRun{t: t, state: e.state, w: newWorld(), seed: seed, rng: rand.New(rand.NewPCG(seed, seed))}
 	r.writeFiles()
 	began := time.Now()
 	mustTrellis(t, e.state, "up", r.topo)
@@ -95,7 +106,7 @@ type propRun struct {
 	state, topo string
 	w           *world
 	seed        uint64
-	steps, i    int
+	i           int // the current step, from 1
 	rng         *rand.Rand
 	desc        string   // the current step, as printed
 	done        []string // the steps done before it
@@ -105,12 +116,6 @@ type propRun struct {
 // fatalf fails the test with what replays it: the seed, the step and the steps before it.
 func (r *propRun) fatalf(format string, args ...any) {
 	r.t.Helper()
-	if os.Getenv("PROPDEBUG") != "" {
-		for _, n := range []string{"r1", "r2"} {
-			o, _, _ := execIn(r.t, r.state, propNet, n, "sh", "-c", "ip -6 route; vtysh -c 'show ipv6 route' -c 'show ipv6 ospf6 route' -c 'show ipv6 ospf6 neighbor' -c 'show ip ospf neighbor'")
-			r.t.Logf("DEBUG %s:\n%s", n, o)
-		}
-	}
 	var b strings.Builder
 	for i, d := range r.done {
 		fmt.Fprintf(&b, "  %d. %s\n", i+1, d)
