@@ -39,7 +39,7 @@ var propLinks = map[string][]string{
 	"p2h": {"r2:r2-eth3", "h2:eth1"},
 }
 
-// Addresses of h1's and h2's interfaces in the file, and the one an address step adds.
+// Addresses of h1's and h2's interfaces in the file, and those an address step adds.
 var (
 	propH1Addrs    = []string{"10.0.100.11/24", "fd00:100::11/64"}
 	propH2Addrs    = []string{"10.0.20.2/24", "fd00:20::2/64"}

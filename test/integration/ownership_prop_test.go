@@ -31,8 +31,8 @@ const (
 	propBound = 2*propDead + propLSA + propRxmt + propSPF + 4*time.Second
 )
 
-// propCISeed and propCISteps are CI's run: with a sequence as long as there are kinds of step,
-// every kind runs once (the first steps are a permutation of the kinds).
+// propCISeed is CI's seed. CI runs as many steps as there are kinds of step, so that every
+// kind runs once (a sequence's first steps are a permutation of the kinds).
 const propCISeed = 24
 
 // TestOwnershipProperty runs a random sequence of live changes (from a seed) on a network of
