@@ -182,6 +182,15 @@ func (s propSnap) clone() propSnap {
 	return c
 }
 
+// cloneAll returns a deep copy of every node's snapshot.
+func cloneAll(snaps map[string]propSnap) map[string]propSnap {
+	out := map[string]propSnap{}
+	for n, s := range snaps {
+		out[n] = s.clone()
+	}
+	return out
+}
+
 // Levels of comparison.
 const (
 	cmpNow     = iota // right after a change: interfaces, addresses and permanent neighbours

@@ -134,10 +134,7 @@ func stepMTU(r *propRun) {
 	mtu := pick(r, slices.DeleteFunc([]int{0, 1400, 1450}, func(m int) bool { return m == r.w.mtu[l] }))
 	r.desc = fmt.Sprintf("mtu of %s %d -> %d (file; 0 is the default, 1500)", l, r.w.mtu[l], mtu)
 	before := r.snap()
-	want := map[string]propSnap{}
-	for n, s := range before {
-		want[n] = s.clone()
-	}
+	want := cloneAll(before)
 	r.w.mtu[l] = mtu
 	settling, restore := mtuStepExpectation(r, want, r.w.endpoints(l), cmp.Or(mtu, 1500))
 	r.up()
@@ -194,10 +191,7 @@ func stepNode(r *propRun) {
 	where := pick(r, []string{"lan", "r4"})
 	r.desc = "node h9 added (on " + where + ") and removed (file)"
 	before := r.snap()
-	want := map[string]propSnap{}
-	for n, s := range before {
-		want[n] = s.clone()
-	}
+	want := cloneAll(before)
 	aimed := map[string]bool{}
 	if where == "r4" {
 		aimed["r4"] = true
@@ -223,10 +217,7 @@ func stepAddress(r *propRun) {
 	add := !r.w.extra[h]
 	r.desc = fmt.Sprintf("%s eth1: %v %s the file", h, propExtraAddrs[h], map[bool]string{true: "added to", false: "removed from"}[add])
 	before := r.snap()
-	want := map[string]propSnap{}
-	for n, s := range before {
-		want[n] = s.clone()
-	}
+	want := cloneAll(before)
 	w := want[h]
 	primary := strings.SplitN(map[string][]string{"h1": propH1Addrs, "h2": propH2Addrs}[h][0], "/", 2)[0]
 	for _, a := range propExtraAddrs[h] {
