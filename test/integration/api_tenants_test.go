@@ -309,7 +309,14 @@ func testOwnNetwork(t *testing.T, alice *tlsClient, ping string) {
 	}
 	for _, st := range []string{"down", "up"} {
 		alice.must(200, "PUT", "/networks/lab/links/ab/state", "", fmt.Sprintf(`{"state":"%s"}`, st))
-		json.Unmarshal([]byte(alice.must(200, "POST", "/networks/lab/nodes/a/exec", "", ping)), &res)
+		// After the link comes back, the address resolution that failed while it was down takes
+		// up to a second to start again, as on a real network (pingEventually): up to 5 s.
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			json.Unmarshal([]byte(alice.must(200, "POST", "/networks/lab/nodes/a/exec", "", ping)), &res)
+			if st == "down" || res.ExitCode == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
 		if (res.ExitCode == 0) != (st == "up") {
 			t.Errorf("alice's ping with her link %s: exit %d", st, res.ExitCode)
 		}
