@@ -1,19 +1,16 @@
 package delay
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/helperproc"
 	"github.com/trellisnet/trellis/internal/node"
 )
 
@@ -64,52 +61,10 @@ func EnsureLine(ctx context.Context, stateID, netID string, c LineConfig) error 
 
 // startLine starts a delay line and waits until its socket is open. It outlives trellis.
 func startLine(ctx context.Context, stateID, netID string, c LineConfig) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	ready, readyW, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer ready.Close()
-	conf, _ := json.Marshal(c)
-	cmd := &exec.Cmd{
-		Path:        self,
-		Args:        LineMarker(stateID, netID, c),
-		Stdin:       strings.NewReader(string(conf)),
-		ExtraFiles:  []*os.File{readyW}, // fd 3
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
-		Env:         []string{"GOMAXPROCS=2"},
-	}
-	err = cmd.Start()
-	readyW.Close()
-	if err != nil {
+	if _, err := helperproc.Start(ctx, LineMarker(stateID, netID, c), c, 30*time.Second); err != nil {
 		return fmt.Errorf("%w on %s: %v", ErrLine, c.Hold, err)
 	}
-	done := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(ready).ReadString('\n')
-		done <- line
-	}()
-	var line string
-	select {
-	case line = <-done:
-	case <-ctx.Done():
-		line = "error: " + ctx.Err().Error()
-	case <-time.After(30 * time.Second):
-		line = "error: not ready after 30s"
-	}
-	if line != "ok\n" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		msg := strings.TrimSpace(strings.TrimPrefix(line, "error:"))
-		if msg == "" {
-			msg = "it exited before it was ready"
-		}
-		return fmt.Errorf("%w on %s: %s", ErrLine, c.Hold, msg)
-	}
-	return cmd.Process.Release()
+	return nil
 }
 
 // Kill ends delay lines and waits until they are gone.

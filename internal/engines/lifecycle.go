@@ -1,17 +1,14 @@
 package engines
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/helperproc"
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/plan"
@@ -21,57 +18,10 @@ import (
 // programs attached and the control node's routes and neighbours mirrored. The helper outlives
 // trellis.
 func Start(ctx context.Context, stateID string, c Config) (int, error) {
-	self, err := os.Executable()
+	pid, err := helperproc.Start(ctx, Marker(stateID, c), c, 60*time.Second)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w for node %s: %v", ErrHelper, c.Node, err)
 	}
-	ready, readyW, err := os.Pipe()
-	if err != nil {
-		return 0, err
-	}
-	defer ready.Close()
-	conf, _ := json.Marshal(c)
-	cmd := &exec.Cmd{
-		Path:        self,
-		Args:        Marker(stateID, c),
-		Stdin:       strings.NewReader(string(conf)),
-		ExtraFiles:  []*os.File{readyW}, // fd 3
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
-		Env:         []string{"GOMAXPROCS=2"},
-	}
-	err = cmd.Start()
-	readyW.Close()
-	if err != nil {
-		return 0, fmt.Errorf("%w: starting for node %s: %v", ErrHelper, c.Node, err)
-	}
-	type result struct {
-		line string
-	}
-	done := make(chan result, 1)
-	go func() {
-		line, _ := bufio.NewReader(ready).ReadString('\n')
-		done <- result{line}
-	}()
-	var line string
-	select {
-	case r := <-done:
-		line = r.line
-	case <-ctx.Done():
-		line = "error: " + ctx.Err().Error()
-	case <-time.After(60 * time.Second):
-		line = "error: not ready after 60s"
-	}
-	if line != "ok\n" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		msg := strings.TrimSpace(strings.TrimPrefix(line, "error:"))
-		if msg == "" {
-			msg = "it exited before it was ready"
-		}
-		return 0, fmt.Errorf("%w for node %s: %s", ErrHelper, c.Node, msg)
-	}
-	pid := cmd.Process.Pid
-	cmd.Process.Release()
 	return pid, nil
 }
 
