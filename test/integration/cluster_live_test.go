@@ -14,14 +14,12 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/agent"
 	"github.com/trellisnet/trellis/internal/cluster"
-	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
 	"github.com/trellisnet/trellis/internal/cluster/pki"
 )
 
@@ -34,30 +32,10 @@ nodes:
     endpoints: [a:eth1, b:eth1]
 %s`
 
-// endpointAgent starts `trellis agent --placer` on simulated machine i with certificate f,
-// serving exec and link on the machine's underlay address (the default --listen, :7445).
-func endpointAgent(t *testing.T, m *machines, c *etcdtest.Cluster, i int, f pki.Files) *agentProc {
-	t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", m.ns(i), trellisBin, "--state-dir", m.state(i), "agent", "--placer",
-		"--etcd", strings.Join(c.Endpoints, ","), "--machine", m.name(i), "--lease", "3s",
-		"--cacert", f.CA, "--cert", f.Cert, "--key", f.Key)
-	a := &agentProc{cmd: cmd, log: &lockedBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = a.log, a.log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cmd.Wait(); close(a.done) }()
-	t.Cleanup(func() { a.kill() })
-	return a
-}
-
 func TestClusterLiveState(t *testing.T) {
-	m := machinesUp(t, 2)
-	mustHostRun(t, "ip", "-n", m.ul, "addr", "add", etcdAddr+"/24", "dev", "ul")
-	c := etcdtest.StartWith(t, 1, etcdtest.Options{Host: etcdAddr, Netns: m.ul})
-	k := &clusterOf{m: m, etcd: c, s: cluster.New(c.Client()), agents: make([]*agentProc, 3)}
+	k := newCluster(t, 2, 1, "lab")
+	m, c := k.m, k.etcd
 	local := agent.LocalName("t1", "lab")
-	registerNetwork(local)
 	certs := make([]pki.Files, 3)
 	for i := 1; i <= 2; i++ { // as `trellis machine add` issues them: a server for the machine's address too
 		certs[i] = certAs(t, c.CA, c.Root.CA, cluster.AgentUser(m.name(i)), pki.Client|pki.Server, []string{m.addr(i)})

@@ -27,8 +27,6 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/agent"
-	"github.com/trellisnet/trellis/internal/cluster"
-	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
 )
 
 const raceTopo = `name: two
@@ -121,12 +119,8 @@ func connecting(pid int) bool {
 const roundLimit = 8 * time.Second
 
 func TestClusterConcurrentUps(t *testing.T) {
-	m := machinesUp(t, 2)
-	mustHostRun(t, "ip", "-n", m.ul, "addr", "add", etcdAddr+"/24", "dev", "ul")
-	c := etcdtest.StartWith(t, 3, etcdtest.Options{Host: etcdAddr, Netns: m.ul})
-	k := &clusterOf{m: m, etcd: c, s: cluster.New(c.Client()), agents: make([]*agentProc, 3)}
-	local := agent.LocalName("t1", "two")
-	registerNetwork(local)
+	k := newCluster(t, 2, 3, "two")
+	m, c := k.m, k.etcd
 	for i := 1; i <= 2; i++ {
 		k.agents[i] = machineAgent(t, m, c, i)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/trellisnet/trellis/internal/agent"
 	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
+	"github.com/trellisnet/trellis/internal/cluster/pki"
 	"github.com/trellisnet/trellis/internal/plan"
 )
 
@@ -52,12 +53,20 @@ links:
     endpoints: [b:eth2, c:eth1]
 `
 
-// machineAgent starts `trellis agent --placer` on simulated machine i.
+// machineAgent starts `trellis agent --placer` on simulated machine i with etcd's root
+// certificate.
 func machineAgent(t *testing.T, m *machines, c *etcdtest.Cluster, i int) *agentProc {
+	t.Helper()
+	return endpointAgent(t, m, c, i, c.Root)
+}
+
+// endpointAgent starts `trellis agent --placer` on simulated machine i with certificate f,
+// serving exec and link on the machine's underlay address (the default --listen, :7445).
+func endpointAgent(t *testing.T, m *machines, c *etcdtest.Cluster, i int, f pki.Files) *agentProc {
 	t.Helper()
 	cmd := exec.Command("ip", "netns", "exec", m.ns(i), trellisBin, "--state-dir", m.state(i), "agent", "--placer",
 		"--etcd", strings.Join(c.Endpoints, ","), "--machine", m.name(i), "--lease", "3s",
-		"--cacert", c.Root.CA, "--cert", c.Root.Cert, "--key", c.Root.Key)
+		"--cacert", f.CA, "--cert", f.Cert, "--key", f.Key)
 	a := &agentProc{cmd: cmd, log: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = a.log, a.log
 	if err := cmd.Start(); err != nil {
@@ -66,6 +75,18 @@ func machineAgent(t *testing.T, m *machines, c *etcdtest.Cluster, i int) *agentP
 	go func() { cmd.Wait(); close(a.done) }()
 	t.Cleanup(func() { a.kill() })
 	return a
+}
+
+// newCluster makes n simulated machines and an etcd of members members on the underlay's
+// bridge, for a test's network of the tenant t1 (registered for the clean-up check); the test
+// starts the agents (k.agents[1..n]).
+func newCluster(t *testing.T, n, members int, network string) *clusterOf {
+	t.Helper()
+	m := machinesUp(t, n)
+	mustHostRun(t, "ip", "-n", m.ul, "addr", "add", etcdAddr+"/24", "dev", "ul")
+	c := etcdtest.StartWith(t, members, etcdtest.Options{Host: etcdAddr, Netns: m.ul})
+	registerNetwork(agent.LocalName("t1", network))
+	return &clusterOf{m: m, etcd: c, s: cluster.New(c.Client()), agents: make([]*agentProc, n+1)}
 }
 
 // clusterOf is a test's cluster: its machines, etcd, store and agents (index 1..n).
@@ -129,12 +150,9 @@ func where(p *cluster.Placement, node string) int {
 }
 
 func TestClusterThreeMachines(t *testing.T) {
-	m := machinesUp(t, 3)
-	mustHostRun(t, "ip", "-n", m.ul, "addr", "add", etcdAddr+"/24", "dev", "ul")
-	c := etcdtest.StartWith(t, 3, etcdtest.Options{Host: etcdAddr, Netns: m.ul})
-	k := &clusterOf{m: m, etcd: c, s: cluster.New(c.Client()), agents: make([]*agentProc, 4)}
+	k := newCluster(t, 3, 3, "chain")
+	m, c := k.m, k.etcd
 	local := agent.LocalName("t1", "chain")
-	registerNetwork(local)
 	for i := 1; i <= 3; i++ {
 		k.agents[i] = machineAgent(t, m, c, i)
 	}
