@@ -48,7 +48,7 @@ func FetchKernel(ctx context.Context, cache string, log io.Writer) (Kernel, erro
 		return Kernel{}, err
 	}
 	fmt.Fprintf(log, "image: downloading the guest kernel %s\n", pkg)
-	if err := aptDownload(ctx, tmp, pkg); err != nil {
+	if err := AptDownload(ctx, tmp, pkg); err != nil {
 		return Kernel{}, err
 	}
 	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
@@ -84,7 +84,9 @@ func kernelPackage(ctx context.Context) (string, error) {
 	return string(m[1]), nil
 }
 
-func aptDownload(ctx context.Context, dir, pkg string) error {
+// AptDownload downloads Debian package pkg into dir through apt (the machine's configured
+// mirror), updating apt's lists once if the package is not known yet.
+func AptDownload(ctx context.Context, dir, pkg string) error {
 	run := func() ([]byte, error) {
 		c := exec.CommandContext(ctx, "apt-get", "download", "-qq", pkg)
 		c.Dir = dir

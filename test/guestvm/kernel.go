@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/trellisnet/trellis/internal/image"
 )
 
 // ErrMissing is wrapped by every error that says a tool or package the harness needs is not
@@ -70,7 +72,7 @@ func FetchKernel(ctx context.Context, cache, want string, log io.Writer) (Kernel
 	}
 	defer os.RemoveAll(tmp)
 	fmt.Fprintf(log, "guestvm: downloading %s into %s\n", pkg, root)
-	if err := aptDownload(ctx, tmp, pkg); err != nil {
+	if err := image.AptDownload(ctx, tmp, pkg); err != nil {
 		return Kernel{}, err
 	}
 	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
@@ -149,15 +151,6 @@ func abi(pkg string) int {
 	}
 	n, _ := strconv.Atoi(f[len(f)-2])
 	return n
-}
-
-func aptDownload(ctx context.Context, dir, pkg string) error {
-	c := exec.CommandContext(ctx, "apt-get", "download", "-qq", pkg)
-	c.Dir = dir
-	if out, err := c.CombinedOutput(); err != nil {
-		return fmt.Errorf("guestvm: apt-get download %s: %v: %s", pkg, err, out)
-	}
-	return nil
 }
 
 // Check says what the harness needs that this machine lacks, and how to get it: QEMU with its
