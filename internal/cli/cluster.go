@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/clab"
 	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/spec"
 )
@@ -75,6 +76,9 @@ func readClusterFile(tenant, path string) (*spec.Network, *cluster.Network, erro
 	data, err := os.ReadFile(abs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading topology file: %w", err)
+	}
+	if clab.Detect(abs, data) {
+		return nil, nil, fmt.Errorf("%s: a containerlab file, which --cluster does not take yet; run `trellis convert %s > FILE.yaml` in its directory and give FILE.yaml", path, path)
 	}
 	sources := map[string]string{}
 	read := func(p string) ([]byte, error) {

@@ -22,7 +22,8 @@ func diffCmd(store storeFunc) *cobra.Command {
   ~ link NAME: what changes        changed live (rate, impairments, state, MTU, connector, members)
   ! node NAME (restarts): why      restarted, alone (its kind, loopback addresses, sysctl, files or exec changed,
                                    or it is not running)
-Exits 0 whether or not there are differences; the file is checked first, as up checks it.
+Exits 0 whether or not there are differences; the file is checked first, as up checks it. FILE
+may be a containerlab topology file, as for up.
 With --cluster, compares the file with the network as the cluster has it (where nodes go is the
 placer's to say, and not shown).`,
 		Args: cobra.ExactArgs(1),

@@ -15,15 +15,24 @@ func downCmd(store storeFunc) *cobra.Command {
 		wait time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "down NETWORK... | --all",
+		Use:   "down NETWORK|FILE... | --all",
 		Short: "Remove virtual networks and everything trellis created for them",
 		Long: `Remove virtual networks: their nodes and every process in them, their ports, bridges,
 shapers and eBPF programs, and their records. Works also on a network whose ` + "`up`" + ` was
-interrupted or killed. Touches nothing that trellis did not create. With --cluster, removes them
+interrupted or killed. Touches nothing that trellis did not create. A FILE (an argument with a
+'.' or a '/', which no network's name has) names the network of that topology file, trellis's or
+containerlab's (its name: key). With --cluster, removes them
 from the cluster and waits until every agent has taken them off its machine.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) > 0) {
 				return errors.New("name the networks to remove, or give --all")
+			}
+			for i, arg := range args {
+				name, err := networkName(arg)
+				if err != nil {
+					return err
+				}
+				args[i] = name
 			}
 			if cs, err := clusterOf(cmd); cs != nil || err != nil {
 				if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/clab"
 	"github.com/trellisnet/trellis/internal/progress"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
@@ -38,6 +39,11 @@ fails half-way, what was created is removed again; if a live change fails, the n
 back to what it was. Ctrl-C stops cleanly: the next up (or down) completes the work. After a
 crash or a reboot, up converges to the file again. On a terminal, a progress line shows how far
 the current step is (nothing is drawn in pipes, files or CI).
+
+FILE may also be a containerlab topology file (FILE.clab.yml or FILE.clab.yaml, or a file with a
+top-level topology: key): what trellis can honour of it runs as the network, and every other key
+is refused with its line and why (docs/containerlab.md; ` + "`trellis convert FILE`" + ` prints the
+trellis file it amounts to).
 
 A file with a hosts: section spreads the network over several machines: run up with the same
 file on each of them. This machine is the host whose underlay address is configured here, or
@@ -103,10 +109,10 @@ to); 1 for any other error (a conflict included: nothing was changed).`,
 	return cmd
 }
 
-// loadFile reads and checks a topology file, opens the state directory and finds which of the
-// file's hosts this machine is.
+// loadFile reads and checks a topology file (trellis's, or containerlab's: internal/clab), opens
+// the state directory and finds which of the file's hosts this machine is.
 func loadFile(store storeFunc, path, host string) (*spec.Network, *state.Store, string, error) {
-	n, err := spec.Load(path)
+	n, err := clab.Load(path)
 	if err != nil {
 		return nil, nil, "", err
 	}
