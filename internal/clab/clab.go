@@ -129,7 +129,7 @@ func (c *converted) mapErrors(err error) error {
 		m := &spec.Error{File: c.file, Line: o.line, Field: o.field, Msg: e.Msg + " (trellis: " + e.Field + ")", Fix: e.Fix}
 		if e.Msg == "unknown key" { // the converter gives only keys trellis has, or will have
 			key := e.Field[strings.LastIndex(e.Field, ".")+1:]
-			m.Msg = fmt.Sprintf("%s `%s` to run this with", unsupportedMsg, key)
+			m.Msg = fmt.Sprintf("%s `%s`: it cannot run this yet", unsupportedMsg, key)
 			m.Fix = "remove it, or use a trellis that has it (docs/containerlab.md)"
 		}
 		if !seen[m.Error()] {
