@@ -163,7 +163,7 @@ func (r *reader) checkPullPolicy(d *def) {
 	}
 }
 
-// topLevel reads the file's top level and its topology.
+// lab reads the file: its top level, and its topology.
 func (r *reader) lab(doc *yaml.Node) *lab {
 	l := &lab{}
 	if len(doc.Content) == 0 {
