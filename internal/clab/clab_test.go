@@ -24,6 +24,9 @@ func writeLab(t *testing.T, doc string, files map[string]string) (string, []byte
 		if err := os.WriteFile(full, []byte(content), 0o640); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.Chmod(full, 0o640); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
 	}
 	path := filepath.Join(dir, "lab.clab.yml")
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {

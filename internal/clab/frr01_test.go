@@ -30,7 +30,10 @@ func TestFrr01Converts(t *testing.T) {
 	if got := hex.EncodeToString(sum[:]); got != frr01Blob {
 		t.Fatalf("%s is not containerlab's file (git blob %s, want %s): keep it unmodified", frr01, got, frr01Blob)
 	}
-	text, notes, err := Convert(frr01, data)
+	// A copy whose binds have mode 0644 whatever the checkout's umask made them: the converted
+	// file gives each file's mode.
+	lab := copyFrr01(t, data)
+	text, notes, err := Convert(lab, data)
 	if err != nil {
 		t.Fatalf("Convert: %v", err)
 	}
@@ -41,9 +44,9 @@ func TestFrr01Converts(t *testing.T) {
 	if string(text) != string(want) {
 		t.Errorf("Convert gave\n%s\nwant testdata/frr01.trellis.yaml:\n%s", text, want)
 	}
-	checkNotes(t, frr01, notes, []string{"7 topology.groups.routers.image", "10 topology.groups.hosts.image"})
+	checkNotes(t, lab, notes, []string{"7 topology.groups.routers.image", "10 topology.groups.hosts.image"})
 	// Parse agrees: the network, or only the notes' problems.
-	n, err := Parse(frr01, data)
+	n, err := Parse(lab, data)
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			if !strings.Contains(line, unsupportedMsg+" `image`") {
@@ -55,6 +58,35 @@ func TestFrr01Converts(t *testing.T) {
 	if len(n.Nodes) != 6 || len(n.Links) != 6 || len(n.Node("router2").Files) != 2 {
 		t.Errorf("Parse gave %d nodes, %d links, router2 with %d files; want 6, 6, 2", len(n.Nodes), len(n.Links), len(n.Node("router2").Files))
 	}
+}
+
+// copyFrr01 copies the frr01 lab (its file's content data, and the files it binds) into a new
+// directory, every file 0644, and returns the path of the copy's file.
+func copyFrr01(t *testing.T, data []byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, r := range []string{"router1", "router2", "router3"} {
+		for _, f := range []string{"daemons", "frr.conf"} {
+			b, err := os.ReadFile(filepath.Join(filepath.Dir(frr01), r, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(dir, r), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, r, f), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(dir, r, f), 0o644); err != nil { // whatever the umask
+				t.Fatal(err)
+			}
+		}
+	}
+	path := filepath.Join(dir, filepath.Base(frr01))
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func TestDetect(t *testing.T) {
