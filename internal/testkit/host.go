@@ -126,6 +126,9 @@ func settle() time.Duration {
 	return time.Second
 }
 
+// maxShown is how many differences LeaveHostAsFound names.
+const maxShown = 30
+
 // LeaveHostAsFound snapshots the host now and, when the test ends (after the cleanups
 // registered later), checks the host against it. In CI, where one test runs at a time, a
 // difference fails the test; on a developer machine, which others may be using, it is logged.
@@ -150,7 +153,11 @@ func LeaveHostAsFound(t testing.TB) {
 		if len(diff) == 0 {
 			return
 		}
-		msg := fmt.Sprintf("the host is not as the test found it:\n\t%s", strings.Join(diff, "\n\t"))
+		n := len(diff)
+		if n > maxShown {
+			diff = append(diff[:maxShown], fmt.Sprintf("... and %d more", n-maxShown))
+		}
+		msg := fmt.Sprintf("the host is not as the test found it (%d differences):\n\t%s", n, strings.Join(diff, "\n\t"))
 		if InCI() {
 			t.Error(msg)
 			return

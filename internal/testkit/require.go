@@ -3,6 +3,7 @@ package testkit
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -60,18 +61,6 @@ func kernelRelease() string {
 	return strings.TrimSpace(string(b))
 }
 
-// OptIn returns the value of the environment variable name, and skips the test when it is
-// unset: name turns on a long run (a soak, an experiment) that what describes. Such tests are on
-// the allow-list of skips in CI, with the quick test CI runs instead as their reason.
-func OptIn(t testing.TB, name, what string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		Skipf(t, "opt-in: set %s to run %s", name, what)
-	}
-	return v
-}
-
 // NotShort skips a test under go test -short, saying what it costs (CI does not use -short).
 func NotShort(t testing.TB, cost string) {
 	t.Helper()
@@ -84,5 +73,5 @@ func NotShort(t testing.TB, cost string) {
 // made yet: state.Open or trellis --state-dir makes it), removed when the test ends.
 func TempStateDir(t testing.TB) string {
 	t.Helper()
-	return t.TempDir() + "/state"
+	return filepath.Join(t.TempDir(), "state")
 }
