@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -23,8 +24,8 @@ const cgroupRoot = "/sys/fs/cgroup"
 
 // Snapshot records the links of the root network namespace, the network namespaces in use (by
 // a process, a mount or a descriptor of this process), this process's mounts, the pins under
-// /sys/fs/bpf and the control groups: the top ones of every hierarchy (v1 and v2), and those
-// under trellis's (cgroup.Parent).
+// /sys/fs/bpf and the control groups: the top ones of every hierarchy (v1 and v2; not deeper,
+// where systemd's units come and go), and those under trellis's (cgroup.Parent).
 func Snapshot() (Host, error) {
 	h := Host{}
 	var links []netlink.Link
@@ -55,7 +56,7 @@ func Snapshot() (Host, error) {
 	for _, line := range strings.Split(string(mounts), "\n") {
 		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER
 		f := strings.Fields(line)
-		if sep := indexOf(f, "-"); sep >= 5 && sep+1 < len(f) {
+		if sep := slices.Index(f, "-"); sep >= 5 && sep+1 < len(f) {
 			h[fmt.Sprintf("mount %s (%s)", f[4], f[sep+1])] = true
 			if f[sep+1] == "nsfs" && strings.HasPrefix(f[3], "net:[") {
 				h["network namespace "+f[3]] = true
@@ -68,8 +69,11 @@ func Snapshot() (Host, error) {
 		}
 		return nil
 	})
-	tops := subdirs(cgroupRoot) // v1: the hierarchies; v2: the top groups
-	for _, top := range append(tops, cgroupRoot) {
+	hierarchies := []string{cgroupRoot} // v2: one
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.procs")); err != nil {
+		hierarchies = subdirs(cgroupRoot) // v1: one mount per controller, under a tmpfs
+	}
+	for _, top := range hierarchies {
 		for _, g := range append(subdirs(top), subdirs(filepath.Join(top, "trellis"))...) {
 			h["cgroup "+g] = true
 		}
@@ -87,15 +91,6 @@ func subdirs(dir string) []string {
 		}
 	}
 	return out
-}
-
-func indexOf(f []string, s string) int {
-	for i, x := range f {
-		if x == s {
-			return i
-		}
-	}
-	return -1
 }
 
 // Diff lists what after has that before had not ("left: ...") and what it lost ("gone: ..."),
