@@ -13,6 +13,7 @@ import (
 
 	_ "github.com/trellisnet/trellis/internal/kinds/all" // the kinds files may name
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 const twoYAML = `name: two
@@ -36,7 +37,7 @@ links:
 
 func newTestServer(t *testing.T) (*httptest.Server, *state.Store) {
 	t.Helper()
-	st, err := state.Open(filepath.Join(t.TempDir(), "state"))
+	st, err := state.Open(testkit.TempStateDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // testAccess lets the test servers' clients in: they reach 127.0.0.1 with the token.
@@ -135,9 +137,7 @@ func TestGuardNoAccess(t *testing.T) {
 // TestGuardUnixRoot: root on the unix socket needs no token and no Host, and may name paths
 // of this machine; the body's media type is checked there too.
 func TestGuardUnixRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (the peer of the unix socket is this process)")
-	}
+	testkit.RequireRoot(t) // the peer of the unix socket is this process
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	l, err := ListenUnix(sock)
 	if err != nil {

@@ -16,15 +16,14 @@ import (
 
 	"github.com/trellisnet/trellis/internal/bench/report"
 	"github.com/trellisnet/trellis/internal/bench/result"
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestQuickBench runs `trellis bench --quick` as a user would and checks that every figure is
 // sane: measured, positive, finite, output no more than input. It does not check that anything
 // is fast: the machine may be busy with other work.
 func TestQuickBench(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the bench needs root")
-	}
+	testkit.RequireRoot(t)
 	dir := t.TempDir()
 	bin := buildTrellis(t, dir)
 	tmp := filepath.Join(dir, "tmp") // the bench's work directory goes here, and must go again

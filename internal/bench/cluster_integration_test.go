@@ -13,16 +13,15 @@ import (
 
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestClusterBench runs `trellis bench --quick --parts cluster` and checks its figures and that
 // nothing of it is left: work directory, run record, simulated machines, etcd or agents.
 func TestClusterBench(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the bench needs root")
-	}
+	testkit.RequireRoot(t)
 	if _, err := etcdtest.Binary(); err != nil {
-		t.Skip(err)
+		testkit.Skipf(t, "%v: scripts/setup.sh builds etcd (or set TRELLIS_ETCD)", err)
 	}
 	dir := t.TempDir()
 	bin := buildTrellis(t, dir)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 )
 
@@ -24,9 +25,7 @@ import (
 // is as it was before: network namespaces, devices of the root namespace, node processes, no
 // process left that names the bench's work directory, no work directory and no run record.
 func TestKilledBenchIsCleaned(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the bench needs root")
-	}
+	testkit.RequireRoot(t)
 	dir := t.TempDir()
 	bin := buildTrellis(t, dir)
 	tmp := filepath.Join(dir, "tmp") // the bench's work directory goes here

@@ -18,6 +18,7 @@ import (
 	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -40,11 +41,9 @@ func TestMain(m *testing.M) {
 func TestRootPortsCost(t *testing.T) {
 	nIdle, err := strconv.Atoi(os.Getenv("TRELLIS_ROOT_PORTS"))
 	if err != nil || nIdle <= 0 {
-		t.Skip("set TRELLIS_ROOT_PORTS=N (e.g. 4096) to run this experiment")
+		testkit.Skip(t, "opt-in: set TRELLIS_ROOT_PORTS=N (e.g. 4096) to run this experiment")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testkit.RequireRoot(t)
 	h, err := setup.Open(t.TempDir(), "", os.Stderr)
 	if err != nil {
 		t.Fatal(err)
@@ -191,11 +190,9 @@ func (x *experiment) cpu(name string) {
 func TestNativeScalingCost(t *testing.T) {
 	n, err := strconv.Atoi(os.Getenv("TRELLIS_NATIVE_NETS"))
 	if err != nil || n <= 1 {
-		t.Skip("set TRELLIS_NATIVE_NETS=N (e.g. 1024) to run this experiment")
+		testkit.Skip(t, "opt-in: set TRELLIS_NATIVE_NETS=N (e.g. 1024) to run this experiment")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testkit.RequireRoot(t)
 	h, err := setup.Open(t.TempDir(), "", os.Stderr)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"syscall"
 	"testing"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestKeptFilesOfRemovedGroup: a group whose files Stats keeps open is removed behind the
@@ -17,7 +19,7 @@ import (
 func TestKeptFilesOfRemovedGroup(t *testing.T) {
 	h, err := Detect()
 	if err != nil {
-		t.Skip(err)
+		testkit.Skipf(t, "%v: the test needs a cgroup hierarchy (v1 or v2) mounted", err)
 	}
 	name := fmt.Sprintf("fdtest-%d", os.Getpid())
 	g, err := h.Create(name, Limits{})

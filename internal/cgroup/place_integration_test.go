@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestPlaceFillsEmptyCpuset: a v1 cpuset group left without cores (as a fresh group is when
@@ -15,7 +17,7 @@ import (
 func TestPlaceFillsEmptyCpuset(t *testing.T) {
 	h, err := Detect()
 	if err != nil {
-		t.Skip(err)
+		testkit.Skipf(t, "%v: the test needs a cgroup hierarchy (v1 or v2) mounted", err)
 	}
 	name := fmt.Sprintf("placetest-%d", os.Getpid())
 	g, err := h.Create(name, Limits{})
@@ -25,7 +27,7 @@ func TestPlaceFillsEmptyCpuset(t *testing.T) {
 	defer g.Remove()
 	dir, ok := g.dirs["cpuset"]
 	if !ok {
-		t.Skip("no v1 cpuset hierarchy on this host: nothing to fill")
+		testkit.Skip(t, "no v1 cpuset hierarchy on this host: the test is for a v1 cpuset group (a host with cgroup v1 has one)")
 	}
 	if err := write(dir, "cpuset.cpus", "\n"); err != nil { // an empty write is none
 		t.Fatal(err)

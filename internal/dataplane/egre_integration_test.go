@@ -22,6 +22,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -73,9 +74,7 @@ type egreMachine struct {
 }
 
 func TestEGRE(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, veth, tc, bpf)")
-	}
+	testkit.RequireRoot(t)
 	// Registered first, so checked last: after the namespaces (and with
 	// them the devices) are gone, no program of ours may be left.
 	var progIDs []ebpf.ProgramID
@@ -242,13 +241,11 @@ func TestEGRE(t *testing.T) {
 		// Without GRE segmentation offload on m1's underlay the kernel cuts
 		// the super-packets into GRE packets itself (gre_gso_segment),
 		// using what adjust_room recorded about the encapsulation.
-		if _, err := exec.LookPath("ethtool"); err != nil {
-			t.Skip("ethtool not installed")
-		}
+		testkit.RequireTool(t, "ethtool", "scripts/setup.sh installs ethtool")
 		out, err := exec.Command("ip", "netns", "exec", m1.nsName, "ethtool", "-K", egreUlName,
 			"tx-gre-segmentation", "off", "tx-gre-csum-segmentation", "off").CombinedOutput()
 		if err != nil {
-			t.Skipf("ethtool -K: %v: %s", err, out)
+			testkit.Skipf(t, "ethtool -K: %v: %s: the kernel's GRE device needs its offload settings", err, out)
 		}
 		capture.reset()
 		egreTCP(t, m1.node, m2.node, m2.node.addr4, 8<<20)
@@ -745,6 +742,7 @@ func setupEGRE(t *testing.T) (*egreMachine, *egreMachine) {
 	t.Helper()
 	pid := os.Getpid()
 	var names []string
+	testkit.LeaveHostAsFound(t)
 	before := rootState(t)
 	t.Cleanup(func() {
 		// Other tests may add and remove root links meanwhile: compare the

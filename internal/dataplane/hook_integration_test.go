@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/testkit"
 	"golang.org/x/sys/unix"
 )
+
+// tcx is the kernel feature of the tests of the tcx hook.
+var tcx = testkit.Feature{Name: "tcx", Since: "Linux 6.6", Has: kernelHasTCX}
 
 // testHooks returns the hooks this kernel offers: tcx (where it has it) and clsact.
 func testHooks(t *testing.T) []Hook {
@@ -33,7 +37,7 @@ func useHook(t *testing.T, h Hook) {
 // TestPortHookDetected: the probe finds tcx on a kernel that has it (6.6 or later), and
 // "auto" then chooses it.
 func TestPortHookDetected(t *testing.T) {
-	needRoot(t)
+	testkit.RequireRoot(t)
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err != nil {
 		t.Fatal(err)
@@ -58,10 +62,8 @@ func TestPortHookDetected(t *testing.T) {
 // another peer mode, runs in front of it: 100% loss stops every frame, and the tcx list reads
 // impair then shortbridge.
 func TestImpairOrderTCX(t *testing.T) {
-	needRoot(t)
-	if !kernelHasTCX() {
-		t.Skip("this kernel has no tcx")
-	}
+	testkit.RequireRoot(t)
+	testkit.RequireKernel(t, tcx)
 	useHook(t, HookTCX)
 	l := setupTestLink(t)
 	want := "tcx:" + impairProgName + " tcx:" + shortbridgeProgName
@@ -127,10 +129,8 @@ func TestImpairOrderTCX(t *testing.T) {
 // each step that the port has exactly the one forwarding program expected and that frames
 // cross (or, detached, do not).
 func TestForwardingAcrossHooks(t *testing.T) {
-	needRoot(t)
-	if !kernelHasTCX() {
-		t.Skip("this kernel has no tcx")
-	}
+	testkit.RequireRoot(t)
+	testkit.RequireKernel(t, tcx)
 	l := setupTestLink(t)
 	sbTCX, sbCls := "tcx:"+shortbridgeProgName, shortbridgeFilterName+"@2"
 	steps := []struct {

@@ -7,12 +7,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -22,13 +22,6 @@ import (
 // A to B are impaired, frames from B to A are not.
 
 const impairFrames = 20000
-
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, veth, tc, bpf)")
-	}
-}
 
 // impairedLink builds the test link with the shortbridge in redirect mode,
 // and records every impairment program it will see for the final check.
@@ -200,7 +193,7 @@ func extraOf(counts []int) float64 {
 func within(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
 
 func TestImpairLossAndDuplication(t *testing.T) {
-	needRoot(t)
+	testkit.RequireRoot(t)
 	l := impairedLink(t)
 
 	for _, tc := range []struct {
@@ -293,7 +286,7 @@ func TestImpairLossAndDuplication(t *testing.T) {
 }
 
 func TestSetImpairmentErrors(t *testing.T) {
-	needRoot(t)
+	testkit.RequireRoot(t)
 	for _, tc := range []struct {
 		name string
 		port int

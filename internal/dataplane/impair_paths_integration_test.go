@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -27,7 +28,7 @@ import (
 // frames from a packet socket) arrive with exactly one bit flipped,
 // anywhere in the frame, headers included.
 func TestImpairCorruptRawFrames(t *testing.T) {
-	needRoot(t)
+	testkit.RequireRoot(t)
 	l := impairedLink(t)
 	impairA(t, l, Impairment{Corrupt: 100})
 
@@ -99,7 +100,7 @@ func TestImpairCorruptRawFrames(t *testing.T) {
 // CHECKSUM_PARTIAL) or final (ICMP from a raw socket), so no application
 // ever gets corrupted data.
 func TestImpairCorruptDetected(t *testing.T) {
-	needRoot(t)
+	testkit.RequireRoot(t)
 	l := impairedLink(t)
 	// Corrupted ARP would get in the way: A knows B's address beforehand.
 	err := l.a.nl.NeighAdd(&netlink.Neigh{
@@ -337,7 +338,7 @@ func makeLegacy(t *testing.T, port, peer int) {
 // before the shortbridge, stays in front of it when the shortbridge is replaced live, and
 // moves a forwarding filter of an old trellis out of its way.
 func TestImpairWithShortbridge(t *testing.T) {
-	needRoot(t)
+	testkit.RequireRoot(t)
 	for _, hook := range testHooks(t) {
 		t.Run(string(hook), func(t *testing.T) {
 			useHook(t, hook)
@@ -446,7 +447,7 @@ func impairWithShortbridge(t *testing.T, hook Hook) {
 // TestImpairLANPort: on a port with no forwarding filter (a LAN port, whose
 // frames the bridge takes), the impairment passes frames on to the bridge.
 func TestImpairLANPort(t *testing.T) {
-	needRoot(t)
+	testkit.RequireRoot(t)
 	l := setupTestLink(t)
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("tdpbr%d", os.Getpid())}}
 	if err := netlink.LinkAdd(br); err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,9 +23,8 @@ import (
 
 func setupLAN(t *testing.T, n int) []*testNode {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, veth, tc, bpf)")
-	}
+	testkit.RequireRoot(t)
+	testkit.LeaveHostAsFound(t)
 	pid := os.Getpid()
 	var nodes []*testNode
 	for i := range n {
@@ -259,9 +259,7 @@ func TestLAN(t *testing.T) {
 }
 
 func TestAttachLANErrors(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testkit.RequireRoot(t)
 	for _, tc := range []struct {
 		name    string
 		members []LANMember

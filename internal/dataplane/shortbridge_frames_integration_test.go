@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -25,7 +26,7 @@ const (
 // and QinQ frames arrive unchanged with their tags, and that jumbo frames (an 8920-byte IP
 // packet that must not be fragmented, on 9000-byte MTUs) cross the shortbridge both ways.
 func TestShortbridgeVLANAndJumbo(t *testing.T) {
-	needRoot(t)
+	testkit.RequireRoot(t)
 	for _, hook := range testHooks(t) {
 		t.Run(string(hook), func(t *testing.T) {
 			useHook(t, hook)

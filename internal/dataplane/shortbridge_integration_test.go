@@ -18,6 +18,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -63,9 +64,7 @@ type testLink struct {
 
 // TestShortbridge runs on each hook the kernel has (tcx and clsact).
 func TestShortbridge(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, veth, tc, bpf)")
-	}
+	testkit.RequireRoot(t)
 	for _, hook := range testHooks(t) {
 		t.Run(string(hook), func(t *testing.T) {
 			useHook(t, hook)
@@ -156,9 +155,7 @@ func testShortbridge(t *testing.T, hook Hook) {
 }
 
 func TestAttachShortbridgeErrors(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testkit.RequireRoot(t)
 	if err := AttachShortbridge(0, 1, false); err == nil {
 		t.Error("AttachShortbridge(0, ...) succeeded")
 	}
@@ -295,6 +292,7 @@ func setupTestLink(t *testing.T) *testLink {
 		},
 	}
 
+	testkit.LeaveHostAsFound(t)
 	before := rootLinks(t)
 	t.Cleanup(func() {
 		ours := map[string]bool{l.a.portName: true, l.b.portName: true}

@@ -4,18 +4,17 @@ package dataplane
 
 import (
 	"errors"
-	"os"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestShortbridgeXDP puts the XDP prototype on both ports of a link (and the passing program on
 // the nodes' interfaces) and checks that IPv4 (with ARP) and non-IP frames cross both ways as
 // XDP frames: with the ports' tc filters removed, nothing else could carry them.
 func TestShortbridgeXDP(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, veth, bpf)")
-	}
+	testkit.RequireRoot(t)
 	l := setupTestLink(t)
 	if err := AttachShortbridgeXDP(0, l.b.port); !errors.Is(err, ErrXDPAttach) {
 		t.Fatalf("AttachShortbridgeXDP on port index 0 = %v; want ErrXDPAttach", err)

@@ -3,9 +3,10 @@ package engines
 import (
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 func TestFromRoot(t *testing.T) {
@@ -28,9 +29,7 @@ func TestFromRoot(t *testing.T) {
 }
 
 func TestDialPrivileged(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("binding a port below 1024 needs root (CAP_NET_BIND_SERVICE): run the tests as root")
-	}
+	testkit.RequireRoot(t) // binding a port below 1024 needs CAP_NET_BIND_SERVICE
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

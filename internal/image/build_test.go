@@ -4,13 +4,15 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestModuleOrder reads the dependencies of real modules: those of the cached guest kernel.
 func TestModuleOrder(t *testing.T) {
 	dirs, _ := filepath.Glob(filepath.Join(DefaultCache, "kernels", "*", "modules"))
 	if len(dirs) == 0 {
-		t.Skip("no guest kernel in " + DefaultCache + " (trellis image build fetches it)")
+		testkit.Skip(t, "no guest kernel in "+DefaultCache+": trellis image build fetches it")
 	}
 	got, err := ModuleOrder(dirs[0], guestModules)
 	if err != nil {

@@ -1,18 +1,17 @@
 package image
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestCollectProgram copies a host program with its loader and libraries, and names the
 // collection by its content.
 func TestCollectProgram(t *testing.T) {
 	prog := "/usr/bin/ip"
-	if _, err := os.Stat(prog); err != nil {
-		t.Skip("no /usr/bin/ip on this machine")
-	}
+	testkit.RequireFile(t, prog, "scripts/setup.sh installs iproute2")
 	c := &collection{files: map[string]*entry{}}
 	if err := c.program(prog); err != nil {
 		t.Fatal(err)

@@ -16,15 +16,14 @@ import (
 	"github.com/cavaliergopher/cpio"
 
 	"github.com/trellisnet/trellis/internal/pkgfiles"
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestFRR collects the host's FRR and reads the archive back: the daemons with libfrr (found
 // through their RUNPATH), the init scripts but not the Python tools, vtysh, /etc/frr with the
 // package's owner, and the frr accounts.
 func TestFRR(t *testing.T) {
-	if !exists(filepath.Join(frrDaemons, "zebra")) {
-		t.Skip("FRR is not installed: scripts/setup.sh installs frr")
-	}
+	testkit.RequireFile(t, filepath.Join(frrDaemons, "zebra"), "FRR is not installed: scripts/setup.sh installs frr")
 	c := &collection{files: map[string]*entry{}}
 	for _, p := range []string{"/usr/bin/busybox", "/usr/bin/bash"} {
 		if err := c.program(p); err != nil {
@@ -97,8 +96,8 @@ func TestFRRMissing(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.daemons == frrDaemons && !exists(filepath.Join(frrDaemons, "zebra")) {
-				t.Skip("FRR is not installed")
+			if tc.daemons == frrDaemons {
+				testkit.RequireFile(t, filepath.Join(frrDaemons, "zebra"), "FRR is not installed: scripts/setup.sh installs frr")
 			}
 			oldD, oldE := frrDaemons, hostEtc
 			frrDaemons, hostEtc = tc.daemons, tc.etc
@@ -114,9 +113,7 @@ func TestFRRMissing(t *testing.T) {
 // TestPAM reads a PAM service's lines: modules after a plain or a bracketed control, with a
 // "-" before the type, and in the files it includes; a module the host lacks is an error.
 func TestPAM(t *testing.T) {
-	if !exists(filepath.Join(pamModules, "pam_permit.so")) {
-		t.Skip("no PAM modules in " + pamModules)
-	}
+	testkit.RequireFile(t, filepath.Join(pamModules, "pam_permit.so"), "no PAM modules: apt-get install libpam-modules")
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)

@@ -3,17 +3,17 @@ package metrics
 import (
 	"io"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestReconcileMetrics scrapes an empty state directory after two ups were observed.
 func TestReconcileMetrics(t *testing.T) {
-	st, err := state.Open(filepath.Join(t.TempDir(), "state"))
+	st, err := state.Open(testkit.TempStateDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}

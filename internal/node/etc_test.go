@@ -14,14 +14,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trellisnet/trellis/internal/pkgfiles"
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // The copy of a host's /etc keeps what any unprivileged user may read and the files packages
 // installed unchanged, and nothing else, whoever owns it.
 func TestEtcTemplate(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give files owners")
-	}
+	testkit.RequireRoot(t) // to give files owners
 	src := t.TempDir()
 	files := []struct {
 		path     string
@@ -132,9 +131,7 @@ func standIn(t *testing.T, file *string, contents string) {
 
 // A template nobody holds is closed after templateIdle; one held is kept.
 func TestEtcTemplateIdle(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs")
-	}
+	testkit.RequireRoot(t) // to mount a tmpfs
 	src := t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "hosts"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)

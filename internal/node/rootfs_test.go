@@ -7,14 +7,14 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // A rootfs's /etc is copied whole (it is the user's, not the host's), owners shifted into the
 // network's range, those beyond the range given to the node's root.
 func TestRootfsEtcTemplate(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give files owners")
-	}
+	testkit.RequireRoot(t) // to give files owners
 	rootfs := t.TempDir()
 	files := []struct {
 		path             string

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // allocMany allocates a range for networks net0..net(n-1) of store st, in parallel, and
@@ -37,7 +39,7 @@ func allocMany(st *Store, n int) ([]uint32, error) {
 func TestUIDAllocHelper(t *testing.T) {
 	dir := os.Getenv("UIDALLOC_DIR")
 	if dir == "" {
-		t.Skip("run by TestUIDRangesAcrossProcesses")
+		testkit.Skip(t, "run by TestUIDRangesAcrossProcesses")
 	}
 	st, err := Open(dir)
 	if err != nil {

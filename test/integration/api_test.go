@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 )
 
@@ -261,7 +262,7 @@ var scrapeRE = regexp.MustCompile(`(?m)^trellis_scrape_duration_seconds (\S+)$`)
 // TRELLIS_API_SCALE=1 (docs/api.md has the command), and never in -short.
 func TestAPIScale(t *testing.T) {
 	if testing.Short() || os.Getenv("TRELLIS_API_SCALE") == "" {
-		t.Skip("the 1000-node chain runs with TRELLIS_API_SCALE=1, not in -short")
+		testkit.Skip(t, "opt-in: the 1000-node chain runs with TRELLIS_API_SCALE=1, not in -short")
 	}
 	const n = 1000
 	e := start(t)

@@ -16,6 +16,7 @@ import (
 	"github.com/trellisnet/trellis/internal/bench/measure"
 	"github.com/trellisnet/trellis/internal/delay"
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -273,7 +274,7 @@ func netIDOf(t *testing.T, state, network string) string {
 // field, the feature and the kernel, and nothing is created; `trellis link set` refuses it too.
 func TestDelayRefused(t *testing.T) {
 	if netemKernel() {
-		t.Skip("this kernel has netem: the refusal is for kernels without it (TestDelay covers netem)")
+		testkit.Skip(t, "this kernel has netem: the refusal is for kernels without it (TestDelay covers netem)")
 	}
 	e := start(t)
 	t.Setenv("TRELLIS_DELAY", "netem") // the trellis processes the test starts inherit it

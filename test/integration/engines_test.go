@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // enginesTopo is h1 -- r -- h2, r with three engines; h2 swallows UDP on port 9000 (so it sends
@@ -155,9 +157,7 @@ func checkRouteMirrored(t *testing.T, e *env) {
 // routers, all running OSPF (BIRD). OSPF converges through r1's control node, its routes reach
 // every engine, and traffic between the hosts crosses the engines.
 func TestEnginesOSPF(t *testing.T) {
-	if _, err := exec.LookPath("bird"); err != nil {
-		t.Skipf("BIRD is not installed (%v): scripts/setup.sh installs bird2", err)
-	}
+	testkit.RequireTool(t, "bird", "scripts/setup.sh installs bird2")
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestKillDuringLiveChange interrupts a live change of a running network at several moments,
@@ -68,9 +70,7 @@ func TestKillDuringLiveChange(t *testing.T) {
 // new router converges with the others, whose daemons keep running untouched, and traffic takes
 // the other way round the ring.
 func TestOSPFRingLive(t *testing.T) {
-	if _, err := exec.LookPath("bird"); err != nil {
-		t.Skipf("BIRD is not installed (%v): scripts/setup.sh installs bird2", err)
-	}
+	testkit.RequireTool(t, "bird", "scripts/setup.sh installs bird2")
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	_ "github.com/trellisnet/trellis/internal/kinds/all" // the collector finds nodes through their kinds
 	"github.com/trellisnet/trellis/internal/metrics"
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestMetricsScale times scrapes of /metrics of a 1000-node chain in this process (target:
@@ -23,7 +24,7 @@ import (
 // TRELLIS_API_SCALE=1.
 func TestMetricsScale(t *testing.T) {
 	if testing.Short() || os.Getenv("TRELLIS_API_SCALE") == "" {
-		t.Skip("the 1000-node chain runs with TRELLIS_API_SCALE=1, not in -short")
+		testkit.Skip(t, "opt-in: the 1000-node chain runs with TRELLIS_API_SCALE=1, not in -short")
 	}
 	const n = 1000
 	e := start(t)

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // ---------------------------------------------------------------------------------------------
@@ -50,9 +52,7 @@ type machines struct {
 // that the host is as the snapshot recorded it.
 func machinesUp(t *testing.T, n int) *machines {
 	t.Helper()
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skipf("iproute2 is not installed (%v)", err)
-	}
+	testkit.RequireTool(t, "ip", "scripts/setup.sh installs iproute2")
 	before := snapshot(t)
 	m := &machines{t: t, n: n, prefix: "tsm" + nonce()}
 	m.ul = m.prefix + "-ul"

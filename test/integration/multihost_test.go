@@ -12,10 +12,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"github.com/trellisnet/trellis/internal/spec"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -23,6 +21,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/testkit"
 
 	"github.com/trellisnet/trellis/internal/plan"
 )
@@ -312,9 +313,7 @@ links:
 // that placement spreads its routers over three machines, on all three at once, and waits
 // until every router reaches every other's loopback.
 func TestOSPFRingOverThreeMachines(t *testing.T) {
-	if _, err := exec.LookPath("bird"); err != nil {
-		t.Skipf("BIRD is not installed (%v): scripts/setup.sh installs bird2", err)
-	}
+	testkit.RequireTool(t, "bird", "scripts/setup.sh installs bird2")
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -676,9 +675,7 @@ func TestEGREWireFormat(t *testing.T) {
 	}
 
 	t.Run("tshark", func(t *testing.T) {
-		if _, err := exec.LookPath("tshark"); err != nil {
-			t.Skipf("tshark is not installed (%v): the capture was decoded only by this test (apt-get install tshark to cross-check)", err)
-		}
+		testkit.RequireTool(t, "tshark", "scripts/test.sh installs it (apt-get install tshark) to cross-check the decoding of the capture")
 		pcap := filepath.Join(t.TempDir(), "egre.pcap")
 		writePcap(t, pcap, frames)
 		out, errOut, err := hostOutput("tshark", "-n", "-r", pcap, "-V")
@@ -932,9 +929,7 @@ links:
 }
 
 func TestRateOverTunnel(t *testing.T) {
-	if _, err := exec.LookPath("iperf3"); err != nil {
-		t.Skipf("iperf3 is not installed (%v): cannot measure link rates", err)
-	}
+	testkit.RequireTool(t, "iperf3", "scripts/setup.sh installs iperf3")
 	const capBPS, duration = 50e6, 6
 	var summary []string
 	for _, tunnel := range mhTunnels {

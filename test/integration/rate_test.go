@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 )
 
@@ -141,9 +142,7 @@ type iperfResult struct {
 }
 
 func TestRateAccuracy(t *testing.T) {
-	if _, err := exec.LookPath("iperf3"); err != nil {
-		t.Skipf("iperf3 is not installed (%v): cannot measure link rates", err)
-	}
+	testkit.RequireTool(t, "iperf3", "scripts/setup.sh installs iperf3")
 	cases := []struct {
 		rate     string
 		bps      float64
@@ -254,9 +253,7 @@ func runIperf(t *testing.T, state, network string, duration int) *iperfResult {
 // (an orphan still sending, for minutes), which holds a's network namespace and so its port:
 // down must still leave nothing (seen in CI: the port of a 1mbit link there 15 s after down).
 func TestDownWithConnectionInFlight(t *testing.T) {
-	if _, err := exec.LookPath("iperf3"); err != nil {
-		t.Skipf("iperf3 is not installed (%v): no sender to leave in flight", err)
-	}
+	testkit.RequireTool(t, "iperf3", "scripts/setup.sh installs iperf3 (the sender left in flight)")
 	e := start(t)
 	name := "inflight"
 	mustTrellis(t, e.state, "up", writeTopo(t, rateTopo(name, "    rate: 1mbit\n")))

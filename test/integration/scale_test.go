@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 func TestHundredNetworks(t *testing.T) {
@@ -65,7 +66,7 @@ func TestUpRefusesWhatPidMaxCannotHold(t *testing.T) {
 	// node.InitTasks per node: n nodes need more than pid_max holds at all.
 	n := max/node.InitTasks + 1
 	if n > 20000 {
-		t.Skipf("kernel.pid_max is %d: a network too large for it takes too long to check", max)
+		testkit.Skipf(t, "kernel.pid_max is %d: a network too large for it (%d nodes) takes too long to check; lower it (sysctl kernel.pid_max=4096) to run the test", max, n)
 	}
 	e := start(t)
 	_, errOut, err := trellis(t, e.state, "up", writeTopo(t, chainTopo("pidmax", n)))

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/trellisnet/trellis/internal/image"
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestVMOwnKernel boots a VM node with `vm: {kernel: ...}` given a copy of the default image's
@@ -18,7 +19,7 @@ func TestVMOwnKernel(t *testing.T) {
 	needQEMU(t)
 	imgs, err := image.List(image.DefaultCache)
 	if err != nil || len(imgs) == 0 {
-		t.Skipf("no cached guest image in %s (%v): trellis image build makes one", image.DefaultCache, err)
+		testkit.Skipf(t, "no cached guest image in %s (%v): trellis image build makes one (scripts/test.sh does)", image.DefaultCache, err)
 	}
 	e := start(t)
 	registerNetwork("vmkern")

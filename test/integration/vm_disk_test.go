@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // qemuWith returns the pid of the QEMU whose command line holds s, or 0.
@@ -32,9 +34,7 @@ func qemuWith(s string) int {
 // user's file, which stays as it was. After QEMU is killed, `down` removes the overlay it left.
 func TestVMDisk(t *testing.T) {
 	needQEMU(t)
-	if _, err := exec.LookPath("qemu-img"); err != nil {
-		t.Skipf("no qemu-img (%v): scripts/setup.sh installs qemu-utils", err)
-	}
+	testkit.RequireTool(t, "qemu-img", "scripts/setup.sh installs qemu-utils")
 	e := start(t)
 	registerNetwork("vmdisk")
 	path := writeTopo(t, "name: vmdisk\nnodes:\n  v:\n    kind: vm\n    vm: {disk: my.qcow2}\n")

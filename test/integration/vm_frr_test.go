@@ -3,11 +3,12 @@
 package integration
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestVMFRR brings up the vm-mixed FRR example: stock FRR, started by Debian's frrinit.sh, in
@@ -16,9 +17,7 @@ import (
 // vtysh in the guest, and the VM's daemons dropped to user frr.
 func TestVMFRR(t *testing.T) {
 	needQEMU(t)
-	if _, err := exec.LookPath("/usr/lib/frr/zebra"); err != nil {
-		t.Skipf("FRR is not installed (%v): scripts/setup.sh installs frr", err)
-	}
+	testkit.RequireTool(t, "/usr/lib/frr/zebra", "scripts/setup.sh installs frr")
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)

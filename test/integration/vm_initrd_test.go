@@ -11,6 +11,7 @@ import (
 
 	"github.com/cavaliergopher/cpio"
 	"github.com/trellisnet/trellis/internal/image"
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // ownInitrd writes an initramfs whose /init (busybox's shell) prints marker on the console and
@@ -19,7 +20,7 @@ func ownInitrd(t *testing.T, path, marker string) {
 	t.Helper()
 	bb, err := os.ReadFile("/usr/bin/busybox")
 	if err != nil {
-		t.Skipf("no busybox (%v): scripts/setup.sh installs busybox-static", err)
+		testkit.Skipf(t, "no busybox (%v): scripts/setup.sh installs busybox-static", err)
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -58,7 +59,7 @@ func TestVMOwnInitrd(t *testing.T) {
 	needQEMU(t)
 	kernels, _ := filepath.Glob(filepath.Join(image.DefaultCache, "kernels", "*", "vmlinuz"))
 	if len(kernels) == 0 {
-		t.Skipf("no guest kernel in %s: trellis image build fetches it", image.DefaultCache)
+		testkit.Skipf(t, "no guest kernel in %s: trellis image build fetches it (scripts/test.sh does)", image.DefaultCache)
 	}
 	cache := t.TempDir()
 	t.Setenv(image.CacheEnv, cache)

@@ -3,11 +3,12 @@
 package integration
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // pvrOSPFTopo is the mirror test's chain h1 -- r -- r2 -- h2 with r, a VM node with two
@@ -106,8 +107,8 @@ func TestVMEnginesOSPF(t *testing.T) {
 		{"frr", strings.ReplaceAll(pvrFRRNode, "ROOT", filepath.ToSlash(root)), "proto ospf"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := exec.LookPath("/usr/lib/frr/zebra"); c.name == "frr" && err != nil {
-				t.Skipf("FRR is not installed (%v): scripts/setup.sh installs frr", err)
+			if c.name == "frr" {
+				testkit.RequireTool(t, "/usr/lib/frr/zebra", "scripts/setup.sh installs frr")
 			}
 			e := start(t)
 			file := writeTopo(t, strings.Replace(pvrOSPFTopo, "RDAEMON", c.node, 1))

@@ -15,14 +15,13 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // needQEMU skips a test of VM nodes on a machine without QEMU.
 func needQEMU(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skipf("QEMU is not installed (%v): scripts/setup.sh installs qemu-system-x86", err)
-	}
+	testkit.RequireTool(t, "qemu-system-x86_64", "scripts/setup.sh installs qemu-system-x86")
 }
 
 // TestVMMixedOSPF brings up the vm-mixed example, two VM routers and two container routers

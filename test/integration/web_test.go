@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 )
 
@@ -51,7 +52,7 @@ func chromium(t testing.TB) string {
 			return p
 		}
 	}
-	t.Skip("no chromium: scripts/test.sh installs Debian's chromium")
+	testkit.Skip(t, "no chromium: scripts/test.sh installs Debian's chromium")
 	return ""
 }
 
@@ -136,9 +137,7 @@ func clickElement(t testing.TB, ctx context.Context, id string) {
 // a node's terminal runs a command, and the capture link downloads pcapng. Screenshots go to
 // the CI log folder.
 func TestWebPage(t *testing.T) {
-	if _, err := exec.LookPath("bird"); err != nil {
-		t.Skipf("BIRD is not installed (%v): scripts/setup.sh installs bird2", err)
-	}
+	testkit.RequireTool(t, "bird", "scripts/setup.sh installs bird2")
 	ctx := browser(t, 1400, 900)
 	root, err := moduleRoot()
 	if err != nil {
@@ -251,9 +250,7 @@ func carrierUp(t testing.TB, port string) bool {
 // node) and prints how long the page took to show it (target: under 1 s), how long each
 // second's update of the graph takes, and the frame rate while the graph is panned.
 func TestWebScale(t *testing.T) {
-	if testing.Short() {
-		t.Skip("200 nodes: not in -short")
-	}
+	testkit.NotShort(t, "200 nodes")
 	const n = 200
 	ctx := browser(t, 1400, 900)
 	e := start(t)

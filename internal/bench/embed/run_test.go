@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestQuick is `trellis bench --parts embed --quick` without the CLI: every algorithm on both
 // workloads, written as embed.md, plots and JSON, in well under a minute.
 func TestQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("about 10 s")
-	}
+	testkit.NotShort(t, "about 10 s")
 	dir := t.TempDir()
 	start := time.Now()
 	res, err := RunCLI(context.Background(), Options{Quick: true, WriteTrace: filepath.Join(dir, "tr.json")}, dir)

@@ -6,14 +6,13 @@ import (
 	"testing"
 
 	pe "github.com/trellisnet/trellis/internal/plan/embed"
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestGRCAsVirne pins GRC-Rank on Virne's own WX100 instances to the figures of Virne's method
 // (scripts/virne_grc_check.py; seed 0 is Virne's published Table 3 row: 58.90 %, 0.56, 9269.03).
 func TestGRCAsVirne(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a few seconds")
-	}
+	testkit.NotShort(t, "a few seconds")
 	tests := []struct {
 		seed     uint64
 		accepted int

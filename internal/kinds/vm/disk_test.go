@@ -15,14 +15,13 @@ import (
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // TestDiskOverlay makes the overlay of a raw disk with qemu-img: backed by the user's file,
 // which stays as it was, in the state directory, and swept once its VM does not run.
 func TestDiskOverlay(t *testing.T) {
-	if _, err := exec.LookPath(QEMUImg); err != nil {
-		t.Skip("no qemu-img: scripts/setup.sh installs qemu-utils")
-	}
+	testkit.RequireTool(t, QEMUImg, "scripts/setup.sh installs qemu-utils")
 	dir := t.TempDir()
 	disk := filepath.Join(dir, "disk.raw")
 	orig := bytes.Repeat([]byte{0xa5}, 1<<20)
