@@ -183,7 +183,10 @@ func (l *layer) link(name, target string) error {
 	if err != nil || parent == "" || base == "" {
 		return fmt.Errorf("%w: hard link to %s, which no earlier entry made", ErrLayer, name)
 	}
-	return os.Link(filepath.Join(parent, base), target)
+	if err := os.Link(filepath.Join(parent, base), target); err != nil {
+		return fmt.Errorf("%w: hard link to %s: %v", ErrLayer, name, err)
+	}
+	return nil
 }
 
 // opaque removes what the layers below put in dir, keeping what this layer added.
@@ -227,7 +230,10 @@ func (l *layer) resolve(dir string, create bool) (string, error) {
 		if err := os.Mkdir(filepath.Join(p, base), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return "", err
 		}
-		return l.resolve(dir, false)
+		if p, err = l.resolve(dir, false); p == "" && err == nil {
+			err = fmt.Errorf("%w: directory %s cannot be made (a symbolic link to nowhere?)", ErrLayer, dir)
+		}
+		return p, err
 	}
 	if err != nil {
 		return "", fmt.Errorf("%w: directory %s: %v", ErrLayer, dir, err)
