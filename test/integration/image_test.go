@@ -288,8 +288,21 @@ func TestImageImport(t *testing.T) {
 	}
 	mustTrellis(t, e.state, "image", "import", saved)
 	mustTrellis(t, e.state, "image", "import", string(lp))
+	// The same layout as an OCI archive (a tar of it), under another name.
+	lp2, err := layout.Write(filepath.Join(dir, "layout2"), empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lp2.AppendImage(other, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "lab/archive:3"})); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(dir, "oci.tar")
+	if out, err := exec.Command("tar", "-C", string(lp2), "-cf", archive, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	mustTrellis(t, e.state, "image", "import", archive)
 	out := mustTrellis(t, e.state, "image", "ls")
-	for _, want := range []string{"index.docker.io/lab/saved:1", "index.docker.io/lab/layout:2"} {
+	for _, want := range []string{"index.docker.io/lab/saved:1", "index.docker.io/lab/layout:2 index.docker.io/lab/archive:3"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("image ls lacks %s:\n%s", want, out)
 		}
