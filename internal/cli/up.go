@@ -31,7 +31,7 @@ to match the file: only what differs is changed (see ` + "`trellis diff FILE`" +
 start, nodes that are removed stop, links that are added, removed or changed (rate, impairments,
 state, MTU, connector, members) are changed in place, and every other node keeps running
 untouched, its processes and routing adjacencies included. A node whose own settings changed
-(kind, loopback addresses, sysctl, files, exec, limits, rootfs) restarts, alone; the addresses
+(kind, loopback addresses, sysctl, files, exec, limits, rootfs, image) restarts, alone; the addresses
 of its link interfaces change live.
 
 The file is checked before anything changes, and every problem in it is reported. If creating

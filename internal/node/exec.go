@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,12 +32,39 @@ var ErrNotInit = errors.New("not a node's init")
 // directory of the host is open in the node, and nothing that the node can mount over (its
 // /proc) is executed or trusted on the way in.
 func Command(pid int, argv ...string) (*exec.Cmd, error) {
+	return CommandAs(pid, RunAs{}, argv...)
+}
+
+// RunAs says how CommandAs runs a command besides its argv: as which of the node's users,
+// where, with what environment, and whether the command is left running.
+type RunAs struct {
+	User   string   // UID:GID in the node; "": the node's root
+	Dir    string   // working directory in the node; "": /
+	Env    []string // the command's environment; nil: Env
+	Detach bool     // the command is left to the node's PID 1: Run returns once it was executed
+}
+
+// CommandAs is Command with the user, directory, environment and detachment of as.
+func CommandAs(pid int, as RunAs, argv ...string) (*exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{self, JoinArg, strconv.Itoa(pid), "--"}, argv...)
+	args := []string{self, JoinArg, strconv.Itoa(pid)}
+	if as.Detach {
+		args = append(args, "-d")
+	}
+	if as.User != "" {
+		args = append(args, "-u", as.User)
+	}
+	if as.Dir != "" {
+		args = append(args, "-w", as.Dir)
+	}
+	args = append(append(args, "--"), argv...)
 	cmd := &exec.Cmd{Path: self, Args: args, Env: Env}
+	if as.Env != nil {
+		cmd.Env = as.Env
+	}
 	if term := os.Getenv("TERM"); term != "" {
 		cmd.Env = append(cmd.Env, "TERM="+term)
 	}
@@ -66,8 +94,9 @@ func HasProgram(pid int, path string) bool {
 // into the init's control groups, then executes the enter program with the pidfd and the
 // command line.
 func JoinMain(args []string) {
-	err := fmt.Errorf("usage: %s PID -- COMMAND", JoinArg)
-	if len(args) > 2 && args[1] == "--" {
+	err := fmt.Errorf("usage: %s PID [-d] [-u UID:GID] [-w DIR] -- COMMAND", JoinArg)
+	dashes := slices.Index(args, "--")
+	if len(args) > 2 && dashes > 0 && dashes < len(args)-1 && joinOptions(args[1:dashes]) {
 		var pid, pidfd int
 		pid, err = strconv.Atoi(args[0])
 		if err == nil {
@@ -80,14 +109,29 @@ func JoinMain(args []string) {
 			err = installFilter() // inherited by the enter program, the command, and all it starts in the node
 		}
 		if err == nil {
-			err = execEnter(pidfd, args[2:])
+			err = execEnter(pidfd, args[1:])
 		}
 	}
 	fmt.Fprintf(os.Stderr, "trellis: running in a node: %v\n", err)
 	os.Exit(127)
 }
 
-// execEnter replaces this process with the enter program, the pidfd passed to it open.
+// joinOptions says whether opts are the enter program's options (CommandAs).
+func joinOptions(opts []string) bool {
+	for i := 0; i < len(opts); i++ {
+		switch {
+		case opts[i] == "-d":
+		case (opts[i] == "-u" || opts[i] == "-w") && i+1 < len(opts):
+			i++
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// execEnter replaces this process with the enter program, the pidfd passed to it open; argv
+// is the enter program's options, "--" and the command line.
 func execEnter(pidfd int, argv []string) error {
 	exe, err := sealedFile("trellis-enter", enterProgram)
 	if err != nil {
@@ -97,7 +141,7 @@ func execEnter(pidfd int, argv []string) error {
 	if _, err := unix.FcntlInt(uintptr(pidfd), unix.F_SETFD, 0); err != nil {
 		return err
 	}
-	args := append([]string{"trellis-enter", strconv.Itoa(pidfd), "--"}, argv...)
+	args := append([]string{"trellis-enter", strconv.Itoa(pidfd)}, argv...)
 	return unix.Exec(fmt.Sprintf("/proc/self/fd/%d", exe.Fd()), args, os.Environ())
 }
 

@@ -19,3 +19,21 @@ func TestStartedHere(t *testing.T) {
 		t.Error("this test process was taken for a node's init")
 	}
 }
+
+func TestJoinOptions(t *testing.T) {
+	cases := []struct {
+		opts []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"-d", "-u", "1000:1000", "-w", "/work"}, true},
+		{[]string{"-u"}, false},
+		{[]string{"-x"}, false},
+		{[]string{"-w", "/a", "extra"}, false},
+	}
+	for _, c := range cases {
+		if got := joinOptions(c.opts); got != c.ok {
+			t.Errorf("joinOptions(%q) = %v, want %v", c.opts, got, c.ok)
+		}
+	}
+}

@@ -21,7 +21,8 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
 		return nd // `r1:` with nothing under it
 	}
-	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "cpuset", "pids", "vm", "engines", "dispatch", "rootfs")
+	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "cpuset", "pids", "vm", "engines", "dispatch", "rootfs",
+		"image")
 	for k, v := range f {
 		nd.lines[k] = v.Line
 	}
@@ -63,6 +64,9 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	}
 	if v := f["rootfs"]; v != nil {
 		nd.Rootfs = p.rootfs(v, field+".rootfs")
+	}
+	if v := f["image"]; v != nil {
+		nd.Image = p.image(v, field+".image")
 	}
 	if v := f["vm"]; v != nil {
 		nd.VM = p.vmSettings(nd, v, field+".vm")

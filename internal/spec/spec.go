@@ -90,6 +90,10 @@ type Node struct {
 	// Rootfs is the node's own root directory (`rootfs:`, rootfs.go), absolute and without
 	// symbolic links; "" means the host's root.
 	Rootfs string `json:",omitempty"`
+	// Image is the container image the node runs (`image:`, image.go); up sets Rootfs to its
+	// unpacked tree and Run to what its config says to run.
+	Image string    `json:",omitempty"`
+	Run   *ImageRun `json:",omitempty"`
 	// Engines are the node's parallel forwarding engines (docs/design.md, decision 12); none
 	// for a node that forwards by itself. Dispatch is set when Engines are.
 	Engines  []Engine  `json:",omitempty"`

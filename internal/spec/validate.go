@@ -107,6 +107,7 @@ func (p *parser) validate(n *Network) {
 			p.add(n.NodeError(nd, "vm", fmt.Sprintf("a %s node has no VM settings", nd.Kind), "remove `vm:`, or make the node `kind: vm`"))
 		}
 		p.validateRootfs(n, nd, k)
+		p.validateImage(n, nd, k)
 		if k.Check != nil {
 			p.add(k.Check(n, nd)...)
 		}

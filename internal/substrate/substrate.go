@@ -47,6 +47,9 @@ func UpKeepLive(ctx context.Context, st *state.Store, n *spec.Network, host, fil
 
 func up(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer, keep bool) (*Result, error) {
 	start := time.Now()
+	if err := resolveImages(ctx, n, log, false); err != nil {
+		return nil, err
+	}
 	unlock, err := st.Lock(n.Name)
 	if err != nil {
 		return nil, err
@@ -214,6 +217,9 @@ func rollback(st *state.Store, rec *state.Record, old, tried *plan.Plan, log io.
 
 // Preview lists what Up of network n would change on this machine, changing nothing.
 func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
+	if err := resolveImages(context.Background(), n, io.Discard, true); err != nil {
+		return nil, err
+	}
 	rec, err := st.Load(n.Name)
 	if err != nil {
 		return nil, err

@@ -145,9 +145,10 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 }
 
 // Exec runs the node's start commands in order, each through /bin/sh, with their output in the
-// network's log directory. A command that fails is named in the error, with its output.
+// network's log directory. A command that fails is named in the error, with its output. A node
+// of an image without exec: runs the image's entrypoint instead (mainProcess).
 func (Kind) Exec(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node) error {
-	if len(n.Exec) == 0 {
+	if len(n.Exec) == 0 && (n.Run == nil || len(n.Run.Argv) == 0) {
 		return nil
 	}
 	dir := env.Store.LogDir(env.Plan.Network)
@@ -160,9 +161,12 @@ func (Kind) Exec(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 		return err
 	}
 	defer logFile.Close()
+	if len(n.Exec) == 0 {
+		return mainProcess(in.PID, n.Run, logFile, logPath)
+	}
 	for i, line := range n.Exec {
 		fmt.Fprintf(logFile, "$ %s\n", line)
-		cmd, err := node.Command(in.PID, "/bin/sh", "-c", line)
+		cmd, err := node.CommandAs(in.PID, imageEnv(n.Run), "/bin/sh", "-c", line)
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,7 @@
 /*
  * trellis-enter runs one command inside a trellis container node (package node, exec.go).
  *
- * Usage: trellis-enter PIDFD -- COMMAND [ARG...]
+ * Usage: trellis-enter PIDFD [-d] [-u UID:GID] [-w DIR] -- COMMAND [ARG...]
  *
  * PIDFD is an open pidfd of the node's init, checked by trellis (node.JoinMain) before it
  * executed this program from a sealed in-memory file. The program enters every namespace of the
@@ -22,6 +22,12 @@
  * size and signals between the two. Otherwise the child gives up the caller's controlling
  * terminal, if any (TIOCNOTTY), but keeps its process group, so that a terminal's signals and
  * a kill of the group reach it as before.
+ *
+ * Options, for a node's main process (a container image's entrypoint): -u runs COMMAND as
+ * UID:GID of the node (no supplementary groups), -w in directory DIR of the node, and -d
+ * detached: the child forks COMMAND in a session of its own and exits once it was executed
+ * (its exit status says whether it could be), so that COMMAND's parent becomes the node's
+ * PID 1, as a daemon's does, and this program exits without waiting for it.
  *
  * Why C: a process can enter a user namespace, or a mount namespace, only while it has a
  * single thread (setns(2): EINVAL otherwise), and a Go program always runs several. runc
@@ -73,6 +79,9 @@ static int tty_out = -1;        /* relaying: the caller's terminal to write to (
 static int master = -1;         /* relaying: the pty's master */
 static struct termios saved;    /* relaying: the caller's terminal's settings */
 static struct pipe up, down;    /* relaying: the caller's input, the command's output */
+static int detach;              /* -d: COMMAND is left running, a child of the node's PID 1 */
+static long run_uid = -1, run_gid = -1; /* -u: the node's ids COMMAND runs as */
+static const char *workdir;     /* -w: COMMAND's working directory in the node */
 
 static void die(const char *what)
 {
@@ -104,10 +113,17 @@ static void enter(int pidfd)
 		die("close_range");
 }
 
+static int exec_as(char **argv);
+static void run_detached(char **argv, const sigset_t *mask);
+
 /* run is the child: it executes the command, with slave (>= 0) as its controlling terminal in
  * place of the caller's terminals. */
 static void run(char **argv, const sigset_t *mask, int slave)
 {
+	if (detach) {
+		run_detached(argv, mask);
+		return;
+	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0); /* it ends with this program, killed or not */
 	if (slave >= 0) {
 		if (setsid() < 0 || ioctl(slave, TIOCSCTTY, 0) != 0)
@@ -119,6 +135,22 @@ static void run(char **argv, const sigset_t *mask, int slave)
 		die("giving up the caller's terminal"); /* it must never be the command's */
 	}
 	sigprocmask(SIG_SETMASK, mask, NULL);
+	_exit(exec_as(argv));
+}
+
+/* exec_as executes the command with the -u ids in the -w directory; if it cannot, it says why
+ * and returns the exit status for it. */
+static int exec_as(char **argv)
+{
+	if (workdir && chdir(workdir) != 0) {
+		fprintf(stderr, "trellis: working directory %s: %s\n", workdir, strerror(errno));
+		return CANNOT_RUN;
+	}
+	if (run_uid >= 0 && (setgroups(0, NULL) != 0 || setresgid(run_gid, run_gid, run_gid) != 0 ||
+			     setresuid(run_uid, run_uid, run_uid) != 0)) {
+		fprintf(stderr, "trellis: becoming %ld:%ld: %s\n", run_uid, run_gid, strerror(errno));
+		return CANNOT_RUN;
+	}
 	execvp(argv[0], argv);
 	int err = errno;
 	if (err == ENOENT || err == ENOTDIR)
@@ -126,7 +158,34 @@ static void run(char **argv, const sigset_t *mask, int slave)
 			"(a node with `rootfs:` has only that directory's programs)\n", argv[0]);
 	else
 		fprintf(stderr, "trellis: %s: %s\n", argv[0], strerror(err));
-	_exit(err == ENOENT || err == ENOTDIR ? NOT_FOUND : CANNOT_RUN);
+	return err == ENOENT || err == ENOTDIR ? NOT_FOUND : CANNOT_RUN;
+}
+
+/* run_detached forks the command in a session of its own and exits with 0 once it was
+ * executed, or with the shell's status for a command that could not be: the command is left
+ * to the node's PID 1, which reaps it. */
+static void run_detached(char **argv, const sigset_t *mask)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) != 0)
+		die("pipe");
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		close(p[0]);
+		setsid();
+		sigprocmask(SIG_SETMASK, mask, NULL);
+		unsigned char code = exec_as(argv); /* the write end closes on a successful exec */
+		if (write(p[1], &code, 1) != 1)
+			_exit(CANNOT_RUN);
+		_exit(code);
+	}
+	close(p[1]);
+	unsigned char code;
+	if (read(p[0], &code, 1) != 1) /* closed by the exec: the command runs */
+		_exit(0);
+	_exit(code);
 }
 
 /* open_pty opens a pty of the node's devpts (its /dev/ptmx), the size of the caller's. */
@@ -297,12 +356,38 @@ static void wait_child(int sigfd)
 	}
 }
 
+/* options reads -d, -u UID:GID and -w DIR from argv[2] on; it returns the index of "--",
+ * or -1. */
+static int options(int argc, char **argv)
+{
+	int i = 2;
+	for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		char *end;
+		if (strcmp(argv[i], "-d") == 0) {
+			detach = 1;
+		} else if (strcmp(argv[i], "-w") == 0 && i + 1 < argc) {
+			workdir = argv[++i];
+		} else if (strcmp(argv[i], "-u") == 0 && i + 1 < argc) {
+			run_uid = strtol(argv[++i], &end, 10);
+			if (*end != ':' || run_uid < 0)
+				return -1;
+			run_gid = strtol(end + 1, &end, 10);
+			if (*end != '\0' || run_gid < 0)
+				return -1;
+		} else {
+			return -1;
+		}
+	}
+	return i + 1 < argc ? i : -1;
+}
+
 int main(int argc, char **argv)
 {
 	char *end;
 	long pidfd = argc > 3 ? strtol(argv[1], &end, 10) : -1;
-	if (argc <= 3 || *end != '\0' || pidfd < 0 || strcmp(argv[2], "--") != 0) {
-		fprintf(stderr, "usage: %s PIDFD -- COMMAND [ARG...]\n", argv[0]);
+	int dashes = pidfd >= 0 && *end == '\0' ? options(argc, argv) : -1;
+	if (dashes < 0) {
+		fprintf(stderr, "usage: %s PIDFD [-d] [-u UID:GID] [-w DIR] -- COMMAND [ARG...]\n", argv[0]);
 		return 2;
 	}
 	/* Every signal but those of faults is read from a signalfd, from before the fork on. */
@@ -315,7 +400,7 @@ int main(int argc, char **argv)
 	ctty = open("/dev/tty", O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC); /* the host's */
 	tty_in = isatty(0) && tcgetattr(0, &saved) == 0;
 	tty_out = isatty(1) ? 1 : isatty(2) ? 2 : -1;
-	relay = tty_in || isatty(0) || tty_out >= 0;
+	relay = !detach && (tty_in || isatty(0) || tty_out >= 0);
 	enter((int)pidfd);
 	int slave = -1;
 	if (relay && open_pty(&slave) != 0) {
@@ -330,7 +415,7 @@ int main(int argc, char **argv)
 	if (child < 0)
 		die("fork");
 	if (child == 0)
-		run(argv + 3, &mask, slave);
+		run(argv + dashes + 1, &mask, slave);
 	close(slave);
 	wait_child(sigfd);
 	return NOT_FOUND;

@@ -1,0 +1,61 @@
+package container
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/spec"
+)
+
+// imageEnv is how exec: lines run in a node of an image: with the image's environment (PATH
+// from node.Env if the image sets none, HOME too) and working directory, as the node's root.
+func imageEnv(run *spec.ImageRun) node.RunAs {
+	if run == nil {
+		return node.RunAs{}
+	}
+	env := append([]string{}, run.Env...)
+	for _, def := range node.Env {
+		k, _, _ := strings.Cut(def, "=")
+		if !hasVar(env, k) {
+			env = append(env, def)
+		}
+	}
+	return node.RunAs{Env: env, Dir: run.Dir}
+}
+
+func hasVar(env []string, k string) bool {
+	for _, e := range env {
+		if strings.HasPrefix(e, k+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// mainProcess starts the image's Entrypoint and Cmd as the node's main process: as the
+// config's User, in its WorkingDir, with its Env, its output in the node's log, left to the
+// node's PID 1 (it runs until it exits or the node stops). It fails if the program cannot be
+// executed.
+func mainProcess(pid int, run *spec.ImageRun, log *os.File, logPath string) error {
+	as := imageEnv(run)
+	as.User, as.Detach = run.User, true
+	fmt.Fprintf(log, "$ %s (the image's entrypoint and cmd, as %s)\n", strings.Join(run.Argv, " "), userOr(run.User))
+	cmd, err := node.CommandAs(pid, as, run.Argv...)
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("image %s: its entrypoint %q could not start (%v); the node's log:\n%s", run.Ref, run.Argv, err, tail(logPath, 10))
+	}
+	return nil
+}
+
+func userOr(u string) string {
+	if u == "" {
+		return "root"
+	}
+	return u
+}

@@ -1,0 +1,40 @@
+package substrate
+
+import (
+	"context"
+	"io"
+
+	"github.com/trellisnet/trellis/internal/image"
+	"github.com/trellisnet/trellis/internal/oci"
+	"github.com/trellisnet/trellis/internal/spec"
+)
+
+// resolveImages gets the container image of every node with `image:` (from the cache, or
+// pulled: package oci) and gives the node its tree as Rootfs and its config as Run. It runs
+// before anything of the network is created or changed: an image that cannot be had fails
+// the up with nothing done. With cachedOnly (diff), nothing is pulled: a node whose image is
+// not in the cache keeps no Rootfs, and shows as changed.
+func resolveImages(ctx context.Context, n *spec.Network, log io.Writer, cachedOnly bool) error {
+	store := oci.NewStore(image.Cache())
+	for _, nd := range n.Nodes {
+		if nd.Image == "" {
+			continue
+		}
+		var img oci.Image
+		var err error
+		if cachedOnly {
+			if img, err = store.Find(nd.Image); err != nil {
+				continue
+			}
+		} else if img, err = store.Get(ctx, nd.Image, log); err != nil {
+			return n.NodeError(nd, "image", err.Error(), "check the reference, or import the image with `trellis image import FILE`")
+		}
+		run, err := img.Run()
+		if err != nil {
+			return n.NodeError(nd, "image", err.Error(), "give the image a User its /etc/passwd has, or none")
+		}
+		nd.Rootfs, nd.Run = img.Root(), run
+		nd.Run.Ref = nd.Image
+	}
+	return nil
+}
