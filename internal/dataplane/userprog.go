@@ -11,7 +11,9 @@ package dataplane
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -90,7 +92,10 @@ func withLine(head string, src []byte) *bytes.Reader {
 type UserProgram struct {
 	Prog *ebpf.Program
 	Name string // the program's function
-	maps map[string]*ebpf.Map
+	// Digest identifies the object the program was loaded from (its instructions, its maps'
+	// layouts, its constants); the ports' filters carry it in their names.
+	Digest string
+	maps   map[string]*ebpf.Map
 }
 
 // Close releases the program and maps held by the process.
@@ -102,8 +107,11 @@ func (u *UserProgram) Close() {
 }
 
 // LoadUser loads a compiled program (path: for messages) into the kernel, which verifies it.
-// The object must have one tc program; its maps are never pinned, whatever it asks.
-func LoadUser(path string, obj []byte) (*UserProgram, error) {
+// The object must have one tc program; its maps are never pinned, whatever it asks. With
+// prev (the program running now, or nil), the new program shares each of prev's maps that has
+// the name and layout (type, key and value sizes, entries, flags) of one of its own: their
+// contents stay as they are across a reload; the others start empty.
+func LoadUser(path string, obj []byte, prev *UserProgram) (*UserProgram, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("dataplane: lifting memlock rlimit: %w", err)
 	}
@@ -130,7 +138,16 @@ func LoadUser(path string, obj []byte) (*UserProgram, error) {
 		}
 		ms.Pinning = ebpf.PinNone
 	}
-	coll, err := ebpf.NewCollection(spec)
+	var opts ebpf.CollectionOptions
+	if prev != nil {
+		opts.MapReplacements = map[string]*ebpf.Map{}
+		for n, ms := range spec.Maps {
+			if m := prev.maps[n]; m != nil && ms.Compatible(m) == nil {
+				opts.MapReplacements[n] = m
+			}
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, opts)
 	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -138,7 +155,8 @@ func LoadUser(path string, obj []byte) (*UserProgram, error) {
 		}
 		return nil, fmt.Errorf("%w %s: loading: %w", ErrProgram, path, err)
 	}
-	u := &UserProgram{Prog: coll.Programs[name], Name: name, maps: coll.Maps}
+	sum := sha256.Sum256(obj)
+	u := &UserProgram{Prog: coll.Programs[name], Name: name, Digest: hex.EncodeToString(sum[:8]), maps: coll.Maps}
 	return u, nil
 }
 

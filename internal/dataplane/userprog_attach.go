@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -12,7 +13,8 @@ import (
 
 // The filter that holds a node's own program on each of its ports' tc egress: alone there (a
 // node with a program has no engines, whose classifier uses the same place), with a fixed
-// handle so that attaching again replaces it in place.
+// handle so that attaching again replaces it in place. Its name is userFilterName, ":" and
+// the program's Digest.
 const (
 	userFilterName   = "trellis_dp"
 	userFilterHandle = 0x9e
@@ -23,7 +25,7 @@ const (
 // with its maps by name; nil if none has.
 func OpenUser(ifindexes []int) (*UserProgram, error) {
 	for _, ifindex := range ifindexes {
-		id, err := userFilterProg(ifindex)
+		id, digest, err := userFilterProg(ifindex)
 		if err != nil {
 			return nil, err
 		}
@@ -42,6 +44,7 @@ func OpenUser(ifindexes []int) (*UserProgram, error) {
 			p.Close()
 			return nil, err
 		}
+		u.Digest = digest
 		return u, nil
 	}
 	return nil, nil
@@ -71,47 +74,31 @@ func openUserMaps(p *ebpf.Program) (*UserProgram, error) {
 	return u, nil
 }
 
-// userFilterProg returns the id of the program in the node-program filter on the port's tc
-// egress; 0 if there is none.
-func userFilterProg(ifindex int) (int, error) {
+// userFilterProg returns the id and digest of the program in the node-program filter on the
+// port's tc egress; 0 if there is none.
+func userFilterProg(ifindex int) (int, string, error) {
 	filters, err := listFilters(&netlink.Handle{}, ifindex, netlink.HANDLE_MIN_EGRESS)
 	if err != nil {
-		return 0, fmt.Errorf("dataplane: filters of port %d: %w", ifindex, err)
+		return 0, "", fmt.Errorf("dataplane: filters of port %d: %w", ifindex, err)
 	}
 	for _, f := range filters {
-		if bf, ok := f.(*netlink.BpfFilter); ok && bf.Name == userFilterName {
-			return bf.Id, nil
+		bf, ok := f.(*netlink.BpfFilter)
+		if name, digest, _ := strings.Cut(bf.Name, ":"); ok && name == userFilterName {
+			return bf.Id, digest, nil
 		}
 	}
-	return 0, nil
+	return 0, "", nil
 }
 
-// sameCode tells whether two programs have the same instructions (their tags).
-func sameCode(a, b *ebpf.Program) bool {
-	ai, err1 := a.Info()
-	bi, err2 := b.Info()
-	return err1 == nil && err2 == nil && ai.Tag == bi.Tag
-}
-
-// InstallUser makes program u run on a node's ports (port number -> substrate ifindex). If
-// the ports run a program with u's instructions already, that one stays, with its tables'
-// contents, and goes onto the ports that lack it; otherwise u replaces it on every port (its
-// tables start empty). The port maps are filled before the program is attached.
-func InstallUser(u *UserProgram, ports map[int]int) error {
-	ifindexes := make([]int, 0, len(ports))
-	for _, ifindex := range ports {
-		ifindexes = append(ifindexes, ifindex)
-	}
-	cur, err := OpenUser(ifindexes)
-	if err != nil {
-		return err
-	}
+// InstallUser makes program u run on a node's ports (port number -> substrate ifindex),
+// where cur (OpenUser; nil if none) runs now. If cur was loaded from u's object, it stays,
+// with its tables, and goes onto the ports that lack it; otherwise u replaces it on every
+// port, each port's filter swapped in place (the port stays). The port maps are filled
+// before the program is attached.
+func InstallUser(u, cur *UserProgram, ports map[int]int) error {
 	target := u
-	if cur != nil {
-		defer cur.Close()
-		if sameCode(cur.Prog, u.Prog) {
-			target = cur
-		}
+	if cur != nil && cur.Digest == u.Digest {
+		target = cur
 	}
 	if err := target.setPorts(ports); err != nil {
 		return err
@@ -121,13 +108,13 @@ func InstallUser(u *UserProgram, ports map[int]int) error {
 		return fmt.Errorf("dataplane: reading program: %w", err)
 	}
 	pid, _ := pinfo.ID()
-	for _, ifindex := range ifindexes {
-		if id, err := userFilterProg(ifindex); err != nil {
+	for _, ifindex := range ports {
+		if id, _, err := userFilterProg(ifindex); err != nil {
 			return err
 		} else if id == int(pid) {
 			continue
 		}
-		if err := attachUser(ifindex, target.Prog); err != nil {
+		if err := attachUser(ifindex, target); err != nil {
 			return err
 		}
 	}
@@ -172,14 +159,14 @@ func (u *UserProgram) setPorts(ports map[int]int) error {
 	return nil
 }
 
-func attachUser(ifindex int, prog *ebpf.Program) error {
+func attachUser(ifindex int, u *UserProgram) error {
 	if err := ensureClsact(ifindex); err != nil {
 		return fmt.Errorf("dataplane: node program on port %d: %w", ifindex, err)
 	}
 	f := &netlink.BpfFilter{
 		FilterAttrs: netlink.FilterAttrs{LinkIndex: ifindex, Parent: netlink.HANDLE_MIN_EGRESS, Handle: userFilterHandle,
 			Priority: userFilterPrio, Protocol: unix.ETH_P_ALL},
-		Fd: prog.FD(), Name: userFilterName, DirectAction: true,
+		Fd: u.Prog.FD(), Name: userFilterName + ":" + u.Digest, DirectAction: true,
 	}
 	if err := netlink.FilterReplace(f); err != nil {
 		return fmt.Errorf("dataplane: node program on port %d: %w", ifindex, err)

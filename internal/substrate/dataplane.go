@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -47,13 +49,14 @@ func programObject(ctx context.Context, d *spec.Dataplane) ([]byte, error) {
 	return obj, nil
 }
 
-// loadProgram compiles and loads node n's program: the kernel's verifier checks it.
-func loadProgram(ctx context.Context, n *plan.Node) (*dataplane.UserProgram, error) {
+// loadProgram compiles and loads node n's program: the kernel's verifier checks it. It
+// shares the maps of prev (the program running now, or nil) that have its maps' layouts.
+func loadProgram(ctx context.Context, n *plan.Node, prev *dataplane.UserProgram) (*dataplane.UserProgram, error) {
 	obj, err := programObject(ctx, n.Dataplane)
 	if err != nil {
 		return nil, err
 	}
-	return dataplane.LoadUser(n.Dataplane.Path, obj)
+	return dataplane.LoadUser(n.Dataplane.Path, obj, prev)
 }
 
 // checkPrograms compiles and verifies every dataplane program of plan p before anything
@@ -63,7 +66,7 @@ func checkPrograms(p *plan.Plan, n *spec.Network) error {
 		if nd.Dataplane == nil {
 			continue
 		}
-		u, err := loadProgram(context.Background(), nd)
+		u, err := loadProgram(context.Background(), nd, nil)
 		if err != nil {
 			head, _, _ := strings.Cut(strings.TrimPrefix(err.Error(), "dataplane: "), "\n")
 			return &programError{at: n.NodeError(nd.Node, "dataplane", strings.TrimSuffix(head, ":"), "fix the program (docs/ebpf-nodes.md)"), err: err}
@@ -117,21 +120,33 @@ func (a *applier) convergePrograms(ctx context.Context) error {
 		if nd.Dataplane == nil {
 			continue
 		}
-		ports, err := programPorts(a.env.Plan, nd.Name)
-		if err != nil {
-			return err
-		}
-		u, err := loadProgram(ctx, nd)
-		if err != nil {
-			return fmt.Errorf("node %s: %w", nd.Name, err)
-		}
-		err = dataplane.InstallUser(u, ports)
-		u.Close()
-		if err != nil {
+		if err := convergeProgram(ctx, a.env.Plan, nd); err != nil {
 			return fmt.Errorf("node %s: %w", nd.Name, err)
 		}
 	}
 	return nil
+}
+
+// convergeProgram loads node nd's program, sharing the running one's tables of the same
+// layouts, and puts it on the node's ports.
+func convergeProgram(ctx context.Context, p *plan.Plan, nd *plan.Node) error {
+	ports, err := programPorts(p, nd.Name)
+	if err != nil {
+		return err
+	}
+	cur, err := dataplane.OpenUser(slices.Collect(maps.Values(ports)))
+	if err != nil {
+		return err
+	}
+	if cur != nil {
+		defer cur.Close()
+	}
+	u, err := loadProgram(ctx, nd, cur)
+	if err != nil {
+		return err
+	}
+	defer u.Close()
+	return dataplane.InstallUser(u, cur, ports)
 }
 
 // programChanges lists the nodes whose program differs from the one last applied.
@@ -169,11 +184,7 @@ func NodeProgram(st *state.Store, network, node string) (*dataplane.UserProgram,
 	if err != nil {
 		return nil, err
 	}
-	ifindexes := make([]int, 0, len(ports))
-	for _, i := range ports {
-		ifindexes = append(ifindexes, i)
-	}
-	u, err := dataplane.OpenUser(ifindexes)
+	u, err := dataplane.OpenUser(slices.Collect(maps.Values(ports)))
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,8 +32,21 @@ func TestEbpfL3(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := start(t)
-	registerNetwork("ebpf-l3")
-	mustTrellis(t, e.state, "up", filepath.Join(root, "examples/ebpf/l3/l3.yaml"))
+	// A copy of the example, whose program the reload below changes.
+	topo, err := os.ReadFile(filepath.Join(root, "examples/ebpf/l3/l3.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := os.ReadFile(filepath.Join(root, "examples/ebpf/l3/l3.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	topoPath := writeTopo(t, string(topo))
+	progPath := filepath.Join(filepath.Dir(topoPath), "l3.c")
+	if err := os.WriteFile(progPath, prog, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustTrellis(t, e.state, "up", topoPath)
 	tables := mustTrellis(t, e.state, "table", "ebpf-l3", "s1")
 	if !regexp.MustCompile(`(?m)^routes +LPMTrie +8 +8 +4096`).MatchString(tables) || !strings.Contains(tables, "counters") {
 		t.Fatalf("trellis table ebpf-l3 s1 does not list routes (LPM, 8-byte keys and values) and counters:\n%s", tables)
@@ -43,7 +57,9 @@ func TestEbpfL3(t *testing.T) {
 	mac := func(node string) string {
 		return strings.ReplaceAll(strings.TrimSpace(mustExec(t, e.state, "ebpf-l3", node, "cat", "/sys/class/net/eth1/address")), ":", "")
 	}
-	table := func(args ...string) string { return mustTrellis(t, e.state, append([]string{"table", "ebpf-l3", "s1"}, args...)...) }
+	table := func(args ...string) string {
+		return mustTrellis(t, e.state, append([]string{"table", "ebpf-l3", "s1"}, args...)...)
+	}
 	table("routes", "set", "18000000.0a000100", mac("h1")+".0100") // 10.0.1.0/24: port 1
 	table("routes", "set", "18000000.0a000200", mac("h2")+".0200") // 10.0.2.0/24: port 2
 	out := mustExec(t, e.state, "ebpf-l3", "h1", "ping", "-c", "3", "-i", "0.2", "-W", "2", "10.0.2.1")
@@ -81,8 +97,53 @@ func TestEbpfL3(t *testing.T) {
 	if got := table("counters", "get", "01000000"); strings.TrimSpace(got) == "0000000000000000" {
 		t.Errorf("no frame counted as dropped for want of a route after the route went")
 	}
+	table("routes", "set", "18000000.0a000200", mac("h2")+".0200")
+	testEbpfReload(t, e.state, topoPath, progPath, string(prog), table)
 	mustTrellis(t, e.state, "down", "ebpf-l3")
 	e.assertClean()
+}
+
+// testEbpfReload changes s1's program (a fourth counter: the counters table's layout changes,
+// the routes table's does not) and runs up: the new program runs on the same node and ports,
+// with the routes as they were and new counters. Then a version the verifier refuses: up
+// fails with the verifier's message, and the program before it keeps forwarding.
+func testEbpfReload(t *testing.T, state, topoPath, progPath, prog string, table func(...string) string) {
+	pids := inspect(t, state, "ebpf-l3").pids()
+	ifindex := mustExec(t, state, "ebpf-l3", "s1", "cat", "/sys/class/net/eth1/ifindex")
+	changed := strings.Replace(prog, "enum { FORWARDED, NO_ROUTE, TTL_OUT, NCOUNTERS };", "enum { FORWARDED, NO_ROUTE, TTL_OUT, RELOADED, NCOUNTERS };", 1)
+	if changed == prog {
+		t.Fatal("the example's counters enum is not where the test looks for it")
+	}
+	if err := os.WriteFile(progPath, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustTrellis(t, state, "diff", topoPath); !strings.Contains(out, "program s1") {
+		t.Errorf("diff does not show s1's program changed:\n%s", out)
+	}
+	mustTrellis(t, state, "up", topoPath)
+	if after := inspect(t, state, "ebpf-l3").pids(); !maps.Equal(after, pids) {
+		t.Errorf("nodes restarted by a changed program: %v -> %v", pids, after)
+	}
+	if after := mustExec(t, state, "ebpf-l3", "s1", "cat", "/sys/class/net/eth1/ifindex"); after != ifindex {
+		t.Errorf("s1's eth1 made anew by a changed program: ifindex %s -> %s", ifindex, after)
+	}
+	if n := strings.Count(table("counters"), "\n"); n != 4 {
+		t.Errorf("the reloaded program's counters have %d entries, want 4", n)
+	}
+	ping(t, state, "ebpf-l3", "h1", "10.0.2.1") // the routes were kept
+
+	bad := strings.Replace(changed, "if ((void *)(ip + 1) > end ||", "if (", 1) // no bounds check
+	if err := os.WriteFile(progPath, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err := trellis(t, state, "up", topoPath)
+	if err == nil || !strings.Contains(errOut, "the kernel's verifier rejected the program") || !strings.Contains(errOut, "l3.c:") {
+		t.Errorf("up of a program the verifier refuses: %v, %q; want the verifier's message with the program's lines", err, errOut)
+	}
+	ping(t, state, "ebpf-l3", "h1", "10.0.2.1")
+	if n := strings.Count(table("counters"), "\n"); n != 4 {
+		t.Errorf("after the refused up the counters have %d entries, want the 4 of the program before", n)
+	}
 }
 
 // TestEbpfBadProgram: a program that does not compile, and one the kernel's verifier
