@@ -27,9 +27,10 @@ key and value in hex. get KEY prints the value of one key; set KEY VALUE writes 
 removes it. Keys and values are hex bytes in memory order, exactly as long as the table's
 keys and values ("0a000201", or with separators: "0a:00:02:01", "0x0a000201"); a number the
 program reads as a __u32 is little-endian on x86 and arm64 (port 2: 02000000). The tables
-trellis fills itself (trellis_ports, trellis_port_of) are read-only. Example, an LPM key
-{__u32 prefixlen; __u8 addr[4]} for 10.0.2.0/24:
-  trellis table lab s1 routes set 18000000.0a000200 02000000.aabbccddeeff.112233445566.0000`,
+trellis fills itself (trellis_ports, trellis_port_of) are read-only. Example
+(examples/ebpf/l3): the route to 10.0.2.0/24, an LPM key {__u32 prefixlen; __u8 addr[4]},
+through port 2 to 02:aa:bb:cc:dd:ee, a value {__u8 mac[6]; __u16 port}:
+  trellis table ebpf-l3 s1 routes set 18000000.0a000200 02aabbccddee.0200`,
 		Args: tableArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := store()
