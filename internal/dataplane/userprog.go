@@ -67,6 +67,8 @@ func CompileUser(ctx context.Context, path string, src []byte) ([]byte, error) {
 	out := filepath.Join(dir, "prog.o")
 	cmd := exec.CommandContext(ctx, clang, "-O2", "-g", "-target", "bpf", "-Wall", "-Wno-unused-function", "-Werror=implicit-function-declaration",
 		"-I", dir, "-iquote", filepath.Dir(path),
+		// The same source gives the same object (its Digest) whatever the directories.
+		"-fdebug-prefix-map="+dir+"=/trellis", "-fdebug-compilation-dir=.",
 		"-idirafter", "/usr/include/x86_64-linux-gnu", "-idirafter", "/usr/include/aarch64-linux-gnu",
 		"-c", "-x", "c", "-", "-o", out)
 	// #line makes clang name the user's file and lines in its messages, not standard input.
