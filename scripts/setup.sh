@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 GO_WANT=1.26   # the go directive of go.mod
 GO_FALLBACK=go1.26.8
 
-# ethtool: TestEGRE turns the GRE device's segmentation offload off.
-packages=(iproute2 util-linux bsdutils iputils-ping bird2 frr iperf3 python3 nftables tcpdump ca-certificates gcc libc6-dev ethtool)
+# ethtool: TestEGRE turns the GRE device's segmentation offload off. clang: eBPF nodes compile their programs.
+packages=(iproute2 util-linux bsdutils iputils-ping bird2 frr iperf3 python3 nftables tcpdump ca-certificates gcc libc6-dev ethtool clang)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

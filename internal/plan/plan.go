@@ -80,7 +80,8 @@ type Port struct {
 	Addresses []string        `json:",omitempty"`
 	Impair    spec.Impairment `json:",omitzero"`  // applied to the frames the interface sends
 	Down      bool            `json:",omitempty"` // this endpoint's carrier is off
-	// Classify: the port's node has engines, whose classifier is on the port's egress, so the
+	// Classify: the port's node has engines, whose classifier is on the port's egress, or a
+	// dataplane program, on the same hook (docs/ebpf-nodes.md), so the
 	// frames for the node must go out of the port (never straight into its veth peer).
 	Classify bool `json:",omitempty"`
 }
@@ -126,7 +127,7 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 			port.Name = names.device(p.NetID, 'p', "port/"+l.Name+"/"+port.String())
 			port.MAC = MAC(n.Name, e.Node, e.Ifname)
 			port.Addresses = n.Node(e.Node).Addresses[e.Ifname]
-			port.Classify = len(n.Node(e.Node).Engines) > 0
+			port.Classify = len(n.Node(e.Node).Engines) > 0 || n.Node(e.Node).Dataplane != nil
 			pl.Ports = append(pl.Ports, port)
 		}
 		if len(pl.Ports) == 0 {
@@ -222,7 +223,10 @@ func Digest(nd *spec.Node) string {
 		Default  uint64           `json:",omitempty"` // a cluster's default memory limit
 		VM       *spec.VMSettings `json:",omitempty"` // a VM's knobs
 		Rootfs   string           `json:",omitempty"` // a container's own root directory
-	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids, nd.DefaultMemory, nd.VM, nd.Rootfs}) // maps marshal in key order
+		// Dataplane: the node has a program (added or taken away, it starts again; a changed
+		// program replaces the old one live: substrate/dataplane.go).
+		Dataplane bool `json:",omitempty"`
+	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids, nd.DefaultMemory, nd.VM, nd.Rootfs, nd.Dataplane != nil}) // maps marshal in key order
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
 }

@@ -22,7 +22,7 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 		return nd // `r1:` with nothing under it
 	}
 	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "cpuset", "pids", "vm", "engines", "dispatch", "rootfs",
-		"image")
+		"image", "dataplane")
 	for k, v := range f {
 		nd.lines[k] = v.Line
 	}
@@ -61,6 +61,9 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 		} else {
 			nd.Pids = n
 		}
+	}
+	if v := f["dataplane"]; v != nil {
+		nd.Dataplane = p.dataplane(v, field+".dataplane")
 	}
 	if v := f["rootfs"]; v != nil {
 		nd.Rootfs = p.rootfs(v, field+".rootfs")

@@ -98,7 +98,9 @@ type Node struct {
 	// for a node that forwards by itself. Dispatch is set when Engines are.
 	Engines  []Engine  `json:",omitempty"`
 	Dispatch *Dispatch `json:",omitempty"`
-	Line     int
+	// Dataplane is the node's own forwarding program (dataplane.go); nil: the node's kernel forwards.
+	Dataplane *Dataplane `json:",omitempty"`
+	Line      int
 
 	index   int            // position in the file's nodes, for field names in messages
 	lines   map[string]int // line of each key's value: "kind", "host", "addresses.eth1", ...

@@ -112,6 +112,7 @@ func (p *parser) validate(n *Network) {
 			p.add(k.Check(n, nd)...)
 		}
 		p.validateEngines(n, nd)
+		p.validateDataplane(n, nd)
 	}
 	used := map[Endpoint]int{} // endpoint (Line zero) -> index of the link that uses it
 	for _, l := range n.Links {

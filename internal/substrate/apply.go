@@ -81,6 +81,9 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 	if err := a.convergeEngines(ctx); err != nil {
 		return err
 	}
+	if err := a.convergePrograms(ctx); err != nil {
+		return err
+	}
 	rec.Nodes = map[string]int{}
 	for name, in := range a.running {
 		rec.Nodes[name] = in.PID

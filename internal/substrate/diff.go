@@ -90,7 +90,8 @@ func nodeChanges(a, b *spec.Node) []string {
 		name string
 		x, y any
 	}{{"kind", a.Kind, b.Kind}, {"loopback addresses", a.Addresses["lo"], b.Addresses["lo"]}, {"sysctl", a.Sysctl, b.Sysctl},
-		{"files", a.Files, b.Files}, {"exec", a.Exec, b.Exec}, {"rootfs", a.Rootfs, b.Rootfs}}
+		{"files", a.Files, b.Files}, {"exec", a.Exec, b.Exec}, {"rootfs", a.Rootfs, b.Rootfs},
+		{"dataplane", a.Dataplane != nil, b.Dataplane != nil}}
 	for _, f := range fields {
 		if !reflect.DeepEqual(f.x, f.y) {
 			out = append(out, f.name+" changed")

@@ -39,7 +39,7 @@ func preflight(p *plan.Plan, n *spec.Network) error {
 	if len(errs) > 0 {
 		return errs
 	}
-	return nil
+	return checkPrograms(p, n) // compiles: only for a plan otherwise fine
 }
 
 func specLink(n *spec.Network, name string) *spec.Link {

@@ -146,7 +146,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 	if err != nil {
 		return nil, err
 	}
-	changes = append(append(changes, ec...), lc...)
+	changes = append(append(append(changes, ec...), lc...), programChanges(old, p)...)
 	if len(changes) == 0 && rec.Status == state.Up {
 		if rec.File != file { // the record says which file it holds (UpKeepLive relies on it)
 			rec.File = file
@@ -255,7 +255,7 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 		}
 		changes := Diff(old, p, running)
 		noteDelays(changes, p, nil)
-		return append(append(changes, ec...), lc...), nil
+		return append(append(append(changes, ec...), lc...), programChanges(old, p)...), nil
 	}
 	ec, err := engineChanges(st, old, p, nil, nil)
 	if err != nil {
