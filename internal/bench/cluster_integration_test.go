@@ -15,7 +15,7 @@ import (
 	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
 )
 
-// TestClusterBench runs `trellis bench --quick --parts cluster` and checks its figures and that
+// TestClusterBench runs `trellis-bench --quick --parts cluster` and checks its figures and that
 // nothing of it is left: work directory, run record, simulated machines, etcd or agents.
 func TestClusterBench(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -25,16 +25,16 @@ func TestClusterBench(t *testing.T) {
 		t.Skip(err)
 	}
 	dir := t.TempDir()
-	bin := buildTrellis(t, dir)
+	bin := buildBench(t, dir)
 	tmp := filepath.Join(dir, "tmp")
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out, stateDir := filepath.Join(dir, "out"), filepath.Join(dir, "state")
-	cmd := exec.Command(bin, "--state-dir", stateDir, "bench", "--quick", "--parts", PartCluster, "--out", out)
+	cmd := exec.Command(bin, "--state-dir", stateDir, "--quick", "--parts", PartCluster, "--out", out)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	output, err := cmd.CombinedOutput()
-	t.Logf("trellis bench --quick --parts cluster:\n%s", output)
+	t.Logf("trellis-bench --quick --parts cluster:\n%s", output)
 	if err != nil {
 		t.Fatal(err)
 	}

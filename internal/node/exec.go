@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/trellisnet/trellis/internal/cgroup"
+	"github.com/trellisnet/trellis/internal/helperproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,7 +32,7 @@ var ErrNotInit = errors.New("not a node's init")
 // directory of the host is open in the node, and nothing that the node can mount over (its
 // /proc) is executed or trusted on the way in.
 func Command(pid int, argv ...string) (*exec.Cmd, error) {
-	self, err := os.Executable()
+	self, err := helperproc.Executable()
 	if err != nil {
 		return nil, err
 	}

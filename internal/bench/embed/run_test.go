@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestQuick is `trellis bench --parts embed --quick` without the CLI: every algorithm on both
+// TestQuick is `trellis-bench --parts embed --quick` without the CLI: every algorithm on both
 // workloads, written as embed.md, plots and JSON, in well under a minute.
 func TestQuick(t *testing.T) {
 	if testing.Short() {
