@@ -54,6 +54,7 @@ func TestKilledBenchIsCleaned(t *testing.T) {
 	cleaned := false
 	t.Cleanup(func() { // whatever failed, leave the host as it was
 		cmd.Process.Kill()
+		cmd.Wait() // reaped: clean leaves a run whose process still exists alone
 		if !cleaned {
 			exec.Command(bin, "--state-dir", stateDir, "clean").Run()
 		}
