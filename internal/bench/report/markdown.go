@@ -73,8 +73,8 @@ one node under test to a sink that counts and drops them. Every setup is measure
 in turn within each repetition, and every ratio is to native kernel forwarding of the same
 repetition. Figures are the median of the repetitions, with the minimum and maximum in brackets.
 
-Regenerate this page (it installs what it needs, builds trellis and trellis-bench, runs the full bench, and writes
-this file and the plots):
+Regenerate this page (it installs what it needs, builds trellis and trellis-bench, runs the full
+bench, and writes this file and the plots):
 
 ` + "```sh\n./scripts/bench.sh            # full run, about 95 minutes on 2 cores\n./scripts/bench.sh --quick    # every part, fewer and shorter trials: under two minutes\n```\n\n")
 	b.WriteString("Or run parts by hand: `bin/trellis-bench --help`; for example\n`bin/trellis-bench --parts forward --setups native,shortbridge --repeat 9 --trial 2s`.\n\n")
