@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Runs `trellis bench` and writes its figures: the full run regenerates docs/benchmarks.md and the
+# Runs trellis-bench and writes its figures: the full run regenerates docs/benchmarks.md and the
 # plots and JSON in docs/benchmarks/. With --quick (every part, fewer and shorter trials, under
 # two minutes) it writes to bench-results/ instead and leaves docs/ alone. Other arguments go to
-# `trellis bench` (see `bin/trellis bench --help`). Run as root on Debian 12; it installs what it
+# trellis-bench (see `bin/trellis-bench --help`). Run as root on Debian 12; it installs what it
 # needs first. The machine should be otherwise idle: other work shows as noise in the figures.
-# A run that is killed leaves its setups behind until the next run, or `bin/trellis bench clean`,
+# A run that is killed leaves its setups behind until the next run, or `bin/trellis-bench clean`,
 # removes them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,5 +33,5 @@ for a in "$@"; do
 	fi
 done
 mkdir -p "$out"
-bin/trellis bench --out "$out" --markdown "$page" "$@"
+bin/trellis-bench --out "$out" --markdown "$page" "$@"
 echo "bench: wrote $page, $out/bench.json and the plots in $out/"

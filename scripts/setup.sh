@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what trellis, its examples and its tests need on Debian 12, then builds trellis into
-# bin/trellis. Run as root. Safe to run again: it installs only what is missing.
+# bin/trellis and the bench into bin/trellis-bench. Run as root. Safe to run again: it installs
+# only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,7 +53,9 @@ fi
 
 mkdir -p bin
 CGO_ENABLED=0 go build -o bin/trellis ./cmd/trellis
-echo "setup: built bin/trellis with $(go env GOVERSION)"
+# The bench (scripts/bench.sh) is a command of its own; it runs bin/trellis beside it.
+CGO_ENABLED=0 go build -o bin/trellis-bench ./cmd/trellis-bench
+echo "setup: built bin/trellis and bin/trellis-bench with $(go env GOVERSION)"
 
 # etcd for clusters (docs/cluster.md) and their tests: the server at the version tools/etcd/go.mod
 # pins (Debian's is 3.4), built once into the cache directory; TRELLIS_ETCD names the binary.

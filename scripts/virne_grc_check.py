@@ -12,7 +12,7 @@ virne/core/controller/node_mapper.py _safely_node_mapping,
 virne/core/controller/link_mapper.py _safely_route,
 virne/core/controller/topology_analyzer.py find_shortest_paths 'k_shortest'), prints
 acceptance, LRC and LAR as Virne's counter does (virne/core/counter.py summary_records), and
-writes the instance as a Trellis trace so `trellis bench --parts embed --trace` runs our Go
+writes the instance as a Trellis trace so `trellis-bench --parts embed --trace` runs our Go
 code on the very same instance.
 
 usage: virne_grc_check.py SEED [SEED...] [--eta 0.16] [--write-trace PREFIX]

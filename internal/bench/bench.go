@@ -1,4 +1,4 @@
-// Package bench runs the benchmark behind `trellis bench`: it measures how fast virtual
+// Package bench runs the benchmark behind `trellis-bench`: it measures how fast virtual
 // networks forward, the way the Trellis paper measured it (section 5), and also times
 // deployment, scaling to many networks and isolation between networks. It is a user of the
 // layers below it: the setups it measures through are built by package setup (through the

@@ -19,20 +19,20 @@ import (
 	"github.com/trellisnet/trellis/internal/testkit"
 )
 
-// TestQuickBench runs `trellis bench --quick` as a user would and checks that every figure is
+// TestQuickBench runs `trellis-bench --quick` as a user would and checks that every figure is
 // sane: measured, positive, finite, output no more than input. It does not check that anything
 // is fast: the machine may be busy with other work.
 func TestQuickBench(t *testing.T) {
 	testkit.RequireRoot(t)
 	dir := t.TempDir()
-	bin := buildTrellis(t, dir)
+	bin := buildBench(t, dir)
 	tmp := filepath.Join(dir, "tmp") // the bench's work directory goes here, and must go again
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
 	stateDir := filepath.Join(dir, "state") // the bench records its run here
-	cmd := exec.Command(bin, "--state-dir", stateDir, "bench", "--quick", "--out", out, "--markdown", filepath.Join(out, "benchmarks.md"))
+	cmd := exec.Command(bin, "--state-dir", stateDir, "--quick", "--out", out, "--markdown", filepath.Join(out, "benchmarks.md"))
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
@@ -42,9 +42,9 @@ func TestQuickBench(t *testing.T) {
 		err = cmd.Wait()
 	}
 	took := time.Since(t0)
-	t.Logf("trellis bench --quick took %v:\n%s", took.Round(time.Second), output.String())
+	t.Logf("trellis-bench --quick took %v:\n%s", took.Round(time.Second), output.String())
 	if err != nil {
-		t.Fatalf("trellis bench --quick: %v", err)
+		t.Fatalf("trellis-bench --quick: %v", err)
 	}
 	if took > 2*time.Minute {
 		t.Logf("warning: --quick took longer than two minutes (%v); the machine may be busy", took.Round(time.Second))
@@ -77,20 +77,22 @@ func TestQuickBench(t *testing.T) {
 	}
 }
 
-// buildTrellis builds the trellis binary into dir.
-func buildTrellis(t *testing.T, dir string) string {
+// buildBench builds trellis-bench and, beside it, the trellis binary it runs into dir, and
+// returns trellis-bench's path.
+func buildBench(t *testing.T, dir string) string {
 	t.Helper()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "trellis")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/trellis")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building trellis: %v\n%s", err, out)
+	for _, name := range []string{"trellis", "trellis-bench"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./cmd/"+name)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", name, err, out)
+		}
 	}
-	return bin
+	return filepath.Join(dir, "trellis-bench")
 }
 
 func checkReport(t *testing.T, rep *result.Report) {

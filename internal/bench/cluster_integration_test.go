@@ -16,7 +16,7 @@ import (
 	"github.com/trellisnet/trellis/internal/testkit"
 )
 
-// TestClusterBench runs `trellis bench --quick --parts cluster` and checks its figures and that
+// TestClusterBench runs `trellis-bench --quick --parts cluster` and checks its figures and that
 // nothing of it is left: work directory, run record, simulated machines, etcd or agents.
 func TestClusterBench(t *testing.T) {
 	testkit.RequireRoot(t)
@@ -24,16 +24,16 @@ func TestClusterBench(t *testing.T) {
 		testkit.Skipf(t, "%v: scripts/setup.sh builds etcd (or set TRELLIS_ETCD)", err)
 	}
 	dir := t.TempDir()
-	bin := buildTrellis(t, dir)
+	bin := buildBench(t, dir)
 	tmp := filepath.Join(dir, "tmp")
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out, stateDir := filepath.Join(dir, "out"), filepath.Join(dir, "state")
-	cmd := exec.Command(bin, "--state-dir", stateDir, "bench", "--quick", "--parts", PartCluster, "--out", out)
+	cmd := exec.Command(bin, "--state-dir", stateDir, "--quick", "--parts", PartCluster, "--out", out)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	output, err := cmd.CombinedOutput()
-	t.Logf("trellis bench --quick --parts cluster:\n%s", output)
+	t.Logf("trellis-bench --quick --parts cluster:\n%s", output)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,7 @@ func (r *runner) deploy() error {
 				return err
 			}
 			t0 := time.Now()
-			_, err = substrate.Up(context.Background(), st, net, "", "(trellis bench)", io.Discard)
+			_, err = substrate.Up(context.Background(), st, net, "", "(trellis-bench)", io.Discard)
 			up := time.Since(t0).Seconds()
 			if err != nil {
 				setup.DownQuiet(st, name)

@@ -21,13 +21,13 @@ import (
 
 // TestKilledBenchIsCleaned kills a bench with SIGKILL while its setups exist (anonymous
 // namespaces, trellis networks with bridges in the root namespace, a user-space relay, and two
-// simulated machines running trellis), then runs `trellis bench clean`, and checks that the host
+// simulated machines running trellis), then runs `trellis-bench clean`, and checks that the host
 // is as it was before: network namespaces, devices of the root namespace, node processes, no
 // process left that names the bench's work directory, no work directory and no run record.
 func TestKilledBenchIsCleaned(t *testing.T) {
 	testkit.RequireRoot(t)
 	dir := t.TempDir()
-	bin := buildTrellis(t, dir)
+	bin := buildBench(t, dir)
 	tmp := filepath.Join(dir, "tmp") // the bench's work directory goes here
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func TestKilledBenchIsCleaned(t *testing.T) {
 	stateDir := filepath.Join(dir, "state")
 	before := hostSnapshot(t)
 
-	cmd := exec.Command(bin, "--state-dir", stateDir, "bench", "--parts", "forward", "--setups", "shortbridge,bridge,userspace,egre-bridge",
+	cmd := exec.Command(bin, "--state-dir", stateDir, "--parts", "forward", "--setups", "shortbridge,bridge,userspace,egre-bridge",
 		"--repeat", "1", "--trial", "20s", "--out", filepath.Join(dir, "out"))
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	// A file, not a pipe: the relay's nsenter, which outlives the bench until its node is
@@ -53,8 +53,9 @@ func TestKilledBenchIsCleaned(t *testing.T) {
 	cleaned := false
 	t.Cleanup(func() { // whatever failed, leave the host as it was
 		cmd.Process.Kill()
+		cmd.Wait() // reaped: clean leaves a run whose process still exists alone
 		if !cleaned {
-			exec.Command(bin, "--state-dir", stateDir, "bench", "clean").Run()
+			exec.Command(bin, "--state-dir", stateDir, "clean").Run()
 		}
 	})
 	deadline := time.Now().Add(3 * time.Minute)
@@ -85,13 +86,13 @@ func TestKilledBenchIsCleaned(t *testing.T) {
 	cmd.Wait()
 	t.Logf("killed the bench after:\n%s", logText())
 
-	out, err := exec.Command(bin, "--state-dir", stateDir, "bench", "clean").CombinedOutput()
+	out, err := exec.Command(bin, "--state-dir", stateDir, "clean").CombinedOutput()
 	cleaned = true
 	if err != nil {
-		t.Fatalf("trellis bench clean: %v\n%s", err, out)
+		t.Fatalf("trellis-bench clean: %v\n%s", err, out)
 	}
 	if want := fmt.Sprintf("removed what bench run %d-", cmd.Process.Pid); !strings.Contains(string(out), want) {
-		t.Errorf("trellis bench clean said %q, want %q", out, want)
+		t.Errorf("trellis-bench clean said %q, want %q", out, want)
 	}
 	after := hostSnapshot(t)
 	for _, c := range []struct {
@@ -111,9 +112,9 @@ func TestKilledBenchIsCleaned(t *testing.T) {
 	if left, _ := os.ReadDir(filepath.Join(stateDir, "bench")); len(left) > 0 {
 		t.Errorf("the run record is left: %v", left)
 	}
-	out, err = exec.Command(bin, "--state-dir", stateDir, "bench", "clean").CombinedOutput()
+	out, err = exec.Command(bin, "--state-dir", stateDir, "clean").CombinedOutput()
 	if err != nil || len(out) > 0 {
-		t.Errorf("a second trellis bench clean: %v, %q; want nothing to do", err, out)
+		t.Errorf("a second trellis-bench clean: %v, %q; want nothing to do", err, out)
 	}
 }
 

@@ -38,7 +38,7 @@ func (r *runner) limits() error {
 	if err != nil {
 		return err
 	}
-	if _, err := substrate.Up(context.Background(), st, net, "", "(trellis bench)", io.Discard); err != nil {
+	if _, err := substrate.Up(context.Background(), st, net, "", "(trellis-bench)", io.Discard); err != nil {
 		setup.DownQuiet(st, net.Name)
 		return err
 	}

@@ -25,7 +25,7 @@ topology file. Many networks run side by side and may reuse names and addresses.
 	root.PersistentPreRunE = checkClusterVerb
 	store := func() (*state.Store, error) { return state.Open(stateDir) }
 	root.AddCommand(upCmd(store), diffCmd(store), downCmd(store), convertCmd(), lsCmd(store), inspectCmd(store), execCmd(store), linkCmd(store), serveCmd(store), captureCmd(store))
-	root.AddCommand(benchCmd(store), imageCmd(), agentCmd(store), placerCmd(), tenantCmd(), machineCmd(), certCmd())
+	root.AddCommand(imageCmd(), agentCmd(store), placerCmd(), tenantCmd(), machineCmd(), certCmd())
 	root.AddCommand(tableCmd(store))
 	return root
 }

@@ -1,7 +1,8 @@
 // Package helperproc starts trellis's helper processes: trellis re-executed with a marker
 // command line (the engines helper of a node, a port's delay line), in a session of its own so
 // that it outlives trellis, its configuration as JSON on stdin. A helper says "ok" on its fd 3
-// once it is ready, or "error: WHY" and exits; Start waits for that.
+// once it is ready, or "error: WHY" and exits; Start waits for that. Executable is the binary
+// that every re-execution of trellis runs (these helpers, node.Command, a VM guest's agent).
 package helperproc
 
 import (
@@ -17,12 +18,29 @@ import (
 	"time"
 )
 
+// executable is the trellis binary that re-executions run; "": this program.
+var executable string
+
+// SetExecutable makes path, a trellis binary, what Executable returns instead of this
+// program. A command that calls trellis's packages without being trellis (trellis-bench)
+// sets it at its start, before it starts anything.
+func SetExecutable(path string) { executable = path }
+
+// Executable returns the trellis binary to re-execute: the one SetExecutable named, or this
+// program.
+func Executable() (string, error) {
+	if executable != "" {
+		return executable, nil
+	}
+	return os.Executable()
+}
+
 // Start starts trellis with the command line args (args[0] included, the helper's marker) and
 // conf on its stdin, and returns the helper's pid once it said "ok". If it cannot be started,
 // says an error, exits, or is not ready within timeout or before ctx ends, it is killed and
 // the error says why. The process is released: nothing waits for it.
 func Start(ctx context.Context, args []string, conf any, timeout time.Duration) (int, error) {
-	self, err := os.Executable()
+	self, err := Executable()
 	if err != nil {
 		return 0, err
 	}

@@ -18,6 +18,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/helperproc"
 )
 
 // DefaultCache is where images and kernels are kept.
@@ -58,7 +60,8 @@ type Spec struct {
 	// FRR adds the host's FRR (Debian's frr package, frr.go): about 20 MB more, for nodes that
 	// run it.
 	FRR bool
-	// Agent is the trellis binary that becomes the guest's /init; empty means this one.
+	// Agent is the trellis binary that becomes the guest's /init; empty means
+	// helperproc.Executable (this one).
 	Agent string
 }
 
@@ -78,7 +81,7 @@ func Build(ctx context.Context, cache string, s Spec, log io.Writer) (Image, err
 		return Image{}, err
 	}
 	if s.Agent == "" {
-		if s.Agent, err = os.Executable(); err != nil {
+		if s.Agent, err = helperproc.Executable(); err != nil {
 			return Image{}, err
 		}
 	}

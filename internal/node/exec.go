@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/trellisnet/trellis/internal/cgroup"
+	"github.com/trellisnet/trellis/internal/helperproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,7 +47,7 @@ type RunAs struct {
 
 // CommandAs is Command with the user, directory, environment and detachment of as.
 func CommandAs(pid int, as RunAs, argv ...string) (*exec.Cmd, error) {
-	self, err := os.Executable()
+	self, err := helperproc.Executable()
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	pe "github.com/trellisnet/trellis/internal/plan/embed"
 )
 
-// Part is the name of this part of `trellis bench --parts`.
+// Part is the name of this part of `trellis-bench --parts`.
 const Part = "embed"
 
 // Seeds are the seeds of a full run, as in Virne.
@@ -125,7 +125,7 @@ func Run(ctx context.Context, opt Options) ([]*Result, error) {
 	return results, nil
 }
 
-// RunCLI is `trellis bench --parts embed`: it runs, writes embed.md and the acceptance plots
+// RunCLI is `trellis-bench --parts embed`: it runs, writes embed.md and the acceptance plots
 // into dir, and returns the results for bench.json.
 func RunCLI(ctx context.Context, opt Options, dir string) ([]*Result, error) {
 	if opt.Log == nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/trellisnet/trellis/internal/testkit"
 )
 
-// TestQuick is `trellis bench --parts embed --quick` without the CLI: every algorithm on both
+// TestQuick is `trellis-bench --parts embed --quick` without the CLI: every algorithm on both
 // workloads, written as embed.md, plots and JSON, in well under a minute.
 func TestQuick(t *testing.T) {
 	testkit.NotShort(t, "about 10 s")

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// RelayCmd is the hidden `trellis bench` sub-command that forwards UDP in user space, inside the
+// RelayCmd is the hidden `trellis-bench` sub-command that forwards UDP in user space, inside the
 // node under test of setup userspace: the PL-VINI baseline (a Click Socket element there).
 const RelayCmd = "__relay"
 

@@ -20,7 +20,7 @@ func delaySection(b *strings.Builder, rep *result.Report, _ string) {
 	fmt.Fprintf(b, `Delay configured on the link of a running two-node network (both directions, changed live by
 `+"`up`"+`) against the one-way delay %d numbered 64-byte frames met from node a to node b, one every
 2 ms, at each link rate: from the moment before each was sent from a packet socket on a's eth1
-to the receiving kernel's timestamp on b's eth1 (`+"`trellis bench --parts delay`"+`). Delayed by
+to the receiving kernel's timestamp on b's eth1 (`+"`trellis-bench --parts delay`"+`). Delayed by
 %s, kernel %s; load average %.2f when the part began. Milliseconds; "none" is the path's own
 delay.
 

@@ -21,7 +21,7 @@ them itself and removes them afterwards.
   network, made by the same code as ` + "`trellis up`" + ` (spec, plan and substrate, in a state directory of
   the bench's own under a temporary directory); the two links use the named connector.
 - *userspace*: as shortbridge, but the node under test does not forward in its kernel: a relay
-  process in it (` + "`trellis bench __relay`" + `) receives each UDP datagram on one socket and sends it from
+  process in it (` + "`trellis-bench __relay`" + `) receives each UDP datagram on one socket and sends it from
   another, one system call each, as the PL-VINI baseline (a Click socket element) did.
 - *egre-shortbridge*, *egre-bridge*, *vxlan*: one trellis network spread over two machines,
   simulated on this one (docs/multi-host.md): each machine is a network namespace of the bench's

@@ -32,7 +32,7 @@ func docsReport(t *testing.T) (*result.Report, []byte) {
 }
 
 // bench.json keeps every field: the committed file reads into result.Report and writes back
-// byte for byte as `trellis bench` writes it.
+// byte for byte as trellis-bench writes it.
 func TestJSONRoundTrip(t *testing.T) {
 	rep, data := docsReport(t)
 	out, err := json.MarshalIndent(rep, "", "  ")
@@ -45,7 +45,7 @@ func TestJSONRoundTrip(t *testing.T) {
 }
 
 // docs/benchmarks.md is what the renderer makes of docs/benchmarks/bench.json: a change to the
-// page's layout regenerates the page (`trellis bench report docs/benchmarks/bench.json
+// page's layout regenerates the page (`trellis-bench report docs/benchmarks/bench.json
 // --markdown docs/benchmarks.md`) in the same commit.
 func TestPageMatchesFigures(t *testing.T) {
 	rep, _ := docsReport(t)

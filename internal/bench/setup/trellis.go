@@ -119,7 +119,7 @@ func (h *Harness) upBenchFile(g *Rig, name, topology string) (*BenchNet, error) 
 		return nil, err
 	}
 	g.onClose(func() error { return DownQuiet(st, name) })
-	if _, err := substrate.Up(context.Background(), st, n, "", "(trellis bench)", io.Discard); err != nil {
+	if _, err := substrate.Up(context.Background(), st, n, "", "(trellis-bench)", io.Discard); err != nil {
 		return nil, fmt.Errorf("trellis up %s: %w", name, err)
 	}
 	rec, err := st.Load(name)
@@ -147,9 +147,9 @@ func DownQuiet(st *state.Store, name string) error {
 	return nil
 }
 
-// startRelay starts the user-space relay in node pid, pinned to the forwarding CPU: the
-// trellis binary (handed to nsenter open, as its fd 3: the node's mounts may hide its path) as
-// `trellis bench __relay`, entered into the node's namespaces but its user namespace with
+// startRelay starts the user-space relay in node pid, pinned to the forwarding CPU: this
+// program (handed to nsenter open, as its fd 3: the node's mounts may hide its path) as
+// `trellis-bench __relay`, entered into the node's namespaces but its user namespace with
 // nsenter. It keeps the bench's capabilities (it is the bench's own code). It dies with the node.
 func (h *Harness) startRelay(g *Rig, pid int) error {
 	nsenter, err := exec.LookPath("nsenter")
@@ -157,7 +157,7 @@ func (h *Harness) startRelay(g *Rig, pid int) error {
 		return fmt.Errorf("nsenter (util-linux) runs the relay in its node: %w", err)
 	}
 	argv := []string{"--target", strconv.Itoa(pid), "--mount", "--uts", "--ipc", "--net", "--pid", "--wd=/", "--",
-		"/proc/self/fd/3", "bench", measure.RelayCmd,
+		"/proc/self/fd/3", measure.RelayCmd,
 		"--listen", net.JoinHostPort(NutIn.String(), strconv.Itoa(relayPort)),
 		"--to", net.JoinHostPort(SinkIP.String(), strconv.Itoa(SinkPort)),
 		"--cpu", strconv.Itoa(h.FwdCPU)}

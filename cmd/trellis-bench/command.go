@@ -1,6 +1,7 @@
-package cli
+package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,13 +17,15 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/trellisnet/trellis/internal/bench"
 	"github.com/trellisnet/trellis/internal/bench/embed"
-	"github.com/trellisnet/trellis/internal/bench/measure"
 	"github.com/trellisnet/trellis/internal/bench/report"
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/bench/setup"
+	"github.com/trellisnet/trellis/internal/helperproc"
+	"github.com/trellisnet/trellis/internal/progress"
+	"github.com/trellisnet/trellis/internal/state"
 )
 
-// benchLong is the help of `trellis bench`.
+// benchLong is the help of trellis-bench.
 const benchLong = `Measure how fast this machine forwards through virtual networks, as the Trellis paper did:
 a generator in a source namespace sends UDP frames through one node under test to a sink that
 counts and drops them, for each setup in turn (native kernel forwarding with no trellis; trellis
@@ -39,9 +42,13 @@ The scaling part also profiles each network count when perf is installed.
 Ratios to native are taken within the same run. The bench builds its own networks in a state
 directory of its own (in its work directory, TMPDIR/trellis-bench-ID) and removes everything it
 made before it exits. It records itself in STATE_DIR/bench/ while it runs; if it is killed
-(kill -9), the next ` + "`trellis bench`" + ` (or ` + "`trellis bench clean`" + `) removes what it left behind:
+(kill -9), the next ` + "`trellis-bench`" + ` (or ` + "`trellis-bench clean`" + `) removes what it left behind:
 its simulated machines (network namespaces trbenchID-...), trellis nodes and devices, processes
 and work directory, touching nothing else. It leaves the networks of --state-dir alone.
+The bench builds its networks with trellis's own code, but what trellis runs as processes of
+its own (the simulated machines' trellis and agents, the nodes' helpers, a VM guest's agent) is
+the trellis binary: --trellis, by default the one beside trellis-bench (bin/trellis), else
+trellis on PATH.
 
 Writes OUT/bench.json with every figure and the machine, PNG plots into OUT, and with
 --markdown a page with the tables and plots (scripts/bench.sh makes docs/benchmarks.md so).
@@ -67,7 +74,7 @@ per network, and times the failover after a machine is lost (agents' lease 3s) (
 --parts or --setups is an error that lists the known ones.
 --parts embed runs the offline embedding simulator, which needs no root (docs/embedding.md).`
 
-// benchFlags are the flags of `trellis bench`.
+// benchFlags are the flags of trellis-bench.
 type benchFlags struct {
 	quick                        bool
 	out, markdown, parts, setups string
@@ -77,53 +84,25 @@ type benchFlags struct {
 	sizes, networks, chains      string
 	mininet                      bool
 	traces                       []string
-	wtrace                       string
+	wtrace, trellis              string
 }
 
-func benchCmd(store storeFunc) *cobra.Command {
+// newRoot returns the trellis-bench command with its sub-commands.
+func newRoot() *cobra.Command {
 	var bf benchFlags
+	var stateDir string
 	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Measure forwarding, scaling, isolation, deploy speed, live changes, impairments and delay on this machine",
-		Long:  benchLong,
-		Args:  cobra.NoArgs,
+		Use:           "trellis-bench",
+		Short:         "Measure forwarding, scaling, isolation, deploy speed, live changes, impairments and delay on this machine",
+		Long:          benchLong,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opt, runEmbed, err := bf.options(cmd.Flags())
-			if err != nil {
-				return err
-			}
-			opt.Log = cmd.ErrOrStderr()
-			if len(opt.Parts) > 0 { // the embed part alone needs no state directory (and no root: it is root's, 0700)
-				st, err := store()
-				if err != nil {
-					return err
-				}
-				opt.StateDir = st.Dir
-			}
-			if err := os.MkdirAll(bf.out, 0o755); err != nil {
-				return err
-			}
-			// Ctrl-C or SIGTERM stops the run at the end of the current trial; the setups are
-			// torn down as after a failure.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			rep, runErr := &result.Report{Started: time.Now()}, error(nil)
-			if len(opt.Parts) > 0 { // the embed part alone needs no root and no harness
-				withProgress(cmd.ErrOrStderr(), opt.Log, func(log io.Writer) {
-					o := opt
-					o.Log = log
-					rep, runErr = bench.Run(ctx, o)
-				})
-			}
-			if rep == nil {
-				return runErr
-			}
-			if runEmbed && runErr == nil {
-				rep.Embed, runErr = embed.RunCLI(ctx, embed.Options{Quick: bf.quick, Traces: bf.traces, WriteTrace: bf.wtrace, Log: opt.Log}, bf.out)
-			}
-			return bf.write(cmd.OutOrStdout(), rep, runErr)
+			return bf.run(cmd, stateDir)
 		},
 	}
+	cmd.PersistentFlags().StringVar(&stateDir, "state-dir", state.DefaultDir, "directory where trellis records what it creates (the bench records its runs in STATE_DIR/bench/)")
 	def := bench.DefaultOptions()
 	f := cmd.Flags()
 	f.BoolVar(&bf.quick, "quick", false, "every part, fewer and shorter trials: under two minutes")
@@ -142,8 +121,59 @@ func benchCmd(store storeFunc) *cobra.Command {
 	f.BoolVar(&bf.mininet, "mininet", def.Mininet, "time Mininet on the same chains when it is installed")
 	f.StringArrayVar(&bf.traces, "trace", nil, "embed part: replay this trace file instead of generated workloads (repeatable)")
 	f.StringVar(&bf.wtrace, "write-trace", "", "embed part: write each generated instance to FILE-WORKLOAD-SEED.json")
-	cmd.AddCommand(relayCmd(), reportCmd(), cleanCmd(store))
+	f.StringVar(&bf.trellis, "trellis", "", "the trellis binary the bench runs (default: trellis beside trellis-bench, else on PATH)")
+	cmd.AddCommand(relayCmd(), reportCmd(), cleanCmd(&stateDir))
 	return cmd
+}
+
+// run is a bench run: every part but embed (which needs no root, no state directory and no
+// trellis binary) through bench.Run, then embed; it writes what it measured (write).
+func (bf *benchFlags) run(cmd *cobra.Command, stateDir string) error {
+	opt, runEmbed, err := bf.options(cmd.Flags())
+	if err != nil {
+		return err
+	}
+	opt.Log = cmd.ErrOrStderr()
+	if len(opt.Parts) > 0 {
+		if opt.Trellis, err = findTrellis(bf.trellis, opt.Log); err != nil {
+			return err
+		}
+		// The nodes' helpers and a VM guest's agent are trellis re-executed: the trellis binary.
+		helperproc.SetExecutable(opt.Trellis)
+		st, err := state.Open(stateDir)
+		if err != nil {
+			return err
+		}
+		opt.StateDir = st.Dir
+	}
+	if err := os.MkdirAll(bf.out, 0o755); err != nil {
+		return err
+	}
+	// Ctrl-C or SIGTERM stops the run at the end of the current trial; the setups are torn
+	// down as after a failure.
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, runErr := &result.Report{Started: time.Now()}, error(nil)
+	if len(opt.Parts) > 0 {
+		rep, runErr = runParts(ctx, cmd.ErrOrStderr(), opt)
+	}
+	if rep == nil {
+		return runErr
+	}
+	if runEmbed && runErr == nil {
+		rep.Embed, runErr = embed.RunCLI(ctx, embed.Options{Quick: bf.quick, Traces: bf.traces, WriteTrace: bf.wtrace, Log: opt.Log}, bf.out)
+	}
+	return bf.write(cmd.OutOrStdout(), rep, runErr)
+}
+
+// runParts is bench.Run with a status line on out when it is a terminal (internal/progress),
+// the run's log lines above it.
+func runParts(ctx context.Context, out io.Writer, opt bench.Options) (*result.Report, error) {
+	if t := progress.New(out, opt.Log); t != nil {
+		defer t.Close()
+		opt.Log = t
+	}
+	return bench.Run(ctx, opt)
 }
 
 // options are the bench's options with the flags given on the command line; runEmbed tells
@@ -217,85 +247,6 @@ func (bf *benchFlags) write(w io.Writer, rep *result.Report, runErr error) error
 	report.Summary(w, rep)
 	fmt.Fprintf(w, "figures: %s\n", jsonPath)
 	return nil
-}
-
-// relayCmd is the user-space forwarder that the userspace setup runs inside its node.
-func relayCmd() *cobra.Command {
-	var listen, to string
-	var cpu int
-	cmd := &cobra.Command{
-		Use:    measure.RelayCmd,
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return measure.Relay(listen, to, cpu)
-		},
-	}
-	cmd.Flags().StringVar(&listen, "listen", "", "UDP address to receive on")
-	cmd.Flags().StringVar(&to, "to", "", "UDP address to send to")
-	cmd.Flags().IntVar(&cpu, "cpu", -1, "CPU to run on")
-	return cmd
-}
-
-// reportCmd remakes the plots and the Markdown page from a bench.json.
-func reportCmd() *cobra.Command {
-	var markdown, out string
-	cmd := &cobra.Command{
-		Use:   "report BENCH.json",
-		Short: "Remake the plots and the Markdown page of a bench run from its JSON",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := os.ReadFile(args[0])
-			if err != nil {
-				return err
-			}
-			var rep result.Report
-			if err := json.Unmarshal(data, &rep); err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
-			}
-			if out == "" {
-				out = filepath.Dir(args[0])
-			}
-			if err := report.Plot(&rep, out); err != nil {
-				return err
-			}
-			if markdown != "" {
-				if err := report.WriteMarkdown(&rep, markdown, out); err != nil {
-					return err
-				}
-			}
-			report.Summary(cmd.OutOrStdout(), &rep)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&markdown, "markdown", "", "write the Markdown page to this file")
-	cmd.Flags().StringVar(&out, "out", "", "directory for the plots (default: beside the JSON)")
-	return cmd
-}
-
-// cleanCmd removes what killed bench runs left behind.
-func cleanCmd(store storeFunc) *cobra.Command {
-	return &cobra.Command{
-		Use:   "clean",
-		Short: "Remove what bench runs that were killed left behind (the next bench run does it too)",
-		Long: `Remove what bench runs of this state directory left behind when they were killed (kill -9):
-their simulated machines (network namespaces trbenchID-...), trellis nodes, devices and eBPF
-programs, processes, work directories and records in STATE_DIR/bench/. Runs whose process still
-runs are left alone, and so is everything that no bench run made. Every ` + "`trellis bench`" + ` does this
-first by itself.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := store()
-			if err != nil {
-				return err
-			}
-			cleaned, err := setup.Clean(st.Dir)
-			for _, id := range cleaned {
-				fmt.Fprintf(cmd.OutOrStdout(), "removed what bench run %s left behind\n", id)
-			}
-			return err
-		},
-	}
 }
 
 func splitList(s string) []string {
