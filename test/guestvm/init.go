@@ -208,6 +208,11 @@ func runCommand(s spec) error {
 	}()
 	fmt.Fprintf(os.Stdout, "guestvm: running %q (Linux %s)\n", s.Argv, s.Release)
 	os.WriteFile(filepath.Join(resultsDir, startedFile), nil, 0o644)
+	for _, kv := range s.Env { // exec.Command looks a bare name up in init's own PATH
+		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
+			os.Setenv("PATH", path)
+		}
+	}
 	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = s.Env, s.Dir, w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
