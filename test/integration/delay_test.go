@@ -138,8 +138,8 @@ func TestDelay(t *testing.T) {
 	// In a guest under software emulation (TestGuestKernel's, timeScale above 1) timers fire
 	// late by up to tens of milliseconds, so the emulator, not the delay, sets the medians,
 	// tails and spreads: there only what lateness cannot fake is checked (nothing early,
-	// nothing lost, the other direction not delayed, jitter sending frames before the mean, the
-	// rate's floor) and the figures are logged.
+	// nothing lost, the other direction not delayed, jitter sending frames before the mean)
+	// and the figures are logged.
 	exact := timeScale() == 1
 
 	for _, c := range []struct {
@@ -240,7 +240,9 @@ func TestDelay(t *testing.T) {
 	want := 10*time.Millisecond + time.Duration(float64(len(d)*1514-25000)*8/10e6*float64(time.Second))
 	last := d[len(d)-1]
 	t.Logf("burst of %d full frames over 10mbit with delay 10ms: last after %v (want %v)", len(d), last, want)
-	if last < want-want/10 || (exact && last > want+want/10+delayP99Slack) || d[0] < 10*time.Millisecond {
+	// Under emulation the sender's own pace spreads the burst (each delay is from its frame's
+	// send): there only the first frame's delay is checked.
+	if (exact && (last < want-want/10 || last > want+want/10+delayP99Slack)) || d[0] < 10*time.Millisecond {
 		t.Errorf("burst: first after %v, last after %v; want the first after 10ms and the last after %v ± 10%%", d[0], last, want)
 	}
 
