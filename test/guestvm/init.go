@@ -146,6 +146,11 @@ func switchRoot(s spec) error {
 		{"bpf", "/newroot/sys/fs/bpf", "bpf", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, "mode=0700"},
 		{"debugfs", "/newroot/sys/kernel/debug", "debugfs", 0, ""},
 		{"tracefs", "/newroot/sys/kernel/tracing", "tracefs", 0, ""},
+		// Trellis's own state starts empty, as on a fresh machine: the host's, which other
+		// runs change meanwhile, reached the guest through 9p's cache stale (a uid range
+		// listed there but deleted on the host failed `up` in the guest).
+		{"state", "/newroot/var/lib/trellis", "tmpfs", 0, "mode=0700"},
+		{"uidranges", "/newroot/var/lib/trellis-uid-ranges", "tmpfs", 0, "mode=0755"},
 		{"/results", "/newroot" + resultsDir, "", unix.MS_MOVE, ""},
 		{"/newroot" + s.Modules, mods, "", unix.MS_BIND, ""},
 	} {
@@ -208,6 +213,11 @@ func runCommand(s spec) error {
 	}()
 	fmt.Fprintf(os.Stdout, "guestvm: running %q (Linux %s)\n", s.Argv, s.Release)
 	os.WriteFile(filepath.Join(resultsDir, startedFile), nil, 0o644)
+	for _, kv := range s.Env { // exec.Command looks a bare name up in init's own PATH
+		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
+			os.Setenv("PATH", path)
+		}
+	}
 	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = s.Env, s.Dir, w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

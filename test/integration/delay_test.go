@@ -116,6 +116,8 @@ const (
 // jitter's distribution (set live with `trellis link set`), delay with a rate and a loss, a
 // delay line killed and started again by up, and nothing left after down. On a kernel without
 // netem it runs trellis's delay line; with TRELLIS_DELAY=line it runs the line on any kernel.
+// Under software emulation (TestGuestKernel with TRELLIS_GUEST_DELAY=1: netem in Debian's 6.1)
+// it checks what the emulator's late timers cannot fake, and logs the figures.
 func TestDelay(t *testing.T) {
 	e := start(t)
 	path := writeTopo(t, delayTopo("    from:\n      a:eth1: {delay: 1ms}\n"))
@@ -134,6 +136,12 @@ func TestDelay(t *testing.T) {
 	ab := openDelayProbe(t, e.state, "a", "b")
 	ba := openDelayProbe(t, e.state, "b", "a")
 	pids := inspect(t, e.state, "dly").pids()
+	// In a guest under software emulation (TestGuestKernel's, timeScale above 1) timers fire
+	// late by up to tens of milliseconds, so the emulator, not the delay, sets the medians,
+	// tails and spreads: there only what lateness cannot fake is checked (nothing early,
+	// nothing lost, the other direction not delayed, jitter sending frames before the mean)
+	// and the figures are logged.
+	exact := timeScale() == 1
 
 	for _, c := range []struct {
 		delay time.Duration
@@ -148,11 +156,11 @@ func TestDelay(t *testing.T) {
 			d, lost := ab.run(t, c.n, 64, c.gap)
 			s := measure.StatsOf(d)
 			t.Logf("delay %v (%s): a->b median %v p99 %v min %v over %d frames, %d lost", c.delay, way, s.Median, s.P99, s.Min, s.N, lost)
-			if lost > 0 || s.Min < c.delay || s.Median > c.delay+delayMedianSlack {
+			if lost > 0 || s.Min < c.delay || (exact && s.Median > c.delay+delayMedianSlack) {
 				t.Errorf("delay %v: median %v, min %v, %d lost; want min >= %v, median <= +%v, none lost",
 					c.delay, s.Median, s.Min, lost, c.delay, delayMedianSlack)
 			}
-			if s.P99 <= c.delay+delayP99Slack {
+			if !exact || s.P99 <= c.delay+delayP99Slack {
 				break
 			}
 			if try == 2 {
@@ -161,8 +169,8 @@ func TestDelay(t *testing.T) {
 			}
 		}
 		back := measure.StatsOf(first(ba.run(t, 100, 64, time.Millisecond)))
-		if back.Median > delayMedianSlack {
-			t.Errorf("delay %v from a: b->a (not delayed) median %v", c.delay, back.Median)
+		if (exact && back.Median > delayMedianSlack) || back.Min >= c.delay {
+			t.Errorf("delay %v from a: b->a (not delayed) median %v, min %v", c.delay, back.Median, back.Min)
 		}
 	}
 
@@ -184,6 +192,22 @@ func TestDelay(t *testing.T) {
 			}
 		}
 		share := float64(within) / float64(len(d))
+		if !exact {
+			// 30.85% of a normal distribution lies below mu-sigma/2, and nothing without jitter
+			// (nothing leaves early); late timers move frames later only, so well below 30%
+			// are seen there (9% in one run), but not none.
+			early := 0
+			for _, x := range d {
+				if x < mu-sigma/2 {
+					early++
+				}
+			}
+			t.Logf("emulated: %d of %d frames before mu-sigma/2 (normal: 30.85%%), %d lost; mean %v sd %v p99 %v", early, len(d), lost, s.Mean, s.SD, s.P99)
+			if lost > 0 || early < len(d)/100 {
+				t.Errorf("normal jitter: %d of %d frames before %v (want at least 1%%), %d lost", early, len(d), mu-sigma/2, lost)
+			}
+			break
+		}
 		t.Logf("delay 20ms jitter 4ms normal (%s): mean %v sd %v, %.2f%% within one sigma, p99 %v, over %d frames (%d lost)", way, s.Mean, s.SD, 100*share, s.P99, s.N, lost)
 		ok := lost == 0 && math.Abs(float64(s.Mean-mu)) <= 4*seMean+float64(delayMedianSlack) &&
 			math.Abs(float64(s.SD-sigma)) <= 4*seSD && math.Abs(share-0.6827) <= 4*seShare
@@ -206,7 +230,7 @@ func TestDelay(t *testing.T) {
 	s := measure.StatsOf(d)
 	loss := float64(lost) / 2000
 	t.Logf("10mbit, delay 10ms, loss 10%%: median %v p99 %v, loss %.2f%%", s.Median, s.P99, 100*loss)
-	if math.Abs(loss-0.1) > 4*math.Sqrt(0.1*0.9/2000) || s.Min < 10*time.Millisecond || s.Median > 10*time.Millisecond+delayMedianSlack {
+	if math.Abs(loss-0.1) > 4*math.Sqrt(0.1*0.9/2000) || s.Min < 10*time.Millisecond || (exact && s.Median > 10*time.Millisecond+delayMedianSlack) {
 		t.Errorf("10mbit, delay 10ms, loss 10%%: loss %.2f%%, median %v, min %v", 100*loss, s.Median, s.Min)
 	}
 	time.Sleep(100 * time.Millisecond) // the rate's bucket fills again
@@ -217,7 +241,9 @@ func TestDelay(t *testing.T) {
 	want := 10*time.Millisecond + time.Duration(float64(len(d)*1514-25000)*8/10e6*float64(time.Second))
 	last := d[len(d)-1]
 	t.Logf("burst of %d full frames over 10mbit with delay 10ms: last after %v (want %v)", len(d), last, want)
-	if last < want-want/10 || last > want+want/10+delayP99Slack || d[0] < 10*time.Millisecond {
+	// Under emulation the sender's own pace spreads the burst (each delay is from its frame's
+	// send): there only the first frame's delay is checked.
+	if (exact && (last < want-want/10 || last > want+want/10+delayP99Slack)) || d[0] < 10*time.Millisecond {
 		t.Errorf("burst: first after %v, last after %v; want the first after 10ms and the last after %v ± 10%%", d[0], last, want)
 	}
 

@@ -52,7 +52,7 @@ struct fdb_entry {
 struct conf {
 	__u64 aging_ns;
 	__u32 size;
-	__u32 pad;
+	__u32 pad; // always 0: flood's first pending member (see there)
 };
 
 // Counter slots of stats.
@@ -158,9 +158,15 @@ static long flood_one(__u64 i, struct flood_ctx *c)
 	return 0;
 }
 
-static __always_inline int flood(struct __sk_buff *skb, __u32 ingress, __u32 n)
+static __always_inline int flood(struct __sk_buff *skb, __u32 ingress, struct conf *cf)
 {
-	struct flood_ctx c = {.skb = skb, .ingress = ingress};
+	// No member is pending at first: 0, read from the map rather than
+	// written as a constant. Kernels before 6.7 verify a bpf_loop callback
+	// once, from the state of its first call, and remove what that state
+	// cannot reach: with a constant 0 there, the clone in flood_one was dead
+	// code, and a flood reached only the last member (Linux 6.1).
+	struct flood_ctx c = {.skb = skb, .ingress = ingress, .pending = cf->pad};
+	__u32 n = cf->size;
 
 	if (n > MAX_MEMBERS)
 		n = MAX_MEMBERS;
@@ -195,11 +201,11 @@ int lan(struct __sk_buff *skb)
 	if (!(eth->h_source[0] & 1))
 		learn(src, ingress, now);
 	if (eth->h_dest[0] & 1)
-		return flood(skb, ingress, cf->size);
+		return flood(skb, ingress, cf);
 
 	struct fdb_entry *e = bpf_map_lookup_elem(&fdb, &dst);
 	if (!e || now - e->seen > cf->aging_ns)
-		return flood(skb, ingress, cf->size);
+		return flood(skb, ingress, cf);
 	if (e->ifindex == ingress ||
 	    ((self_flags & MEMBER_TUNNEL) && (e->flags & MEMBER_TUNNEL))) {
 		count(LAN_FILTERED);
