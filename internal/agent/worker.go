@@ -97,7 +97,10 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 		var res *substrate.Result
 		// The generation's own file name: applied again (a restart, the same generation placed
 		// anew), it keeps what the tenant set live (`link`); a new generation applies the file's.
-		res, err = substrate.UpKeepLive(ctx, st, sn, me, Source(w.tenant, w.network, p.Generation), io.Discard)
+		err = w.a.limit(ctx, func() (err error) {
+			res, err = substrate.UpKeepLive(ctx, st, sn, me, Source(w.tenant, w.network, p.Generation), io.Discard)
+			return err
+		})
 		if later(err) {
 			return err
 		}
@@ -153,7 +156,7 @@ func (w *worker) remove(ctx context.Context) error {
 		return nil
 	}
 	if rec != nil {
-		if err := substrate.Down(st, w.name); err != nil {
+		if err := w.a.limit(ctx, func() error { return substrate.Down(st, w.name) }); err != nil {
 			return err
 		}
 		w.a.log.Info("network removed from the machine", "network", w.name)
