@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -41,6 +42,11 @@ type Config struct {
 	// CountersEvery is how often the agent reads its networks' port counters into their status
 	// reports (written only when they changed); 0: never.
 	CountersEvery time.Duration
+	// Parallel is how many networks the agent applies (or takes down) at once; 0: one per
+	// core. Each apply creates its nodes and links with workers of its own (substrate), so a
+	// few at once keep the machine busy; more only share the same cores (8 applies at once
+	// each took 8 times as long as one alone) and delay every network's convergence.
+	Parallel int
 }
 
 // Agent converges one machine to the cluster's placements.
@@ -52,6 +58,7 @@ type Agent struct {
 	lease   clientv3.LeaseID // the registration's; status reports are bound to it
 	workers map[string]*worker
 	wg      sync.WaitGroup
+	slots   chan struct{} // one per apply under way (Config.Parallel)
 }
 
 // Run registers the machine and converges it until ctx ends, then stops renewing the
@@ -65,7 +72,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	a := &Agent{cfg: cfg, log: cfg.Log.With("machine", cfg.Machine.Name), workers: map[string]*worker{}}
+	a := newAgent(cfg)
 	reg, err := a.register(ctx)
 	if err != nil {
 		return err
@@ -83,6 +90,26 @@ func Run(ctx context.Context, cfg Config) error {
 	a.sync(ctx, relist)
 	a.wg.Wait()
 	return nil
+}
+
+func newAgent(cfg Config) *Agent {
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = runtime.NumCPU()
+	}
+	return &Agent{cfg: cfg, log: cfg.Log.With("machine", cfg.Machine.Name), workers: map[string]*worker{},
+		slots: make(chan struct{}, cfg.Parallel)}
+}
+
+// limit runs f when fewer than Config.Parallel others run (applies of the machine's networks),
+// or returns ctx's error if ctx ends first.
+func (a *Agent) limit(ctx context.Context, f func() error) error {
+	select {
+	case a.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-a.slots }()
+	return f()
 }
 
 // leaseFile keeps the registration's lease in the state directory, so that an agent started

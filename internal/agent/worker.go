@@ -3,9 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
-	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,15 +95,19 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 	}
 	if err == nil {
 		var res *substrate.Result
+		var steps strings.Builder // the apply's steps and their times, logged with the result
 		// The generation's own file name: applied again (a restart, the same generation placed
 		// anew), it keeps what the tenant set live (`link`); a new generation applies the file's.
-		res, err = substrate.UpKeepLive(ctx, st, sn, me, Source(w.tenant, w.network, p.Generation), io.Discard)
+		err = w.a.limit(ctx, func() (err error) {
+			res, err = substrate.UpKeepLive(ctx, st, sn, me, Source(w.tenant, w.network, p.Generation), &steps)
+			return err
+		})
 		if later(err) {
 			return err
 		}
 		if err == nil {
 			status.Took = res.Took.Seconds()
-			w.logResult(res)
+			w.logResult(res, steps.String())
 		}
 	}
 	if err != nil {
@@ -130,12 +134,13 @@ func later(err error) bool {
 	return errors.Is(err, state.ErrBusy) || errors.Is(err, netlink.ErrDumpInterrupted)
 }
 
-func (w *worker) logResult(res *substrate.Result) {
+func (w *worker) logResult(res *substrate.Result, steps string) {
+	steps = strings.ReplaceAll(strings.TrimSpace(steps), "\n", "; ")
 	switch {
 	case res.Created:
-		w.a.log.Info("network created", "network", w.name, "nodes", res.Nodes, "links", res.Links, "took", res.Took.Round(time.Millisecond))
+		w.a.log.Info("network created", "network", w.name, "nodes", res.Nodes, "links", res.Links, "took", res.Took.Round(time.Millisecond), "steps", steps)
 	case len(res.Changes) > 0:
-		w.a.log.Info("network changed", "network", w.name, "changes", len(res.Changes), "took", res.Took.Round(time.Millisecond))
+		w.a.log.Info("network changed", "network", w.name, "changes", len(res.Changes), "took", res.Took.Round(time.Millisecond), "steps", steps)
 	}
 }
 
@@ -153,7 +158,7 @@ func (w *worker) remove(ctx context.Context) error {
 		return nil
 	}
 	if rec != nil {
-		if err := substrate.Down(st, w.name); err != nil {
+		if err := w.a.limit(ctx, func() error { return substrate.Down(st, w.name) }); err != nil {
 			return err
 		}
 		w.a.log.Info("network removed from the machine", "network", w.name)

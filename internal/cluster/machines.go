@@ -131,37 +131,56 @@ func (s *Store) Machines(ctx context.Context) ([]*Machine, int64, error) {
 }
 
 // keepAlive renews lease id until ctx ends or the lease is lost: etcd no longer knows it, or no
-// renewal got through for its whole ttl. Each renewal is a request of its own with a deadline,
-// retried at once when it fails: the client spreads requests over the members (round robin),
-// so a renewal stuck on a member that went away silently (its machine lost, no reset ever
-// comes) is retried on another before the lease runs out. One long keep-alive stream, as
-// clientv3's KeepAlive keeps, would wait for gRPC's keepalive to notice the dead member
-// (DialKeepAliveTime + DialKeepAliveTimeout, 4 s), longer than a short lease lives.
+// renewal got through for its whole ttl. Each renewal is a request of its own: the client
+// spreads requests over the members (round robin), so a renewal stuck on a member that went
+// away silently (its machine lost, no reset ever comes) does not hold the next, which goes to
+// another member every ttl/6 while it waits. One long keep-alive stream, as clientv3's
+// KeepAlive keeps, would wait for gRPC's keepalive to notice the dead member (DialKeepAliveTime
+// + DialKeepAliveTimeout, 4 s), longer than a short lease lives. A renewal that is slow is not
+// given up (each waits up to ttl): on a loaded machine etcd answers them in more than ttl/6,
+// and renewals cancelled that soon all failed, and the lease expired with etcd up.
 func keepAlive(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttl time.Duration) {
 	every := max(ttl/3, 100*time.Millisecond)
-	renewed := time.Now()
-	for {
-		rctx, cancel := context.WithTimeout(ctx, every/2)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the renewals still under way
+	results := make(chan error)
+	renew := func() {
+		rctx, rcancel := context.WithTimeout(ctx, ttl)
+		defer rcancel()
 		resp, err := cli.KeepAliveOnce(rctx, id)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0):
-			return
-		case err == nil:
-			renewed = time.Now()
-		case time.Since(renewed) > ttl:
-			return
+		if err == nil && resp.TTL <= 0 {
+			err = rpctypes.ErrLeaseNotFound
 		}
-		wait := every // after a renewal
-		if err != nil {
-			wait = 50 * time.Millisecond // then another member
+		select {
+		case results <- err:
+		case <-ctx.Done():
 		}
+	}
+	renewed := time.Now()
+	go renew()
+	next := time.NewTimer(every / 2) // another renewal if none answered by then
+	defer next.Stop()
+	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case err := <-results:
+			switch {
+			case errors.Is(err, rpctypes.ErrLeaseNotFound):
+				return
+			case err == nil:
+				renewed = time.Now()
+				next.Reset(every)
+			default:
+				next.Reset(50 * time.Millisecond) // failed at once: try another member
+			}
+			continue
+		case <-next.C:
 		}
+		if time.Since(renewed) > ttl {
+			return
+		}
+		go renew()
+		next.Reset(every / 2)
 	}
 }

@@ -3,8 +3,9 @@
 // through etcd's concurrency package, and only the leader writes placements. It places every
 // network that has no placement for its current generation, keeps placed nodes where they are,
 // and when a machine's registration goes with its lease, places that machine's nodes again on
-// the machines that are left. Every placement is one transaction that holds only if the network
-// has not changed meanwhile and the placer still holds its election key (fenced leadership).
+// the machines that are left. A pass writes its placements in batches, one transaction each
+// (cluster.Store.PutPlacements), and every placement holds only if its network has not changed
+// meanwhile and the placer still holds its election key (fenced leadership).
 package placer
 
 import (
@@ -223,11 +224,27 @@ func (p *placer) pass(ctx context.Context) error {
 		todo = append(todo, n)
 	}
 	errs := []error{p.dropGone(ctx, nets, places, seen)}
+	if errors.Is(errs[0], cluster.ErrNotLeader) {
+		return errs[0] // the leadership went: nothing more is written
+	}
+	var writes []cluster.PlacementWrite
 	for _, n := range todo {
-		if errors.Is(errs[len(errs)-1], cluster.ErrNotLeader) {
-			break // the leadership went: nothing more is written
+		w, err := p.place(n, current[n.Tenant+"/"+n.Name], machines, load)
+		if err != nil || w == nil {
+			errs = append(errs, err)
+			continue
 		}
-		errs = append(errs, p.place(ctx, n, current[n.Tenant+"/"+n.Name], machines, load))
+		writes = append(writes, *w)
+	}
+	for i, err := range p.store.PutPlacements(ctx, writes) {
+		if errors.Is(err, cluster.ErrNotLeader) {
+			return err
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p.logPlaced(writes[i].Placement)
 	}
 	return errors.Join(errs...)
 }
@@ -292,13 +309,15 @@ func (p *placer) parse(n *cluster.Network) parsed {
 	return c
 }
 
-// place computes and writes the placement of one network, counting it into load.
-func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Placement, machines []*cluster.Machine, load Load) error {
+// place computes the placement of one network, counting it into load as if it were written
+// (a write that fails leaves this pass's load a little high; the next pass counts again). It
+// returns nil for a network refused already for the same reason.
+func (p *placer) place(n *cluster.Network, prev *cluster.Placement, machines []*cluster.Machine, load Load) (*cluster.PlacementWrite, error) {
 	pl := &cluster.Placement{Tenant: n.Tenant, Network: n.Name, Generation: n.Revision}
 	sn := p.parse(n)
 	var err error
 	if pl.Secret, err = tunnelSecret(prev); err != nil {
-		return err
+		return nil, err
 	}
 	q, tenant := p.quota[n.Tenant] // a network of no tenant's (etcd without tenants) is granted all
 	if sn.err != nil {
@@ -316,7 +335,7 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 	if err != nil {
 		pl.Nodes, pl.Machines, pl.Refused = nil, nil, err.Error()
 		if prev != nil && prev.Generation == n.Revision && prev.Refused == pl.Refused {
-			return nil // refused already, for the same reason
+			return nil, nil // refused already, for the same reason
 		}
 	}
 	var expect int64
@@ -327,15 +346,18 @@ func (p *placer) place(ctx context.Context, n *cluster.Network, prev *cluster.Pl
 	if p.beforeWrite != nil {
 		p.beforeWrite(n.Tenant, n.Name)
 	}
-	if _, werr := p.store.PutPlacement(ctx, pl, expect); werr != nil {
-		return werr
+	if pl.Refused == "" {
+		LoadOf(sn.n, pl, load)
+		p.used[n.Tenant] = p.used[n.Tenant].Add(cluster.UsageOf(sn.n))
 	}
+	return &cluster.PlacementWrite{Placement: pl, Expect: expect}, nil
+}
+
+// logPlaced logs a placement written.
+func (p *placer) logPlaced(pl *cluster.Placement) {
 	if pl.Refused != "" {
-		p.log.Info("network refused", "tenant", n.Tenant, "network", n.Name, "generation", n.Revision, "why", pl.Refused)
-		return nil
+		p.log.Info("network refused", "tenant", pl.Tenant, "network", pl.Network, "generation", pl.Generation, "why", pl.Refused)
+		return
 	}
-	LoadOf(sn.n, pl, load)
-	p.used[n.Tenant] = p.used[n.Tenant].Add(cluster.UsageOf(sn.n))
-	p.log.Info("network placed", "tenant", n.Tenant, "network", n.Name, "generation", n.Revision, "nodes", pl.Nodes, "revision", pl.Revision)
-	return nil
+	p.log.Info("network placed", "tenant", pl.Tenant, "network", pl.Network, "generation", pl.Generation, "nodes", pl.Nodes, "revision", pl.Revision)
 }

@@ -267,3 +267,41 @@ func collidingKeys(t *testing.T, secret []byte) ([2]string, [2]string) {
 	t.Fatal("no two names with one derived VXLAN id in 4 million")
 	return [2]string{}, [2]string{}
 }
+
+// TestPassBatches writes 100 networks before a placer starts: its first pass places them all in
+// two transactions (63 placements each at most), not one per network.
+func TestPassBatches(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	s := cluster.New(c.Client())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	register(ctx, t, s, 3, 5*time.Second)
+	const n = 100
+	for i := range n {
+		name := fmt.Sprintf("n%d", i)
+		src := "name: " + name + "\nnodes:\n  a: {}\n  b: {}\nlinks:\n  - endpoints: [a:eth1, b:eth1]\n"
+		if _, err := s.Up(ctx, &cluster.Network{Tenant: "t", Name: name, File: "/t/" + name + ".yaml", Source: src}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start(ctx, t, s, "p1", &syncBuffer{}, nil)
+	revs := map[int64]bool{}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		places, _, err := s.Placements(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(places) == n {
+			for _, p := range places {
+				revs[p.Revision] = true
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d networks placed after 20s", len(places), n)
+		}
+	}
+	if len(revs) > 2 {
+		t.Errorf("%d networks placed in %d transactions, want 2", n, len(revs))
+	}
+}
