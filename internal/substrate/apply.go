@@ -295,7 +295,7 @@ func deviceNames(p *plan.Plan) map[string]bool {
 	for _, l := range p.Links {
 		out[l.Device] = true
 		for _, port := range l.Ports {
-			if !wired(l) { // a direct link has none: the ports it had go (it is re-plugged)
+			if !Wired(l) { // a direct link has none: the ports it had go (it is re-plugged)
 				out[port.Name] = true
 			}
 		}

@@ -134,7 +134,7 @@ const Replugged = "re-plugged: made anew, so their nodes see the carrier drop an
 // replugText says which interfaces a change of connector between a and b re-plugs, if it
 // does: from a direct link to ports or back.
 func replugText(a, b *plan.Link) string {
-	if wired(a) == wired(b) {
+	if Wired(a) == Wired(b) {
 		return ""
 	}
 	var eps []string
@@ -142,7 +142,7 @@ func replugText(a, b *plan.Link) string {
 		eps = append(eps, p.String())
 	}
 	how := "to ports"
-	if wired(b) {
+	if Wired(b) {
 		how = "to one veth pair"
 	}
 	return fmt.Sprintf(" (%s %s %s)", strings.Join(eps, ", "), how, Replugged)

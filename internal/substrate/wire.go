@@ -63,8 +63,8 @@ func (a *applier) netns(port plan.Port) (netns.NsHandle, error) {
 	return nk.Netns(in)
 }
 
-// wired tells whether link l is joined by a wire kind, with no port in the substrate.
-func wired(l *plan.Link) bool {
+// Wired tells whether link l is joined by a wire kind, with no port in the substrate.
+func Wired(l *plan.Link) bool {
 	lk, err := kinds.LinkKind(l.Connector)
 	if err != nil {
 		return false
