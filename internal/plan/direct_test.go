@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
 )
 
 // A point-to-point link that names no connector and has nothing to enforce outside its nodes
@@ -67,6 +68,17 @@ func TestPlugPorts(t *testing.T) {
 		p.PlugPorts()
 		if p.Links[0].Connector != "shortbridge" {
 			t.Errorf("connector %s after the change, want shortbridge", p.Links[0].Connector)
+		}
+	}
+}
+
+// A link that names the veth connector refuses what only a port can enforce.
+func TestVethRefusesWhatNeedsPorts(t *testing.T) {
+	for _, key := range []string{"rate: 10mbit", "loss: 1%", "state: down", "from: {a:eth1: {delay: 5ms}}"} {
+		doc := "name: d\nnodes:\n  a:\n  b:\nlinks:\n  - endpoints: [a:eth1, b:eth1]\n    connector: veth\n    " + key + "\n"
+		_, err := spec.Parse("topo.yaml", []byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "topo.yaml:8") || !strings.Contains(err.Error(), "remove `connector: veth`") {
+			t.Errorf("%s on a veth link: %v, want an error at topo.yaml:8 saying to remove the connector", key, err)
 		}
 	}
 }

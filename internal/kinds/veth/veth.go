@@ -46,9 +46,19 @@ func check(n *spec.Network, l *spec.Link) []*spec.Error {
 		impaired = impaired || !im.IsZero()
 	}
 	if impaired {
-		out = append(out, n.LinkError(l, "impairment", "a veth link has nothing outside its nodes to impair its frames", fix))
+		out = append(out, n.LinkError(l, impairKey(l), "a veth link has nothing outside its nodes to impair its frames", fix))
 	}
 	return out
+}
+
+// impairKey is the first impairment key the link gives, for the line of the message.
+func impairKey(l *spec.Link) string {
+	for _, key := range []string{"loss", "duplicate", "corrupt", "delay", "jitter", "from"} {
+		if l.FieldLine(key) != l.Line {
+			return key
+		}
+	}
+	return "from"
 }
 
 // Direct: nothing of the link is in the substrate for a tunnel to deliver into.
