@@ -1,6 +1,8 @@
 // Package capture records a virtual link's frames from the substrate side, in both
 // directions, as pcapng: AF_PACKET sockets on the link's ports in the root namespace, nothing
-// inside the nodes. Each frame is recorded once, on an interface named NODE:IF after the node
+// inside the nodes; on a direct link (no port: one veth pair between the nodes), sockets that
+// trellis opens in the nodes' network namespaces on their interfaces, which the nodes'
+// software does not see. Each frame is recorded once, on an interface named NODE:IF after the node
 // interface that sent it (or, for one endpoint, received it), with its direction.
 package capture
 
@@ -9,13 +11,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/netdev"
+	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
+	"github.com/vishvananda/netns"
 	"golang.org/x/net/bpf"
 )
 
@@ -26,7 +31,8 @@ const Snaplen = 262144
 // with Received also those it received (what leaves the port), recorded on pcapng
 // interface Iface.
 type Tap struct {
-	Port     string // the port device in the root namespace
+	Port     string // the port device in the root namespace, or with PID the node's interface
+	PID      int    // 0, or the node process in whose network namespace Port is (a direct link)
 	Iface    int    // index of the pcapng interface
 	Sent     uint32 // direction of the frames entering the port, on that interface
 	Received bool   // also record the frames leaving the port (Inbound)
@@ -56,6 +62,9 @@ func ForLink(st *state.Store, network, linkName, endpoint string) (*Plan, error)
 	l := rec.Plan.Link(linkName)
 	if l == nil {
 		return nil, fmt.Errorf("network %s: %w %q on this machine (see `trellis link %s`)", network, substrate.ErrNoLink, linkName, network)
+	}
+	if substrate.Wired(l) {
+		return forDirect(l, rec.Nodes, network, endpoint)
 	}
 	if endpoint == "" {
 		p := &Plan{}
@@ -91,6 +100,27 @@ func forEndpoint(l *plan.Link, network, endpoint string) (*Plan, error) {
 	}
 	for _, name := range others {
 		p.Taps = append(p.Taps, Tap{Port: name, Sent: Inbound})
+	}
+	return p, nil
+}
+
+// forDirect plans the capture of a direct link (no port) on its nodes' interfaces, from
+// inside their namespaces (pids: the nodes' processes): each frame once, on the interface of
+// the endpoint that sent it, or with endpoint on that endpoint's alone, both ways.
+func forDirect(l *plan.Link, pids map[string]int, network, endpoint string) (*Plan, error) {
+	p := &Plan{}
+	for _, port := range l.Ports {
+		if endpoint != "" && port.String() != endpoint {
+			continue
+		}
+		if pids[port.Node] == 0 {
+			return nil, fmt.Errorf("network %s: link %s: node %s does not run", network, l.Name, port.Node)
+		}
+		p.Taps = append(p.Taps, Tap{Port: port.Ifname, PID: pids[port.Node], Iface: len(p.Interfaces), Sent: Outbound, Received: endpoint != ""})
+		p.Interfaces = append(p.Interfaces, port.String())
+	}
+	if len(p.Taps) == 0 {
+		return nil, fmt.Errorf("network %s: link %s: %w: it has no endpoint %s on this machine", network, l.Name, substrate.ErrNoLink, endpoint)
 	}
 	return p, nil
 }
@@ -137,13 +167,9 @@ func Run(ctx context.Context, p *Plan, w io.Writer, opts Options) (int, error) {
 		}
 	}()
 	for _, t := range p.Taps {
-		dev, err := netdev.ByName(t.Port)
-		if err != nil || dev == nil {
-			return 0, errors.Join(fmt.Errorf("capture: port %s is not there (is the node running?)", t.Port), err)
-		}
-		s, err := openSocket(dev.Attrs().Index, opts.Filter)
+		s, err := openTap(t, opts.Filter)
 		if err != nil {
-			return 0, fmt.Errorf("capture: port %s: %w", t.Port, err)
+			return 0, err
 		}
 		socks = append(socks, s)
 	}
@@ -157,6 +183,41 @@ func Run(ctx context.Context, p *Plan, w io.Writer, opts Options) (int, error) {
 		go func() { errc <- s.read(ctx, p.Taps[i], frames) }()
 	}
 	return write(ctx, pw, frames, errc, opts.Count)
+}
+
+// openTap opens the socket of tap t: on a port in the root namespace, or on a node's
+// interface from inside the node's network namespace (the socket stays bound to it).
+func openTap(t Tap, filter []bpf.RawInstruction) (*socket, error) {
+	if t.PID == 0 {
+		dev, err := netdev.ByName(t.Port)
+		if err != nil || dev == nil {
+			return nil, errors.Join(fmt.Errorf("capture: port %s is not there (is the node running?)", t.Port), err)
+		}
+		s, err := openSocket(dev.Attrs().Index, filter)
+		if err != nil {
+			return nil, fmt.Errorf("capture: port %s: %w", t.Port, err)
+		}
+		return s, nil
+	}
+	ns, err := netns.GetFromPid(t.PID)
+	if err != nil {
+		return nil, fmt.Errorf("capture: interface %s: the node's network namespace: %w", t.Port, err)
+	}
+	defer ns.Close()
+	var s *socket
+	err = netnsutil.Do(ns, func() error {
+		dev, err := net.InterfaceByName(t.Port)
+		if err != nil {
+			return err
+		}
+		s, err = openSocket(dev.Index, filter)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("capture: interface %s in its node: %w", t.Port, err)
+	}
+	s.inside = true
+	return s, nil
 }
 
 // write writes frames as they come, until ctx ends, count frames were written or a socket

@@ -10,8 +10,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// socket is an AF_PACKET socket bound to one device of the root namespace.
-type socket struct{ fd int }
+// socket is an AF_PACKET socket bound to one device: a port in the root namespace, or
+// (inside) a node's interface in the node's namespace, where what the node sends is outgoing.
+type socket struct {
+	fd     int
+	inside bool
+}
 
 // htons is the byte order AF_PACKET wants its protocol in.
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
@@ -63,7 +67,7 @@ func (s *socket) read(ctx context.Context, t Tap, out chan<- frame) error {
 			continue
 		}
 		dir := t.Sent
-		if ll.Pkttype == unix.PACKET_OUTGOING {
+		if (ll.Pkttype == unix.PACKET_OUTGOING) != s.inside { // the node received it
 			if !t.Received {
 				continue
 			}

@@ -74,8 +74,12 @@ func printInfo(out io.Writer, info *substrate.NetworkInfo) error {
 			rate = "-"
 		}
 		for _, e := range l.Endpoints {
+			port := e.Port
+			if port == "" {
+				port = "-" // a direct link: one veth pair between the nodes
+			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s:%s\t%s\t%d\t%d\t%d\t%d\t%d\n", l.Name, l.Connector, rate, l.MTU,
-				e.Node, e.Interface, e.Port, e.TxPackets, e.TxBytes, e.RxPackets, e.RxBytes, e.Drops)
+				e.Node, e.Interface, port, e.TxPackets, e.TxBytes, e.RxPackets, e.RxBytes, e.Drops)
 		}
 	}
 	printTunnels(w, info)

@@ -24,6 +24,7 @@ import (
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // The contract every kind keeps, checked for every registered kind: making twice is making
@@ -363,4 +364,69 @@ func devices(t *testing.T) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// A wire link kind (kinds.Wire) makes its pair between two namespaces once: Wire again keeps
+// it (same interfaces, MTU set in place), and an end left alone (its other node started anew)
+// is replaced by a new pair.
+func TestWireKindContract(t *testing.T) {
+	_, names, _ := kinds.Names()
+	for _, name := range names {
+		k, _ := kinds.LinkKind(name)
+		w, ok := k.(kinds.Wire)
+		if !ok {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			inMachine(t, func(fx *fixture) {
+				ctx := context.Background()
+				var ns [2]netns.NsHandle
+				for i := range ns {
+					h, err := netnsutil.New()
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer h.Close()
+					ns[i] = h
+				}
+				before := devices(t)
+				index := func(i int) (int, int) {
+					h, err := netlink.NewHandleAt(ns[i])
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer h.Close()
+					l, err := h.LinkByName("eth1")
+					if err != nil {
+						t.Fatalf("node %d: %v", i, err)
+					}
+					return l.Attrs().Index, l.Attrs().MTU
+				}
+				for i, wantMade := range []bool{true, false} {
+					made, err := w.Wire(ctx, fx.env, fx.link, ns, 1400+i)
+					if err != nil || made != wantMade {
+						t.Fatalf("Wire #%d: made %v, %v; want made %v", i+1, made, err, wantMade)
+					}
+				}
+				a0, mtu := index(0)
+				if mtu != 1401 {
+					t.Errorf("MTU %d after Wire with 1401, want it set in place", mtu)
+				}
+				if after := devices(t); after != before {
+					t.Errorf("Wire made devices in the machine:\n%s\nwant none (was %s)", after, before)
+				}
+				// Node b starts anew: a's end is left alone, and Wire makes a new pair.
+				h, _ := netnsutil.New()
+				defer h.Close()
+				ns[1] = h
+				if made, err := w.Wire(ctx, fx.env, fx.link, ns, 1401); err != nil || !made {
+					t.Fatalf("Wire with b anew: made %v, %v; want a new pair", made, err)
+				}
+				if a1, _ := index(0); a1 == a0 {
+					t.Errorf("a's end is still index %d: want the stale end replaced", a0)
+				}
+				index(1)
+			})
+		})
+	}
 }

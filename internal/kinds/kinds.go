@@ -18,6 +18,7 @@ import (
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // ErrUnknownKind is returned for a kind name nothing registered.
@@ -192,6 +193,26 @@ type Link interface {
 	// Direct tells whether frames of a tunnel may be handed straight to the link's one
 	// local port (a point-to-point connector), rather than to the tunnel device.
 	Direct() bool
+}
+
+// Namespaced is a node kind whose nodes keep their virtual interfaces in a network namespace
+// of their own on this machine (a container): a wire link kind joins two of them.
+type Namespaced interface {
+	// Netns opens the network namespace of node in; the caller closes it.
+	Netns(in Instance) (netns.NsHandle, error)
+}
+
+// Wire is a link kind that joins its two node interfaces directly, with nothing in the
+// substrate (one veth pair between the nodes' namespaces, as native forwarding has): the plan
+// chooses it for a point-to-point link with nothing to enforce (plan.Link.NeedsPorts), and
+// the substrate calls Wire instead of making ports and joining them. A node kind's Port
+// replaces a wire's end it finds where the port's interface goes (the link is re-plugged).
+type Wire interface {
+	// Wire makes the pair between interfaces l.Ports[0].Ifname in namespace ns[0] and
+	// l.Ports[1].Ifname in ns[1] with MTU mtu, replacing a half or a stale one, and says
+	// whether it made it (its interfaces are then to be configured whole). A whole pair is
+	// kept, its MTU set in place.
+	Wire(ctx context.Context, env *Env, l *plan.Link, ns [2]netns.NsHandle, mtu int) (made bool, err error)
 }
 
 // Tunnel is a tunnel kind: it carries links between machines.

@@ -31,6 +31,9 @@ type network struct {
 	// ifaces are the counters of the node-side interfaces of its ports, by the id of their
 	// namespace and their name.
 	ifaces map[int]map[string]rtnl.Stats
+	// direct are the counters of the interfaces of nodes with direct links (no port, so no
+	// peer to find their namespace by), by node and interface name.
+	direct map[string]map[string]rtnl.Stats
 	usage  map[string]kinds.Usage // what its running nodes use, for kinds that tell it
 }
 
@@ -107,13 +110,14 @@ func (s *snapshot) readRoot() error {
 // nodes at a time, each reader with a route netlink socket of its own.
 func (c *Collector) readNodes(nets []*network, devs map[string]rtnl.Link) {
 	type job struct {
-		n     *network
-		in    kinds.Instance
-		nsids []int
+		n      *network
+		in     kinds.Instance
+		nsids  []int
+		direct bool // the node has direct links: read its namespace's /proc/PID/net/dev
 	}
 	var jobs []*job
 	for _, n := range nets {
-		n.ifaces, n.usage = map[int]map[string]rtnl.Stats{}, map[string]kinds.Usage{}
+		n.ifaces, n.usage, n.direct = map[int]map[string]rtnl.Stats{}, map[string]kinds.Usage{}, map[string]map[string]rtnl.Stats{}
 		byNode := map[string]*job{}
 		for _, node := range n.rec.Plan.Nodes {
 			if in, ok := n.running[node.Name]; ok {
@@ -125,6 +129,10 @@ func (c *Collector) readNodes(nets []*network, devs map[string]rtnl.Link) {
 			for _, p := range l.Ports {
 				d, ok := devs[p.Name]
 				j := byNode[p.Node]
+				if j != nil && substrate.Wired(l) {
+					j.direct = true
+					continue
+				}
 				if ok && j != nil && d.PeerNetNsID >= 0 && !slices.Contains(j.nsids, d.PeerNetNsID) {
 					j.nsids = append(j.nsids, d.PeerNetNsID)
 				}
@@ -134,12 +142,16 @@ func (c *Collector) readNodes(nets []*network, devs map[string]rtnl.Link) {
 	type result struct {
 		usage  *kinds.Usage
 		ifaces map[int]map[string]rtnl.Stats
+		direct map[string]rtnl.Stats
 	}
 	got := make([]result, len(jobs))
 	parallel(len(jobs), func(conn *rtnl.Conn, i int) {
 		j := jobs[i]
 		got[i].usage = c.usage(j.n.rec.Plan, j.in)
 		got[i].ifaces = map[int]map[string]rtnl.Stats{}
+		if j.direct {
+			got[i].direct, _ = substrate.DevCounters(j.in.PID) // a node that ended has none
+		}
 		for _, nsid := range j.nsids {
 			if links, err := conn.Links(nsid); err == nil { // a node that ended has none
 				got[i].ifaces[nsid] = make(map[string]rtnl.Stats, len(links))
@@ -154,6 +166,9 @@ func (c *Collector) readNodes(nets []*network, devs map[string]rtnl.Link) {
 			j.n.usage[j.in.Name] = *got[i].usage
 		}
 		maps.Copy(j.n.ifaces, got[i].ifaces)
+		if got[i].direct != nil {
+			j.n.direct[j.in.Name] = got[i].direct
+		}
 	}
 }
 
@@ -243,6 +258,19 @@ func (c *Collector) readNetwork(s *snapshot, n *network) {
 // side (zero if the node does not run).
 func (c *Collector) readPort(s *snapshot, n *network, machine string, l *plan.Link, port plan.Port) {
 	lv := []string{n.rec.Name, port.Node, l.Name, port.Ifname, machine}
+	if substrate.Wired(l) { // no port: the counters of the node's interface, the veth's own
+		st, ok := n.direct[port.Node][port.Ifname]
+		s.out.add(famPortUp, boolValue(ok), lv...)
+		if ok {
+			s.out.add(famRxFrames, st.RxPackets, lv...)
+			s.out.add(famTxFrames, st.TxPackets, lv...)
+			s.out.add(famRxBytes, st.RxBytes, lv...)
+			s.out.add(famTxBytes, st.TxBytes, lv...)
+			s.out.add(famRxDrops, st.RxDropped, lv...)
+			s.out.add(famTxDrops, st.TxDropped, lv...)
+		}
+		return
+	}
 	a, ok := s.devs[port.Name]
 	if !ok {
 		s.out.add(famPortUp, 0, lv...)

@@ -184,7 +184,14 @@ func SetRPS(ns netns.NsHandle, ifname, mask string) error {
 			return writeRPS(ifname, mask)
 		}
 	}
-	return WithPrivateMount(func() error { return netns.Set(ns) }, "sysfs", "/sys", func() error { return writeRPS(ifname, mask) })
+	return WithPrivateMount(func() error { return netns.Set(ns) }, "sysfs", "/sys", func() error {
+		// The sysfs of a namespace that another user namespace owns (a trellis node's) comes
+		// read-only; the machine's root may write rps_cpus there once it is remounted.
+		if err := unix.Mount("", "/sys", "", unix.MS_REMOUNT, ""); err != nil {
+			return fmt.Errorf("remounting sysfs read-write: %w", err)
+		}
+		return writeRPS(ifname, mask)
+	})
 }
 
 func writeRPS(ifname, mask string) error {

@@ -139,6 +139,7 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 				return nil, err
 			}
 		}
+		p.direct(l, pl)
 		p.Links = append(p.Links, pl)
 	}
 	p.engineNames(names)

@@ -15,6 +15,9 @@ type NodeKind struct {
 	VM bool
 	// Rootfs says the kind takes `rootfs:`, a node's own root directory.
 	Rootfs bool
+	// Pairs says the kind's node interfaces are veth ends in a network namespace of the node
+	// on this machine, so that two of them can be one veth pair (a direct link, WireLinkKind).
+	Pairs bool
 }
 
 // LinkKind is what the spec layer needs of a link kind, named by a link's `connector:`: how
@@ -23,6 +26,10 @@ type NodeKind struct {
 type LinkKind struct {
 	MinEndpoints, MaxEndpoints int
 	Check                      func(n *Network, l *Link) []*Error
+	// Wire says the kind joins two node interfaces with nothing outside the nodes (one veth
+	// pair): the plan chooses it for a point-to-point link that names no connector and has
+	// nothing to enforce (WireLinkKind).
+	Wire bool
 }
 
 // TunnelKind is what the spec layer needs of a tunnel kind (egre, vxlan, ...): the bytes it
@@ -112,6 +119,16 @@ func LookupLinkKind(name string) (LinkKind, bool) { return linkKinds.lookup(name
 
 // LookupTunnelKind returns the tunnel kind registered under name.
 func LookupTunnelKind(name string) (TunnelKind, bool) { return tunnelKinds.lookup(name) }
+
+// WireLinkKind returns the name of the link kind registered with Wire, or "" if none is.
+func WireLinkKind() string {
+	for _, name := range linkKinds.names() {
+		if k, _ := linkKinds.lookup(name); k.Wire {
+			return name
+		}
+	}
+	return ""
+}
 
 // NodeKinds returns the names of the registered node kinds, sorted.
 func NodeKinds() []string { return nodeKinds.names() }

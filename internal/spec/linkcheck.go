@@ -46,7 +46,7 @@ func (p *parser) validateLink(n *Network, l *Link, used map[Endpoint]int) {
 // connector fills in the default connector and checks the link against its kind.
 func (p *parser) connector(n *Network, l *Link) {
 	if l.Connector == "" {
-		l.Connector = DefaultP2PConnector
+		l.Connector, l.DefaultConnector = DefaultP2PConnector, true
 		if len(l.Endpoints) > 2 {
 			l.Connector = DefaultLANConnector
 		}

@@ -127,7 +127,10 @@ type Link struct {
 	RateText  string // as written, for display
 	MTU       int    // 0 means the kernel default
 	Connector string // a registered link kind: DefaultP2PConnector or DefaultLANConnector unless given
-	State     string // StateUp or StateDown: the initial carrier state
+	// DefaultConnector: the file names no connector, so the plan may join a point-to-point
+	// link that has nothing to enforce with the wire kind instead (WireLinkKind).
+	DefaultConnector bool   `json:",omitempty"`
+	State            string // StateUp or StateDown: the initial carrier state
 	// Table and Ageing set the LAN connector's forwarding table (connector lan only): its
 	// size in addresses and how long an address is kept after its last frame; 0 means the
 	// connector's default.

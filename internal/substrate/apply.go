@@ -298,7 +298,9 @@ func deviceNames(p *plan.Plan) map[string]bool {
 	for _, l := range p.Links {
 		out[l.Device] = true
 		for _, port := range l.Ports {
-			out[port.Name] = true
+			if !Wired(l) { // a direct link has none: the ports it had go (it is re-plugged)
+				out[port.Name] = true
+			}
 		}
 		for _, t := range l.Tunnels {
 			out[t.Device], out[t.Encap] = true, true

@@ -128,6 +128,27 @@ func diffLinks(old, p *plan.Plan) []Change {
 // It is the only change that touches what the nodes' software set on an interface.
 const Recreated = "made anew: addresses and routes their nodes' software set on them go"
 
+// Replugged is what diff says of the interfaces of a link that gets or loses its ports (a
+// direct link, kinds.Wire, joined by a connector in the substrate, or the reverse).
+const Replugged = "re-plugged: made anew, so their nodes see the carrier drop and come back, with a new ifindex; addresses and routes their nodes' software set on them go"
+
+// replugText says which interfaces a change of connector between a and b re-plugs, if it
+// does: from a direct link to ports or back.
+func replugText(a, b *plan.Link) string {
+	if Wired(a) == Wired(b) {
+		return ""
+	}
+	var eps []string
+	for _, p := range b.Ports {
+		eps = append(eps, p.String())
+	}
+	how := "to ports"
+	if Wired(b) {
+		how = "to one veth pair"
+	}
+	return fmt.Sprintf(" (%s %s %s)", strings.Join(eps, ", "), how, Replugged)
+}
+
 // anewOnMTU lists the endpoints of link l whose interfaces a change of its MTU makes anew.
 func anewOnMTU(p *plan.Plan, l *plan.Link) []string {
 	var out []string
@@ -155,7 +176,9 @@ func linkChanges(a, b *plan.Link, tunnelKind bool, anew []string) []string {
 			out = append(out, fmt.Sprintf("%s %v -> %v", what, x, y))
 		}
 	}
-	add("connector", a.Connector, b.Connector)
+	if a.Connector != b.Connector {
+		out = append(out, fmt.Sprintf("connector %s -> %s%s", a.Connector, b.Connector, replugText(a, b)))
+	}
 	add("rate", rateText(a.Rate), rateText(b.Rate))
 	if a.MTU != b.MTU {
 		mtu := fmt.Sprintf("mtu %s -> %s", mtuText(a.MTU), mtuText(b.MTU))

@@ -79,7 +79,7 @@ type TunnelInfo struct {
 type EndpointInfo struct {
 	Node      string `json:"node"`
 	Interface string `json:"interface"`
-	Port      string `json:"port"`
+	Port      string `json:"port"` // the substrate port; "" on a direct link (none)
 	TxPackets uint64 `json:"tx_packets"`
 	TxBytes   uint64 `json:"tx_bytes"`
 	RxPackets uint64 `json:"rx_packets"`
@@ -164,8 +164,15 @@ func linkInfo(l *plan.Link, root rootDevices, seen map[string]ifaceSeen) LinkInf
 	if l.Rate > 0 {
 		li.Rate = spec.FormatRate(l.Rate)
 	}
+	direct := Wired(l)
 	for _, p := range l.Ports {
 		ei := EndpointInfo{Node: p.Node, Interface: p.Ifname, Port: p.Name, State: "missing"}
+		if direct { // no port: the state is the node's interface's
+			ei.Port = ""
+			if a, ok := seen[p.Node+":"+p.Ifname]; ok {
+				ei.State = stateWord(!a.Up)
+			}
+		}
 		dev, ok := root.devs[p.Name]
 		if ok {
 			ei.State = stateWord(dev.Flags&unix.IFF_UP == 0)

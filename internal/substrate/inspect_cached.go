@@ -49,14 +49,14 @@ func interfaceInfos(links []rtnl.Link, addrs []rtnl.Addr, counters map[string]rt
 		if c, ok := counters[l.Name]; ok {
 			st = c
 		}
-		seen[l.Name] = ifaceSeen{MTU: l.MTU, Stats: &st}
+		seen[l.Name] = ifaceSeen{MTU: l.MTU, Up: netlink.LinkOperState(l.OperState) == netlink.OperUp, Stats: &st}
 	}
 	return out
 }
 
-// devCounters reads the counters of the devices of the network namespace of process pid from
+// DevCounters reads the counters of the devices of the network namespace of process pid from
 // /proc/PID/net/dev.
-func devCounters(pid int) (map[string]rtnl.Stats, error) {
+func DevCounters(pid int) (map[string]rtnl.Stats, error) {
 	fd, err := unix.Open(fmt.Sprintf("/proc/%d/net/dev", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("counters of process %d's devices: %w", pid, err)

@@ -14,6 +14,7 @@ import (
 // ifaceSeen is what a link's endpoint shows of its interface as the node sees it.
 type ifaceSeen struct {
 	MTU   int
+	Up    bool        // its operational state is up (it has a carrier)
 	Stats *rtnl.Stats // nil if the kernel gave none
 }
 
@@ -41,7 +42,7 @@ func readNodes(ctx context.Context, env *kinds.Env, p *plan.Plan, found map[stri
 		}
 		reads[i].info.Usage = usage(env, in)
 		if rd != nil && !describes(n.Kind) {
-			counters[i], _ = devCounters(in.PID) // none: read with the interfaces below
+			counters[i], _ = DevCounters(in.PID) // none: read with the interfaces below
 		}
 	})
 	ids := nsids()
@@ -143,7 +144,7 @@ func interfaces(pid int, seen map[string]ifaceSeen) []InterfaceInfo {
 
 // seenOf is what links show of an interface that netlink decoded.
 func seenOf(a *netlink.LinkAttrs) ifaceSeen {
-	s := ifaceSeen{MTU: a.MTU}
+	s := ifaceSeen{MTU: a.MTU, Up: a.OperState == netlink.OperUp}
 	if st := a.Statistics; st != nil {
 		s.Stats = &rtnl.Stats{RxPackets: st.RxPackets, TxPackets: st.TxPackets, RxBytes: st.RxBytes, TxBytes: st.TxBytes,
 			RxDropped: st.RxDropped, TxDropped: st.TxDropped}

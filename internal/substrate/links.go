@@ -23,6 +23,11 @@ func (a *applier) link(ctx context.Context, l *plan.Link) error {
 	if a.old != nil && a.old.Tunnel == a.env.Plan.Tunnel {
 		ol = a.old.Link(l.Name)
 	}
+	if lk, err := kinds.LinkKind(l.Connector); err == nil {
+		if w, ok := lk.(kinds.Wire); ok {
+			return a.wire(ctx, l, ol, w)
+		}
+	}
 	_, ports, err := a.ports(ctx, l, ol == nil || !sameLink(ol, l))
 	if err != nil {
 		return fmt.Errorf("link %s: %w", l.Name, err)

@@ -78,6 +78,7 @@ func changeLink(ctx context.Context, st *state.Store, network, linkName string, 
 	if err := edit(l); err != nil {
 		return fmt.Errorf("network %s: link %s: %w", network, linkName, err)
 	}
+	p.PlugPorts() // a direct link taken down or impaired gets its ports
 	old := rec.Plan
 	if err := st.MarkChanging(network); err != nil { // if interrupted, the next up trusts only the kernel
 		return err

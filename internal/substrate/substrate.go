@@ -121,6 +121,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 	}
 	if keep && rec.File == file {
 		keepLive(p, liveOf(rec))
+		p.PlugPorts()
 	}
 	if err := preflight(p, n); err != nil {
 		return nil, err

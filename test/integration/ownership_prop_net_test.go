@@ -119,6 +119,13 @@ func (w *world) topo() string {
 	b.WriteString("links:\n")
 	for _, l := range slices.Sorted(maps.Keys(propLinks)) {
 		fmt.Fprintf(&b, "  - name: %s\n    endpoints: [%s]\n", l, strings.Join(w.endpoints(l), ", "))
+		if len(w.endpoints(l)) == 2 {
+			// Ports always: the property is that of links with ports. A point-to-point link
+			// with no connector named and nothing to enforce has none (a direct link), and a
+			// rate, impairment or carrier change re-plugs it, its interfaces made anew, as diff
+			// says (TestDirectLink).
+			b.WriteString("    connector: shortbridge\n")
+		}
 		if r := w.rate[l]; r != "" {
 			fmt.Fprintf(&b, "    rate: %s\n", r)
 		}
@@ -130,7 +137,7 @@ func (w *world) topo() string {
 		}
 	}
 	if w.h9 == "r4" {
-		b.WriteString("  - {name: p49, endpoints: [r4:eth9, h9:eth1]}\n")
+		b.WriteString("  - {name: p49, endpoints: [r4:eth9, h9:eth1], connector: shortbridge}\n")
 	}
 	return b.String()
 }

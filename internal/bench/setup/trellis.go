@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/bench/measure"
+	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/node"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
@@ -81,8 +82,15 @@ func (h *Harness) addTrellisNet(g *Rig, name, connector string, relay bool, chan
 		}
 	}
 	// The first device that receives from the source is the source link's port in the root
-	// namespace: steer its receive processing to the forwarding CPU, as for native.
-	if err := h.steer(h.rootNS, b.plan.Links[0].Ports[0].Name); err != nil {
+	// namespace, or on a link without ports (veth) the node's interface: steer its receive
+	// processing to the forwarding CPU, as for native.
+	ns, first := h.rootNS, b.plan.Links[0].Ports[0].Name
+	if dev, err := netdev.ByName(first); err != nil {
+		return err
+	} else if dev == nil {
+		ns, first = b.NS["nut"], "eth1"
+	}
+	if err := h.steer(ns, first); err != nil {
 		return err
 	}
 	dst := SinkIP

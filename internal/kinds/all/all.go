@@ -7,6 +7,7 @@ import (
 	_ "github.com/trellisnet/trellis/internal/kinds/egre"        // tunnel kind "egre"
 	_ "github.com/trellisnet/trellis/internal/kinds/lan"         // link kind "lan"
 	_ "github.com/trellisnet/trellis/internal/kinds/shortbridge" // link kind "shortbridge"
+	_ "github.com/trellisnet/trellis/internal/kinds/veth"        // link kind "veth"
 	_ "github.com/trellisnet/trellis/internal/kinds/vm"          // node kind "vm"
 	_ "github.com/trellisnet/trellis/internal/kinds/vxlan"       // tunnel kind "vxlan"
 )

@@ -10,11 +10,13 @@ import (
 	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
-// Port makes a veth pair for one virtual interface, its peer created directly inside the node,
-// then configures the interface: duplicate address detection off (addresses come from the
+// Port makes a veth pair for one virtual interface, its peer created directly inside the node
+// (replacing the node's end of a direct link of that name: the link is re-plugged), then
+// configures the interface: duplicate address detection off (addresses come from the
 // topology, and detection would hold a router's IPv6 forwarding back for seconds) unless the
 // file says otherwise, the file's sysctls for this interface, its addresses, and up. The port
 // stays down: the substrate brings it up when the link's state says so.
@@ -27,6 +29,9 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 		return nil, err
 	}
 	defer ns.Close()
+	if err := ns.unwire(p.Ifname); err != nil {
+		return nil, err
+	}
 	veth := &netlink.Veth{
 		LinkAttrs:     netlink.LinkAttrs{Name: p.Name, MTU: mtu},
 		PeerName:      p.Ifname,
@@ -42,6 +47,29 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 		return nil, err
 	}
 	return netdev.ByName(p.Name)
+}
+
+// Netns opens the node's network namespace (kinds.Namespaced: the ends of direct links).
+func (Kind) Netns(in kinds.Instance) (netns.NsHandle, error) {
+	ns, err := netns.GetFromPid(in.PID)
+	if err != nil {
+		return ns, fmt.Errorf("node %s: network namespace: %w", in.Name, err)
+	}
+	return ns, nil
+}
+
+// unwire deletes the node's interface ifname if it is a veth, with its other end: where no
+// port of that name is, it is the end of a direct link trellis made (a veth whose other end is
+// a port goes with its port), and a port takes its place.
+func (n *nodeNS) unwire(ifname string) error {
+	link, err := n.nl.LinkByName(ifname)
+	if err != nil || link.Type() != "veth" {
+		return nil // none, or not trellis's: the port's making says so
+	}
+	if err := n.nl.LinkDel(link); err != nil && !netdev.IsGone(err) {
+		return fmt.Errorf("interface %s: replacing the direct link's end: %w", ifname, err)
+	}
+	return nil
 }
 
 // Configure gives a node's virtual interface the port's addresses and removes those of

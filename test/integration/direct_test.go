@@ -1,0 +1,132 @@
+//go:build integration
+
+package integration
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// directPair checks that interface eth1 of nodes a and b of network are the two ends of one
+// veth pair (each one's peer is the other), and returns a's ifindex.
+func directPair(t *testing.T, state, network string) string {
+	t.Helper()
+	read := func(node, file string) string {
+		return strings.TrimSpace(mustExec(t, state, network, node, "cat", "/sys/class/net/eth1/"+file))
+	}
+	aIndex, aPeer := read("a", "ifindex"), read("a", "iflink")
+	bIndex, bPeer := read("b", "ifindex"), read("b", "iflink")
+	if aPeer != bIndex || bPeer != aIndex {
+		t.Errorf("a:eth1 (index %s, peer %s) and b:eth1 (index %s, peer %s) are not one veth pair", aIndex, aPeer, bIndex, bPeer)
+	}
+	return aIndex
+}
+
+// TestDirectLink: a point-to-point link with nothing to enforce is one veth pair between its
+// nodes, with no port in the root namespace; it forwards, inspect counts its frames, and
+// capture records them. A rate added live re-plugs it to ports (diff and up say so) and the
+// rate is enforced; the rate removed makes it one pair again; `trellis link down` gives it
+// ports whose carrier is off. Down leaves nothing.
+func TestDirectLink(t *testing.T) {
+	e := start(t)
+	path := writeTopo(t, rateTopo("direct", ""))
+	mustTrellis(t, e.state, "up", path)
+	info := inspect(t, e.state, "direct")
+	l := info.link(t, "a:eth1--b:eth1")
+	if l.Connector != "veth" {
+		t.Errorf("connector %q, want veth", l.Connector)
+	}
+	checkExactly(t, info) // no device of the network in the root namespace
+	directPair(t, e.state, "direct")
+	ping(t, e.state, "direct", "a", "10.0.0.2")
+	for _, ep := range inspect(t, e.state, "direct").link(t, "a:eth1--b:eth1").Endpoints {
+		if ep.Port != "" || ep.TxPackets == 0 || ep.RxPackets == 0 || ep.State != "up" {
+			t.Errorf("endpoint %s:%s: port %q, %d frames sent, %d received, state %s: want no port, frames both ways, up", ep.Node, ep.Interface, ep.Port, ep.TxPackets, ep.RxPackets, ep.State)
+		}
+	}
+	checkDirectCapture(t, e.state)
+
+	// A rate: the link gets its ports, shaped.
+	rewriteTopo(t, path, rateTopo("direct", "    rate: 10mbit\n"))
+	if d := mustTrellis(t, e.state, "diff", path); !strings.Contains(d, "connector veth -> shortbridge (a:eth1, b:eth1 to ports re-plugged") {
+		t.Errorf("diff with a rate said:\n%s\nwant it to say the link is re-plugged to ports", d)
+	}
+	mustTrellis(t, e.state, "up", path)
+	info = inspect(t, e.state, "direct")
+	checkExactly(t, info)
+	checkShaper(t, info, 10_000_000, "10Mbit")
+	ping(t, e.state, "direct", "b", "10.0.0.1")
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Fatalf("iperf3 is not installed (%v): scripts/setup.sh installs it", err)
+	}
+	if got := runIperf(t, e.state, "direct", 3).End.SumReceived.BitsPerSecond; onWire(got, 1500) > 10.5e6 {
+		t.Errorf("%.0f bit/s over a link capped at 10 Mbit/s", onWire(got, 1500))
+	}
+
+	// No rate: one pair again.
+	rewriteTopo(t, path, rateTopo("direct", ""))
+	if out := mustTrellis(t, e.state, "up", path); !strings.Contains(out, "connector shortbridge -> veth (a:eth1, b:eth1 to one veth pair re-plugged") {
+		t.Errorf("up without the rate said:\n%s\nwant it to say the link is re-plugged to one veth pair", out)
+	}
+	info = inspect(t, e.state, "direct")
+	checkExactly(t, info)
+	directPair(t, e.state, "direct")
+	ping(t, e.state, "direct", "a", "10.0.0.2")
+
+	// The carrier taken away: ports, down; given back: it forwards.
+	mustTrellis(t, e.state, "link", "direct", "a:eth1--b:eth1", "down")
+	info = inspect(t, e.state, "direct")
+	checkExactly(t, info)
+	for _, ep := range info.link(t, "a:eth1--b:eth1").Endpoints {
+		if ep.Port == "" || ep.State != "down" {
+			t.Errorf("after link down, endpoint %s:%s: port %q state %s, want a port, down", ep.Node, ep.Interface, ep.Port, ep.State)
+		}
+	}
+	if err := tryPing(t, e.state, "direct", "a", "10.0.0.2"); err == nil {
+		t.Error("a reaches b over a link that is down")
+	}
+	mustTrellis(t, e.state, "link", "direct", "a:eth1--b:eth1", "up")
+	ping(t, e.state, "direct", "a", "10.0.0.2")
+
+	mustTrellis(t, e.state, "down", "direct")
+	e.assertClean()
+}
+
+// checkDirectCapture captures two frames of a direct link while a pings b: an echo request
+// sent by a and the reply sent by b.
+func checkDirectCapture(t *testing.T, state string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "direct.pcapng")
+	capture := exec.Command(trellisBin, "--state-dir", state, "capture", "direct", "a:eth1--b:eth1", "-c", "2", "-w", file, "icmp")
+	var errOut strings.Builder
+	capture.Stderr = &errOut
+	if err := capture.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- capture.Wait() }()
+	for i := 0; i < 50; i++ {
+		tryPing(t, state, "direct", "a", "10.0.0.2")
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("capture: %v\n%s", err, errOut.String())
+			}
+			out, err := exec.Command("tcpdump", "-n", "-r", file).CombinedOutput()
+			if err != nil {
+				t.Fatalf("tcpdump -r: %v\n%s", err, out)
+			}
+			if !strings.Contains(string(out), "10.0.0.1 > 10.0.0.2: ICMP echo request") || !strings.Contains(string(out), "10.0.0.2 > 10.0.0.1: ICMP echo reply") {
+				t.Errorf("the capture of the direct link holds:\n%s\nwant a's echo request and b's reply", out)
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	capture.Process.Kill()
+	<-done
+	t.Error("the capture of the direct link recorded no two ICMP frames while a pinged b")
+}
