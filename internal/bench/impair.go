@@ -20,7 +20,9 @@ import (
 )
 
 // impairNet is the impair part's network: two nodes and one link, whose impairment (a line
-// of link keys, or none) each measurement sets.
+// of link keys, or none) each measurement sets. The link names its connector so that every
+// measurement, the baseline too, crosses the same ports (a link with nothing to enforce is
+// otherwise a direct veth pair, re-plugged when an impairment comes).
 const impairNet = `name: bench-impair
 nodes:
   a:
@@ -31,6 +33,7 @@ nodes:
     sysctl: {net.ipv6.conf.all.disable_ipv6: 1, net.ipv6.conf.default.disable_ipv6: 1}
 links:
   - endpoints: [a:eth1, b:eth1]
+    connector: shortbridge
 `
 
 // Impairments measures these impairments, as a topology file writes them ("" for none, the
