@@ -97,7 +97,6 @@ func TestEbpfFlowCount(t *testing.T) {
 		flowWant{"ICMP 10.0.0.1 -> 10.0.0.2", flowKey("10.0.0.1", "10.0.0.2", 0, 0, 1), 7, icmpBytes},
 		flowWant{"ICMP 10.0.0.2 -> 10.0.0.1", flowKey("10.0.0.2", "10.0.0.1", 0, 0, 1), 7, icmpBytes})
 
-
 	const frames, frameLen = 20, 14 + 20 + 8 + 50
 	udp := flowKey("10.0.0.1", "10.0.0.2", 40000, 5000, 17)
 	sender := startIn(t, e.state, "ebpf-flowcount", "h1", udpArgv("10.0.0.2", 40000, frames, 0.15)...)
