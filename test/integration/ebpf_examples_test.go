@@ -13,20 +13,24 @@ import (
 	"time"
 )
 
-// udpSender is a Python program run in a node: it sends COUNT datagrams of 50 bytes from
-// source port SPORT to DST:5000, INTERVAL seconds apart.
+// udpSender is a Python program run in a node: from each source port of SPORTS (FIRST-LAST),
+// one after the other, it sends COUNT datagrams of 50 bytes to DST:5000, INTERVAL seconds apart.
 const udpSender = `import socket, sys, time
-sport, dst, count, interval = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("", sport))
-for _ in range(count):
-    s.sendto(b"x" * 50, (dst, 5000))
-    time.sleep(interval)
+first, last = (int(p) for p in sys.argv[1].split("-"))
+dst, count, interval = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+for sport in range(first, last + 1):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("", sport))
+    for _ in range(count):
+        s.sendto(b"x" * 50, (dst, 5000))
+        time.sleep(interval)
+    s.close()
 `
 
-// udpArgv is the command that sends count datagrams from sport to dst:5000.
-func udpArgv(dst string, sport, count int, interval float64) []string {
-	return []string{"python3", "-c", udpSender, strconv.Itoa(sport), dst, strconv.Itoa(count), fmt.Sprint(interval)}
+// udpArgv is the command that sends count datagrams to dst:5000 from each of the source
+// ports first to last.
+func udpArgv(dst string, first, last, count int, interval float64) []string {
+	return []string{"python3", "-c", udpSender, fmt.Sprintf("%d-%d", first, last), dst, strconv.Itoa(count), fmt.Sprint(interval)}
 }
 
 // upExample brings up examples/ebpf/NAME/NAME.yaml and returns a function running
@@ -99,7 +103,7 @@ func TestEbpfFlowCount(t *testing.T) {
 
 	const frames, frameLen = 20, 14 + 20 + 8 + 50
 	udp := flowKey("10.0.0.1", "10.0.0.2", 40000, 5000, 17)
-	sender := startIn(t, e.state, "ebpf-flowcount", "h1", udpArgv("10.0.0.2", 40000, frames, 0.15)...)
+	sender := startIn(t, e.state, "ebpf-flowcount", "h1", udpArgv("10.0.0.2", 40000, 40000, frames, 0.15)...)
 	live := -1
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if v, ok := dumpTable(t, table("s1", "flows", "dump"))[udp]; ok {
@@ -140,4 +144,49 @@ func checkFlows(t *testing.T, dump string, wants ...flowWant) {
 			t.Errorf("%s: %d frames, %d bytes; want %d, %d", want.what, f, b, want.frames, want.bytes)
 		}
 	}
+}
+
+// TestEbpfECMP brings up examples/ebpf/ecmp: s1 and s2 spread flows over their two links by a
+// hash of the 5-tuple, through buckets filled from the CLI. With the buckets empty nothing
+// crosses; filled half to each path, one UDP flow's frames all take one path, and eight flows
+// from eight source ports take both.
+func TestEbpfECMP(t *testing.T) {
+	e := start(t)
+	const net = "ebpf-ecmp"
+	table := upExample(t, e.state, "ecmp")
+	if err := tryPing(t, e.state, net, "h1", "10.0.0.2"); err == nil {
+		t.Fatal("h1 reaches h2 with the buckets empty")
+	}
+	for _, s := range []string{"s1", "s2"} {
+		for b := 0; b < 8; b++ {
+			table(s, "buckets", "set", fmt.Sprintf("%02x000000", b), fmt.Sprintf("%02x000000", 2+b%2))
+		}
+	}
+	mustExec(t, e.state, net, "h1", "ip", "neigh", "flush", "dev", "eth1") // ARP failed meanwhile
+	ping(t, e.state, net, "h1", "10.0.0.2")
+
+	// spread returns the IPv4 frames s1 sent out of ports 2 and 3.
+	spread := func() (p2, p3 uint64) {
+		n := func(port string) uint64 {
+			v, err := hex.DecodeString(strings.TrimSpace(table("s1", "spread", "get", port)))
+			if err != nil || len(v) != 8 {
+				t.Fatalf("s1's spread[%s] is not 8 bytes of hex: %v", port, err)
+			}
+			return binary.LittleEndian.Uint64(v)
+		}
+		return n("02000000"), n("03000000")
+	}
+	a2, a3 := spread()
+	mustExec(t, e.state, net, "h1", udpArgv("10.0.0.2", 40000, 40000, 20, 0.01)...)
+	b2, b3 := spread()
+	if d2, d3 := b2-a2, b3-a3; !(d2 == 20 && d3 == 0 || d2 == 0 && d3 == 20) {
+		t.Errorf("one flow of 20 frames went %d out of port 2 and %d out of port 3; want all 20 one way", d2, d3)
+	}
+	mustExec(t, e.state, net, "h1", udpArgv("10.0.0.2", 40001, 40008, 5, 0.01)...)
+	c2, c3 := spread()
+	if d2, d3 := c2-b2, c3-b3; d2 == 0 || d3 == 0 || d2+d3 != 40 {
+		t.Errorf("8 flows of 5 frames went %d out of port 2 and %d out of port 3; want 40, on both", d2, d3)
+	}
+	mustTrellis(t, e.state, "down", net)
+	e.assertClean()
 }
