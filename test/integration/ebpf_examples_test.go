@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -186,6 +187,42 @@ func TestEbpfECMP(t *testing.T) {
 	c2, c3 := spread()
 	if d2, d3 := c2-b2, c3-b3; d2 == 0 || d3 == 0 || d2+d3 != 40 {
 		t.Errorf("8 flows of 5 frames went %d out of port 2 and %d out of port 3; want 40, on both", d2, d3)
+	}
+	mustTrellis(t, e.state, "down", net)
+	e.assertClean()
+}
+
+// TestEbpfSrcRoute brings up examples/ebpf/srcroute: a frame from h1 carries its path as a
+// stack of ports, which s1 and then s2 or s3 pop. The stack [2, 2] arrives at h2's eth1
+// through s2, [3, 2] at its eth2 through s3, each with its stack emptied.
+func TestEbpfSrcRoute(t *testing.T) {
+	e := start(t)
+	const net = "ebpf-srcroute"
+	upExample(t, e.state, "srcroute")
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "examples/ebpf/srcroute")
+	recv := startIn(t, e.state, net, "h2", "python3", filepath.Join(dir, "receiver.py"), "2")
+	if l, ok := recv.waitLine(20 * time.Second); !ok || l != "ready" {
+		t.Fatalf("receiver.py in h2 did not start: %q\n%s", l, recv.stderr)
+	}
+	for _, path := range [][]string{{"2", "2"}, {"3", "2"}} {
+		mustExec(t, e.state, net, "h1", append([]string{"python3", filepath.Join(dir, "sender.py"), "eth1", "path-" + strings.Join(path, "-")}, path...)...)
+	}
+	var got []string
+	for range 2 {
+		l, ok := recv.waitLine(10 * time.Second)
+		if !ok {
+			break
+		}
+		got = append(got, l)
+	}
+	recv.wait(5 * time.Second)
+	// interface, depth left, payload
+	if want := []string{"eth1 0 path-2-2", "eth2 0 path-3-2"}; !slices.Equal(got, want) {
+		t.Errorf("h2 received %q, want %q (stack [2 2] through s2 to eth1, [3 2] through s3 to eth2)", got, want)
 	}
 	mustTrellis(t, e.state, "down", net)
 	e.assertClean()
