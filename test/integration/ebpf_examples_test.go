@@ -15,16 +15,21 @@ import (
 )
 
 // udpSender is a Python program run in a node: from each source port of SPORTS (FIRST-LAST),
-// one after the other, it sends COUNT datagrams of 50 bytes to DST:5000, INTERVAL seconds apart.
+// one after the other, it sends COUNT datagrams of SIZE bytes (50 if not given) to DST:5000,
+// INTERVAL seconds apart, with the TOS byte TOS (0 if not given).
 const udpSender = `import socket, sys, time
 first, last = (int(p) for p in sys.argv[1].split("-"))
 dst, count, interval = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+size = int(sys.argv[5]) if len(sys.argv) > 5 else 50
+tos = int(sys.argv[6]) if len(sys.argv) > 6 else 0
 for sport in range(first, last + 1):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
     s.bind(("", sport))
     for _ in range(count):
-        s.sendto(b"x" * 50, (dst, 5000))
-        time.sleep(interval)
+        s.sendto(b"x" * size, (dst, 5000))
+        if interval:
+            time.sleep(interval)
     s.close()
 `
 
@@ -223,6 +228,83 @@ func TestEbpfSrcRoute(t *testing.T) {
 	// interface, depth left, payload
 	if want := []string{"eth1 0 path-2-2", "eth2 0 path-3-2"}; !slices.Equal(got, want) {
 		t.Errorf("h2 received %q, want %q (stack [2 2] through s2 to eth1, [3 2] through s3 to eth2)", got, want)
+	}
+	mustTrellis(t, e.state, "down", net)
+	e.assertClean()
+}
+
+// ecnReceiver is a Python program run in a node: it prints "ready", receives datagrams on
+// port 5000 until none came for a second after the first, and prints how many came and how
+// many of them had CE in their ECN field.
+const ecnReceiver = `import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+s.bind(("", 5000))
+print("ready", flush=True)
+got = ce = 0
+s.settimeout(20)
+while True:
+    try:
+        _, anc, _, _ = s.recvmsg(2048, socket.CMSG_SPACE(1))
+    except TimeoutError:
+        break
+    s.settimeout(1)
+    got += 1
+    ce += any(l == socket.IPPROTO_IP and t == socket.IP_TOS and d[0] & 3 == 3 for l, t, d in anc)
+print(got, ce, flush=True)
+`
+
+// TestEbpfECN brings up examples/ebpf/ecn: s1 marks ECN-capable packets CE when its port's
+// virtual queue (drained at 100 kB/s) holds more than 10 kB. A slow ECT(0) flow (2 kB/s)
+// arrives at h2 unmarked; a fast one (far above 100 kB/s) arrives with CE on many packets, as
+// s1's counter says; a fast flow that is not ECN-capable is never marked.
+func TestEbpfECN(t *testing.T) {
+	e := start(t)
+	const net = "ebpf-ecn"
+	table := upExample(t, e.state, "ecn")
+	table("s1", "vq", "set", "00000000", "a086010000000000.1027000000000000") // 100000 B/s, 10000 B
+	ping(t, e.state, net, "h1", "10.0.0.2")
+	marked := func() uint64 {
+		v, err := hex.DecodeString(strings.TrimSpace(table("s1", "counters", "get", "01000000")))
+		if err != nil || len(v) != 8 {
+			t.Fatalf("s1's counters[1] is not 8 bytes of hex: %v", err)
+		}
+		return binary.LittleEndian.Uint64(v)
+	}
+	for _, tc := range []struct {
+		name        string
+		count, size int
+		interval    float64
+		tos         int
+		wantCE      bool
+	}{
+		{"ECT(0) at 2 kB/s", 20, 50, 0.05, 2, false},
+		{"not ECN-capable, fast", 150, 1000, 0, 0, false},
+		{"ECT(0), fast", 150, 1000, 0, 2, true},
+	} {
+		recv := startIn(t, e.state, net, "h2", "python3", "-c", ecnReceiver)
+		if l, ok := recv.waitLine(20 * time.Second); !ok || l != "ready" {
+			t.Fatalf("receiver in h2 did not start: %q\n%s", l, recv.stderr)
+		}
+		before := marked()
+		mustExec(t, e.state, net, "h1", append(udpArgv("10.0.0.2", 40000, 40000, tc.count, tc.interval), strconv.Itoa(tc.size), strconv.Itoa(tc.tos))...)
+		l, _ := recv.waitLine(30 * time.Second)
+		recv.wait(5 * time.Second)
+		var got, ce int
+		if _, err := fmt.Sscan(l, &got, &ce); err != nil {
+			t.Fatalf("%s: the receiver printed %q: %v\n%s", tc.name, l, err, recv.stderr)
+		}
+		delta := marked() - before
+		t.Logf("%s: %d of %d datagrams sent arrived, %d with CE; s1 marked %d", tc.name, got, tc.count, ce, delta)
+		if got == 0 {
+			t.Errorf("%s: nothing arrived", tc.name)
+		}
+		if tc.wantCE && (ce == 0 || delta < uint64(ce)) {
+			t.Errorf("%s: %d datagrams arrived with CE, s1 counted %d marked; want some, and as many counted", tc.name, ce, delta)
+		}
+		if !tc.wantCE && (ce != 0 || delta != 0) {
+			t.Errorf("%s: %d datagrams arrived with CE, s1 counted %d marked; want none", tc.name, ce, delta)
+		}
 	}
 	mustTrellis(t, e.state, "down", net)
 	e.assertClean()
