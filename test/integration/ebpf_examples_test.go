@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -39,11 +40,15 @@ func udpArgv(dst string, first, last, count int, interval float64) []string {
 	return []string{"python3", "-c", udpSender, fmt.Sprintf("%d-%d", first, last), dst, strconv.Itoa(count), fmt.Sprint(interval)}
 }
 
-// upExample brings up examples/ebpf/NAME/NAME.yaml and returns a function running
+// upExample brings up examples/ebpf/NAME/NAME.yaml (its test needs clang and python3, which
+// the nodes run with the machine's files) and returns a function running
 // `trellis table NETWORK NODE ARGS...`.
 func upExample(t *testing.T, state, name string) func(node string, args ...string) string {
 	t.Helper()
 	needClang(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatalf("python3 is not installed (%v): the examples' tests send and receive with it (Debian: apt-get install python3)", err)
+	}
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
