@@ -45,7 +45,7 @@ static __always_inline __u32 fnv1a(__u32 h, const __u8 *p, int n)
 	return h;
 }
 
-/* flow_hash hashes an IPv4 frame's 5-tuple (ports only for TCP and UDP); other frames (ARP)
+/* flow_hash hashes an IPv4 frame's 5-tuple (ports only for TCP and UDP); other frames (ARP, IPv6)
  * hash to 0. */
 static __always_inline __u32 flow_hash(struct __sk_buff *skb, int *ipv4)
 {
