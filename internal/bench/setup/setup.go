@@ -40,6 +40,7 @@ var kinds = []Kind{
 	{Name: "bridge", Desc: "trellis: as shortbridge, with a Linux bridge per link (figure 6d without tunnels)", build: trellisSetup(spec.Bridge, false)},
 	{Name: "lan", Desc: "trellis: as shortbridge, with the eBPF LAN connector (learning table, flooding by cloning) per link", build: trellisSetup("lan", false)},
 	{Name: "userspace", Desc: "trellis node under test whose relay process forwards UDP between two sockets (the PL-VINI baseline, figure 6b)", build: trellisSetup(spec.Shortbridge, true)},
+	{Name: "ebpf-l3", Desc: "trellis: as shortbridge, with the node under test forwarding with the program of examples/ebpf/l3 (dataplane: {program: l3.c}, an LPM routes table filled at run time) instead of its kernel (issue 28)", build: ebpfSetup},
 	{Name: "vm-tap", Desc: "trellis: as shortbridge, with the node under test a VM (kind: vm, QEMU) whose interfaces are virtio-net on taps (the KVM paper's tap interconnect); functional only without KVM", build: vmSetup("tap")},
 	{Name: "vm-macvtap", Desc: "trellis: as vm-tap, with each virtio-net interface on a macvtap (passthru) on the far end of a veth port (the KVM paper's macvtap interconnect); functional only without KVM", build: vmSetup("macvtap")},
 	{Name: "vm-pvr", Desc: "trellis: as vm-tap, with the node under test a VM with two engine VMs behind its taps (engines: 2, the KVM paper's parallel virtual routers through the PdP classifier and dispatcher), and at least 8 flows so that flow dispatch spreads them; functional only without KVM", build: vmPVRSetup},

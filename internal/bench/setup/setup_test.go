@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	ebpfexamples "github.com/trellisnet/trellis/examples/ebpf"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 )
@@ -27,6 +28,28 @@ func TestBenchTopology(t *testing.T) {
 		if len(p.Links) != 2 || p.Links[0].Connector != c || p.Links[0].Ports[0].Node != "src" {
 			t.Errorf("%s: unexpected plan %+v", c, p.Links)
 		}
+	}
+}
+
+// TestEbpfTopology: the node under test of setup ebpf-l3 runs the program and its kernel does
+// not forward (the program alone does).
+func TestEbpfTopology(t *testing.T) {
+	prog := filepath.Join(t.TempDir(), "l3.c")
+	if err := os.WriteFile(prog, ebpfexamples.L3, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, err := spec.Parse("b.yaml", []byte(ebpfTopology("bench-x", prog)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nut *spec.Node
+	for _, nd := range n.Nodes {
+		if nd.Name == "nut" {
+			nut = nd
+		}
+	}
+	if nut == nil || nut.Dataplane == nil || nut.Dataplane.Path != prog || nut.Sysctl["net.ipv4.ip_forward"] != "0" {
+		t.Errorf("node under test %+v: want dataplane %s and ip_forward 0", nut, prog)
 	}
 }
 
