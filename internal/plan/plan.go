@@ -216,13 +216,14 @@ func Digest(nd *spec.Node) string {
 		Exec     []string
 		Files    []spec.File
 		Sysctl   map[string]string
-		Needs    spec.Capacity    `json:",omitzero"`  // a VM's cores and memory, a container's limits
-		Cpuset   string           `json:",omitempty"` // limits: absent (and digests unchanged) when not given
-		Pids     int64            `json:",omitempty"`
-		Default  uint64           `json:",omitempty"` // a cluster's default memory limit
-		VM       *spec.VMSettings `json:",omitempty"` // a VM's knobs
-		Rootfs   string           `json:",omitempty"` // a container's own root directory
-	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids, nd.DefaultMemory, nd.VM, nd.Rootfs}) // maps marshal in key order
+		Needs    spec.Capacity       `json:",omitzero"`  // a VM's cores and memory, a container's limits
+		Cpuset   string              `json:",omitempty"` // limits: absent (and digests unchanged) when not given
+		Pids     int64               `json:",omitempty"`
+		Default  uint64              `json:",omitempty"` // a cluster's default memory limit
+		VM       *spec.VMSettings    `json:",omitempty"` // a VM's knobs
+		Rootfs   string              `json:",omitempty"` // a container's own root directory
+		ImageSet *spec.ImageOverride `json:",omitempty"` // changes of an image's config
+	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids, nd.DefaultMemory, nd.VM, nd.Rootfs, nd.ImageSet}) // maps marshal in key order
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
 }
