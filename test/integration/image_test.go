@@ -80,7 +80,8 @@ func busyboxImage(t *testing.T, marker string) v1.Image {
 }
 
 type tarEntry struct {
-	name, link string
+	name, link string // link: a hard link to that entry
+	symlink    string // a symbolic link to that path
 	data       []byte
 	mode       int64
 }
@@ -96,6 +97,8 @@ func tarLayer(t *testing.T, entries []tarEntry) v1.Layer {
 			hdr.Typeflag = tar.TypeDir
 		case e.link != "":
 			hdr.Typeflag, hdr.Linkname = tar.TypeLink, e.link
+		case e.symlink != "":
+			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, e.symlink, 0o777
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			t.Fatal(err)
