@@ -317,6 +317,21 @@ func TestImageImport(t *testing.T) {
 		}
 	}
 	mustExec(t, e.state, "imp", "a", "ping", "-c", "1", "-W", "2", "10.0.0.2")
+	// The node's cmd: and env: change the image's config: its entrypoint (sh -c) runs the
+	// node's cmd, with the image's variable replaced and one added; the exec: line runs after.
+	mustTrellis(t, e.state, "up", writeTopo(t, `name: over
+nodes:
+  c:
+    image: lab/saved:1
+    cmd: ['echo "$GREETING $ADDED $(id -u)" > /tmp/main.out; exec sleep 100000']
+    env: {GREETING: overridden, ADDED: too}
+    keep-entrypoint: true
+    exec: ["echo exec $ADDED > /tmp/exec.out"]
+`))
+	if got := mustExec(t, e.state, "over", "c", "cat", "/tmp/main.out", "/tmp/exec.out"); got != "overridden too 1000\nexec too\n" {
+		t.Errorf("the node's cmd and env: the main process and exec wrote %q, want %q", got, "overridden too 1000\nexec too\n")
+	}
+	mustTrellis(t, e.state, "down", "over")
 	mustTrellis(t, e.state, "down", "imp")
 	if out := mustTrellis(t, e.state, "image", "prune"); !strings.Contains(out, "2 container images removed") {
 		t.Errorf("prune: %s", out)
