@@ -83,7 +83,6 @@ func (w *writer) node(n *node) {
 			w.line(s.v.o, 2, "%s: %s", s.key, q(s.v.s))
 		}
 	}
-
 	w.pairs("env", n.env)
 	w.pairs("sysctl", n.sysctls)
 	if len(n.ifnames) > 0 {

@@ -172,22 +172,19 @@ func (p *parser) validateImageKeys(n *Network, nd *Node, k NodeKind) {
 // node's overrides; exec says whether the node has exec: lines. It returns run.
 func (o *ImageOverride) Apply(run *ImageRun, ep, cmd []string, exec bool) *ImageRun {
 	run.Main = !exec
-	if o == nil {
-		run.Argv = append(append([]string{}, ep...), cmd...)
-		return run
+	if o != nil {
+		if o.Entrypoint != nil {
+			ep, cmd = o.Entrypoint, nil
+		}
+		if o.Cmd != nil {
+			cmd = o.Cmd
+		}
+		run.Env = MergeEnv(run.Env, o.Env)
+		if o.KeepEntrypoint != nil {
+			run.Main = *o.KeepEntrypoint
+		}
 	}
-	if o.Entrypoint != nil {
-		ep = o.Entrypoint
-		cmd = nil
-	}
-	if o.Cmd != nil {
-		cmd = o.Cmd
-	}
-	run.Argv = append(append([]string{}, ep...), cmd...)
-	run.Env = MergeEnv(run.Env, o.Env)
-	if o.KeepEntrypoint != nil {
-		run.Main = *o.KeepEntrypoint
-	}
+	run.Argv = append(slices.Clone(ep), cmd...)
 	return run
 }
 

@@ -36,8 +36,8 @@ exec sleep 2147483647
 
 // frrImage builds an FRR image from the host's FRR (Debian's frr package, installed by
 // scripts/setup.sh): its daemons and scripts, vtysh, /etc/frr's defaults, the libraries they
-// need, bash for FRR's scripts, coreutils' install and busybox for the tools they call, user frr, and /var/run a
-// link to /run as in Debian.
+// need, bash for FRR's scripts, coreutils' install and busybox for the tools they call, user
+// frr, and /var/run a link to /run as in Debian.
 func frrImage(t *testing.T) v1.Image {
 	t.Helper()
 	testkit.RequireFile(t, "/usr/lib/frr/frrinit.sh", "scripts/setup.sh installs frr (Debian's package)")
@@ -58,8 +58,8 @@ func frrImage(t *testing.T) v1.Image {
 }
 
 // pcImage builds the PCs' image from the host's busybox: what frr01's PCs run in exec (ip,
-// and ping to test), and an entrypoint that notes it ran and stays, as network-multitool's
-// serves.
+// and ping to test), and an entrypoint that notes it ran and stays (network-multitool's runs
+// a web server).
 func pcImage(t *testing.T) v1.Image {
 	t.Helper()
 	entries := append(busyboxEntries(t, "sh", "ip", "ping", "cat", "sleep", "echo"),
