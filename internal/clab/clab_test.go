@@ -131,6 +131,7 @@ nodes:
       D: node
     sysctl:
       net.ipv4.ip_forward: 0
+    keep-entrypoint: true
     exec:
       - echo defaults
       - echo kind
@@ -145,6 +146,7 @@ nodes:
       A: defaults
       B: kind
       C: defaults
+    keep-entrypoint: true
     exec:
       - echo defaults
       - echo kind

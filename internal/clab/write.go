@@ -79,7 +79,7 @@ func (w *writer) node(n *node) {
 		key string
 		v   *val
 	}{{"image", n.image}, {"entrypoint", n.entrypoint}, {"cmd", n.cmd}, {"cpu", n.cpu}, {"memory", n.memory}, {"cpuset", n.cpuset}} {
-		if s.v != nil {
+		if s.v != nil && s.v.s != "" { // containerlab takes an empty cmd or entrypoint as none
 			w.line(s.v.o, 2, "%s: %s", s.key, q(s.v.s))
 		}
 	}
@@ -103,6 +103,9 @@ func (w *writer) node(n *node) {
 		}
 	}
 	if len(n.exec) > 0 {
+		if n.image != nil { // containerlab runs exec in the started container: the entrypoint runs too
+			w.line(n.exec[0].o, 2, "keep-entrypoint: true")
+		}
 		w.line(n.exec[0].o, 2, "exec:")
 		for _, e := range n.exec {
 			w.line(e.o, 3, "- %s", q(e.s))

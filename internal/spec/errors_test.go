@@ -65,7 +65,7 @@ links:
     speed: 1mbit
 `, []string{
 		`topo.yaml:2: nodse: unknown key; the keys allowed here are [name hosts tunnel secret nodes links]`,
-		`topo.yaml:6: nodes.r1.adresses: unknown key; the keys allowed here are [kind host addresses exec files sysctl cpu memory cpuset pids vm engines dispatch rootfs image dataplane]`,
+		`topo.yaml:6: nodes.r1.adresses: unknown key; the keys allowed here are [kind host addresses exec files sysctl cpu memory cpuset pids vm engines dispatch rootfs image entrypoint cmd env keep-entrypoint dataplane]`,
 		"topo.yaml:8: nodes.r1.sysctl.net.ipv4.ip_forward: expected a single value; write e.g. `net.ipv4.ip_forward: 0`",
 		`topo.yaml:10: links[0].endpoints: a link needs at least two endpoints; list two endpoints for a point-to-point link, more for a LAN`,
 		`topo.yaml:11: links[0].speed: unknown key; the keys allowed here are [name endpoints rate mtu connector state table ageing loss duplicate corrupt delay jitter distribution from]`,

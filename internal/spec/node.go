@@ -22,7 +22,7 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 		return nd // `r1:` with nothing under it
 	}
 	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "cpuset", "pids", "vm", "engines", "dispatch", "rootfs",
-		"image", "dataplane")
+		"image", "entrypoint", "cmd", "env", "keep-entrypoint", "dataplane")
 	for k, v := range f {
 		nd.lines[k] = v.Line
 	}
@@ -71,6 +71,7 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	if v := f["image"]; v != nil {
 		nd.Image = p.image(v, field+".image")
 	}
+	nd.ImageSet = p.imageKeys(f, field)
 	if v := f["vm"]; v != nil {
 		nd.VM = p.vmSettings(nd, v, field+".vm")
 		if !nd.VM.Agent() {

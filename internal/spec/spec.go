@@ -94,6 +94,9 @@ type Node struct {
 	// unpacked tree and Run to what its config says to run.
 	Image string    `json:",omitempty"`
 	Run   *ImageRun `json:",omitempty"`
+	// ImageSet is what the file changes of the image's config (entrypoint:, cmd:, env:,
+	// keep-entrypoint:); nil if nothing.
+	ImageSet *ImageOverride `json:",omitempty"`
 	// Engines are the node's parallel forwarding engines (docs/design.md, decision 12); none
 	// for a node that forwards by itself. Dispatch is set when Engines are.
 	Engines  []Engine  `json:",omitempty"`

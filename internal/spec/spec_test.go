@@ -25,7 +25,7 @@ nodse:
 nodes:
   r1:
     adresses: {}
-`, `topo.yaml:4: nodes.r1.adresses: unknown key; the keys allowed here are [kind host addresses exec files sysctl cpu memory cpuset pids vm engines dispatch rootfs image dataplane]`},
+`, `topo.yaml:4: nodes.r1.adresses: unknown key; the keys allowed here are [kind host addresses exec files sysctl cpu memory cpuset pids vm engines dispatch rootfs image entrypoint cmd env keep-entrypoint dataplane]`},
 	{"vm settings on a container", `name: t
 nodes:
   r1:

@@ -108,6 +108,7 @@ func (p *parser) validate(n *Network) {
 		}
 		p.validateRootfs(n, nd, k)
 		p.validateImage(n, nd, k)
+		p.validateImageKeys(n, nd, k)
 		if k.Check != nil {
 			p.add(k.Check(n, nd)...)
 		}

@@ -33,7 +33,7 @@ func resolveImages(ctx context.Context, n *spec.Network, log io.Writer, cachedOn
 		if err != nil {
 			return n.NodeError(nd, "image", err.Error(), "give the image a User its /etc/passwd has, or none")
 		}
-		nd.Rootfs, nd.Run = img.Root(), run
+		nd.Rootfs, nd.Run = img.Root(), nd.ImageSet.Apply(run, img.Config.Entrypoint, img.Config.Cmd, len(nd.Exec) > 0)
 		nd.Run.Ref = nd.Image
 	}
 	return nil

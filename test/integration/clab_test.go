@@ -12,7 +12,7 @@ import (
 )
 
 // clabLab is a containerlab topology file: two kind linux nodes without an image (they run the
-// host's programs), a bind, exec inherited from the kind and the node's own, a brief link with
+// host's programs), a bind, a label, exec inherited from the kind and the node's own, a brief link with
 // an address for one end. %s is the lab's name.
 const clabLab = `name: %s
 topology:
@@ -23,7 +23,8 @@ topology:
     a:
       kind: linux
       binds: ["conf/hello.txt:/etc/hello.txt:ro"]
-      exec: ["ip addr add 198.18.7.1/30 dev eth1"]
+      labels: {lab-role: edge}
+      exec: ["ip addr add 198.18.7.1/30 dev eth1", "echo $CLAB_LABEL_LAB_ROLE > /tmp/role"]
     b:
       kind: linux
   links:
@@ -61,6 +62,10 @@ func TestClabUpPingDown(t *testing.T) {
 	ping(t, e.state, name, "b", "198.18.7.1")
 	if got := mustExec(t, e.state, name, "a", "cat", "/etc/hello.txt"); got != "from the host\n" {
 		t.Errorf("a's /etc/hello.txt holds %q, want the host file's text", got)
+	}
+	// A label is an env: variable of the node's exec, as in containerlab.
+	if got := mustExec(t, e.state, name, "a", "cat", "/tmp/role"); got != "edge\n" {
+		t.Errorf("a's exec saw CLAB_LABEL_LAB_ROLE=%q, want edge", got)
 	}
 	if out := mustTrellis(t, e.state, "up", path); !strings.Contains(out, "is up to date: nothing changed") {
 		t.Errorf("the second up said %q, want nothing changed", out)

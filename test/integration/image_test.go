@@ -80,7 +80,8 @@ func busyboxImage(t *testing.T, marker string) v1.Image {
 }
 
 type tarEntry struct {
-	name, link string
+	name, link string // link: a hard link to that entry
+	symlink    string // a symbolic link to that path
 	data       []byte
 	mode       int64
 }
@@ -96,6 +97,8 @@ func tarLayer(t *testing.T, entries []tarEntry) v1.Layer {
 			hdr.Typeflag = tar.TypeDir
 		case e.link != "":
 			hdr.Typeflag, hdr.Linkname = tar.TypeLink, e.link
+		case e.symlink != "":
+			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, e.symlink, 0o777
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			t.Fatal(err)
@@ -314,6 +317,21 @@ func TestImageImport(t *testing.T) {
 		}
 	}
 	mustExec(t, e.state, "imp", "a", "ping", "-c", "1", "-W", "2", "10.0.0.2")
+	// The node's cmd: and env: change the image's config: its entrypoint (sh -c) runs the
+	// node's cmd, with the image's variable replaced and one added; the exec: line runs after.
+	mustTrellis(t, e.state, "up", writeTopo(t, `name: over
+nodes:
+  c:
+    image: lab/saved:1
+    cmd: ['echo "$GREETING $ADDED $(id -u)" > /tmp/main.out; exec sleep 100000']
+    env: {GREETING: overridden, ADDED: too}
+    keep-entrypoint: true
+    exec: ["echo exec $ADDED > /tmp/exec.out"]
+`))
+	if got := mustExec(t, e.state, "over", "c", "cat", "/tmp/main.out", "/tmp/exec.out"); got != "overridden too 1000\nexec too\n" {
+		t.Errorf("the node's cmd and env: the main process and exec wrote %q, want %q", got, "overridden too 1000\nexec too\n")
+	}
+	mustTrellis(t, e.state, "down", "over")
 	mustTrellis(t, e.state, "down", "imp")
 	if out := mustTrellis(t, e.state, "image", "prune"); !strings.Contains(out, "2 container images removed") {
 		t.Errorf("prune: %s", out)

@@ -146,9 +146,11 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 
 // Exec runs the node's start commands in order, each through /bin/sh, with their output in the
 // network's log directory. A command that fails is named in the error, with its output. A node
-// of an image without exec: runs the image's entrypoint instead (mainProcess).
+// of an image starts the image's entrypoint first when it is its main process (no exec:, or
+// keep-entrypoint: true), as containerlab runs exec in a started container (mainProcess).
 func (Kind) Exec(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node) error {
-	if len(n.Exec) == 0 && (n.Run == nil || len(n.Run.Argv) == 0) {
+	main := n.Run != nil && n.Run.Main && len(n.Run.Argv) > 0
+	if len(n.Exec) == 0 && !main {
 		return nil
 	}
 	dir := env.Store.LogDir(env.Plan.Network)
@@ -161,12 +163,14 @@ func (Kind) Exec(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 		return err
 	}
 	defer logFile.Close()
-	if len(n.Exec) == 0 {
-		return mainProcess(in.PID, n.Run, logFile, logPath)
+	if main {
+		if err := mainProcess(in.PID, n.Run, logFile, logPath); err != nil {
+			return err
+		}
 	}
 	for i, line := range n.Exec {
 		fmt.Fprintf(logFile, "$ %s\n", line)
-		cmd, err := node.CommandAs(in.PID, imageEnv(n.Run), "/bin/sh", "-c", line)
+		cmd, err := node.CommandAs(in.PID, execEnv(n), "/bin/sh", "-c", line)
 		if err != nil {
 			return err
 		}

@@ -6,8 +6,21 @@ import (
 	"strings"
 
 	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 )
+
+// execEnv is how a node's exec: lines run: a node of an image's as imageEnv says, another's
+// with trellis's environment and the node's env:.
+func execEnv(n *plan.Node) node.RunAs {
+	if n.Run != nil {
+		return imageEnv(n.Run)
+	}
+	if n.ImageSet == nil || len(n.ImageSet.Env) == 0 {
+		return node.RunAs{}
+	}
+	return node.RunAs{Env: spec.MergeEnv(node.Env, n.ImageSet.Env)}
+}
 
 // imageEnv is how exec: lines run in a node of an image: with the image's environment (PATH
 // from node.Env if the image sets none, HOME too) and working directory, as the node's root.
