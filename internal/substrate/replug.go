@@ -42,8 +42,8 @@ type ifaceSoft struct {
 }
 
 // softMade classifies what is on interface (index ifindex, name ifname) of a node: the
-// addresses not among placed (those trellis put there) and not the kernel's IPv6 link-local
-// one, the routes through it in any table whose protocol is not the kernel's, the rules naming
+// addresses not among placed (those trellis put there) and not an IPv6 link-local fe80::/64
+// one (the kernel's: one a user adds with that prefix is not told apart), the routes through it in any table whose protocol is not the kernel's, the rules naming
 // it, and a root qdisc other than the kernel's default (handle 0:) or an ingress/clsact qdisc.
 func softMade(ifindex int, ifname string, placed []string, s ifaceSoft) []string {
 	own := map[string]bool{}
@@ -54,7 +54,7 @@ func softMade(ifindex int, ifname string, placed []string, s ifaceSoft) []string
 	}
 	var addrs []string
 	for _, a := range s.Addrs {
-		if a.IPNet == nil || own[a.IP.String()] || (a.IP.IsLinkLocalUnicast() && a.Flags&unix.IFA_F_PERMANENT == 0) {
+		if ones, _ := a.Mask.Size(); a.IPNet == nil || own[a.IP.String()] || (a.IP.IsLinkLocalUnicast() && ones == 64) {
 			continue
 		}
 		addrs = append(addrs, a.IPNet.String())

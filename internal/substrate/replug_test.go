@@ -35,7 +35,7 @@ func TestSoftMade(t *testing.T) {
 		{"nothing", func() ifaceSoft { return ifaceSoft{} }, nil},
 		{"the file's address and the kernel's", func() ifaceSoft {
 			return ifaceSoft{
-				Addrs:  []netlink.Addr{addr(t, "10.9.9.1/24", unix.IFA_F_PERMANENT), addr(t, "fe80::1/64", 0)},
+				Addrs:  []netlink.Addr{addr(t, "10.9.9.1/24", unix.IFA_F_PERMANENT), addr(t, "fe80::1/64", unix.IFA_F_PERMANENT)},
 				Routes: []netlink.Route{{LinkIndex: idx, Protocol: unix.RTPROT_KERNEL, Table: unix.RT_TABLE_MAIN}},
 				Qdiscs: []netlink.Qdisc{root("noqueue", 0)},
 			}
@@ -44,8 +44,8 @@ func TestSoftMade(t *testing.T) {
 			return ifaceSoft{Addrs: []netlink.Addr{addr(t, "10.9.9.1/24", 0), addr(t, "10.7.7.1/24", unix.IFA_F_PERMANENT)}}
 		}, []string{"10.7.7.1/24"}},
 		{"a user's link-local address", func() ifaceSoft {
-			return ifaceSoft{Addrs: []netlink.Addr{addr(t, "fe80::99/64", unix.IFA_F_PERMANENT)}}
-		}, []string{"fe80::99/64"}},
+			return ifaceSoft{Addrs: []netlink.Addr{addr(t, "fe80::99/128", unix.IFA_F_PERMANENT)}}
+		}, []string{"fe80::99/128"}},
 		{"routes by protocol, any table, multipath", func() ifaceSoft {
 			return ifaceSoft{Routes: []netlink.Route{
 				{LinkIndex: idx, Protocol: unix.RTPROT_BOOT, Table: unix.RT_TABLE_MAIN},
