@@ -26,7 +26,8 @@ var ErrNoLink = errors.New("no such link")
 // SetLinkState takes the carrier of link linkName of a running network away (up false) or
 // gives it back: from every endpoint on this machine, or, with endpoint ("NODE:IF"), from that
 // one alone. The nodes see NO-CARRIER on their interfaces, as with a pulled cable; nothing else
-// changes. The new state stays until the next `up` of the file, which applies the file's.
+// changes. The new state stays until the next `up` of the file, which applies the file's. A
+// direct link taken down is re-plugged to ports, as opt allows (checkReplug).
 func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpoint string, up bool, log io.Writer, opt Options) error {
 	return changeLink(ctx, st, network, linkName, log, opt, func(l *plan.Link) error { return setDown(l, endpoint, !up) })
 }
@@ -36,7 +37,7 @@ func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpo
 // with endpoint ("NODE:IF"), of the frames that one endpoint sends, the other directions
 // unchanged. A zero im removes the impairment. Delays on a machine with no way to apply them
 // are refused, as up refuses them. The new impairment stays until the next `up` of the file,
-// which applies the file's.
+// which applies the file's. A direct link impaired is re-plugged to ports, as opt allows.
 func SetImpairment(ctx context.Context, st *state.Store, network, linkName, endpoint string, im spec.Impairment, log io.Writer, opt Options) error {
 	if im.Delays() {
 		if _, err := delayWay(); err != nil {
@@ -80,12 +81,14 @@ func changeLink(ctx context.Context, st *state.Store, network, linkName string, 
 	}
 	p.PlugPorts() // a direct link taken down or impaired gets its ports
 	old := rec.Plan
-	running, err := runningNodes(&kinds.Env{Store: st, Plan: p})
-	if err != nil {
-		return err
-	}
-	if err := checkReplug(rec, old, p, running, opt); err != nil {
-		return err
+	if replugsAny(old, p) {
+		running, err := runningNodes(&kinds.Env{Store: st, Plan: p})
+		if err != nil {
+			return err
+		}
+		if err := checkReplug(rec, old, p, running, opt); err != nil {
+			return err
+		}
 	}
 	if err := st.MarkChanging(network); err != nil { // if interrupted, the next up trusts only the kernel
 		return err

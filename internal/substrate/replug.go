@@ -146,6 +146,16 @@ func readSoft(ns netns.NsHandle, ifname string) (idx int, s ifaceSoft, found boo
 	return idx, s, true, nil
 }
 
+// replugsAny tells whether the change from old to p re-plugs a link (Wired changes).
+func replugsAny(old, p *plan.Plan) bool {
+	for _, l := range p.Links {
+		if ol := old.Link(l.Name); ol != nil && Wired(ol) != Wired(l) {
+			return true
+		}
+	}
+	return false
+}
+
 // replugs lists, for each link that the change from old to p re-plugs (Wired changes), what
 // the software of its running nodes made on its interfaces, as "link L: NODE:IF has WHAT".
 func replugs(rec *state.Record, old, p *plan.Plan, running map[string]kinds.Instance) ([]string, error) {
