@@ -112,12 +112,15 @@ type UpResult struct {
 	Changes []substrate.Change `json:"changes" doc:"for a network that was up: what changed (none: it matched the file)"`
 	Seconds float64            `json:"seconds" doc:"how long it took"`
 	Log     string             `json:"log,omitempty" doc:"with verbose: how long each step took"`
+	// Replugged says, with replug, what the nodes' software had made on re-plugged interfaces.
+	Replugged string `json:"replugged,omitempty" doc:"with replug: what went with the re-plugged interfaces"`
 }
 
 type upInput struct {
 	Host    string `query:"host" doc:"which of the file's hosts this machine is (default: the one whose address is configured here)"`
 	File    string `query:"file" default:"request.yaml" doc:"the file's name in errors and records; on the unix socket, relative paths (source:, rootfs, a VM's files) are read relative to it on the server's machine"`
 	Verbose bool   `query:"verbose" doc:"return how long each step took in log"`
+	Replug  bool   `query:"replug" doc:"re-plug direct links even if their interfaces carry what the nodes' software made (it goes; replugged says what); without it, such a change is refused (409) and nothing changes"`
 	RawBody []byte `contentType:"application/yaml" doc:"the topology file"`
 }
 
@@ -134,8 +137,8 @@ func (s *Server) up(ctx context.Context, in *upInput) (*upOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	var log bytes.Buffer
-	res, err := substrate.Up(s.base, s.st, n, host, in.File, &log)
+	var log, replugged bytes.Buffer
+	res, err := substrate.UpWith(s.base, s.st, n, host, in.File, &log, substrate.Options{Replug: in.Replug, Out: &replugged})
 	if s.opts.Observe != nil {
 		var took time.Duration
 		if res != nil {
@@ -147,7 +150,7 @@ func (s *Server) up(ctx context.Context, in *upInput) (*upOutput, error) {
 		return nil, problemOf(err)
 	}
 	out := &upOutput{Status: http.StatusOK, Body: UpResult{Network: n.Name, Host: host, Created: res.Created, Nodes: res.Nodes,
-		Links: res.Links, Changes: res.Changes, Seconds: res.Took.Seconds()}}
+		Links: res.Links, Changes: res.Changes, Seconds: res.Took.Seconds(), Replugged: replugged.String()}}
 	if res.Created {
 		out.Status = http.StatusCreated
 	}
@@ -207,6 +210,7 @@ type LinkState struct {
 type linkStateInput struct {
 	Network string `path:"network" doc:"the network's name"`
 	Link    string `path:"link" doc:"the link's name, as inspect lists it" example:"r1:eth1--r2:eth1"`
+	Replug  bool   `query:"replug" doc:"take a direct link down even if re-plugging it to ports takes away what the nodes' software made on its interfaces; without it, that is refused (409)"`
 	Body    LinkState
 }
 
@@ -222,7 +226,7 @@ func (s *Server) linkState(ctx context.Context, in *linkStateInput) (*linkStateO
 		return nil, err
 	}
 	var log bytes.Buffer
-	if err := substrate.SetLinkState(s.base, s.st, in.Network, in.Link, in.Body.Endpoint, in.Body.State == "up", &log); err != nil {
+	if err := substrate.SetLinkState(s.base, s.st, in.Network, in.Link, in.Body.Endpoint, in.Body.State == "up", &log, substrate.Options{Replug: in.Replug}); err != nil {
 		return nil, problemOf(err)
 	}
 	return &linkStateOutput{Body: in.Body}, nil

@@ -30,6 +30,7 @@ type LinkImpairment struct {
 type impairmentInput struct {
 	Network string `path:"network" doc:"the network's name"`
 	Link    string `path:"link" doc:"the link's name, as inspect lists it" example:"r1:eth1--r2:eth1"`
+	Replug  bool   `query:"replug" doc:"impair a direct link even if re-plugging it to ports takes away what the nodes' software made on its interfaces; without it, that is refused (409)"`
 	Body    LinkImpairment
 }
 
@@ -59,7 +60,7 @@ func (s *Server) impairments(ctx context.Context, in *impairmentInput) (*impairm
 		return nil, err
 	}
 	var log bytes.Buffer
-	if err := substrate.SetImpairment(s.base, s.st, in.Network, in.Link, b.Endpoint, im, &log); err != nil {
+	if err := substrate.SetImpairment(s.base, s.st, in.Network, in.Link, b.Endpoint, im, &log, substrate.Options{Replug: in.Replug}); err != nil {
 		return nil, problemOf(err)
 	}
 	return &impairmentOutput{Body: b}, nil

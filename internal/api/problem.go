@@ -99,7 +99,8 @@ func problemOf(err error) error {
 		return newProblem(http.StatusNotFound, err.Error())
 	case errors.Is(err, ErrKindNoTerminal):
 		return newProblem(http.StatusNotImplemented, err.Error())
-	case errors.Is(err, state.ErrBusy), errors.Is(err, substrate.ErrNotUp), errors.Is(err, ErrNodeDown):
+	case errors.Is(err, state.ErrBusy), errors.Is(err, substrate.ErrNotUp), errors.Is(err, ErrNodeDown),
+		errors.Is(err, substrate.ErrReplug):
 		return newProblem(http.StatusConflict, err.Error())
 	}
 	return newProblem(http.StatusInternalServerError, err.Error())

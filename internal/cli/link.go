@@ -18,6 +18,7 @@ func linkCmd(store storeFunc) *cobra.Command {
 	var (
 		endpoint string
 		verbose  bool
+		replug   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "link NETWORK [LINK up|down|set [KEY=VALUE...]]",
@@ -38,6 +39,11 @@ link's impairments in both directions; keys not given are 0 (set with no keys re
 With --endpoint NODE:IF, only the frames that endpoint sends (one direction) are impaired so, and
 the other directions are unchanged. They too stay until the next up of the file. Example:
   trellis link ospf-ring r1:eth1--r2:eth1 set loss=5% --endpoint r1:eth1
+
+A direct link (one veth pair, no port: a point-to-point link with nothing to enforce) that is
+taken down or impaired is re-plugged to ports: its interfaces are made anew. If they carry what
+the nodes' software made (addresses not from the file, routes, rules, qdiscs), this is refused
+and nothing changes; --replug accepts the flap, and says what went.
 
 With --cluster (docs/cluster.md), LINK up|down goes to the agents of the machines that hold the
 link's endpoints, over mutual TLS; they act only for the tenant that owns the network.`,
@@ -72,11 +78,12 @@ link's endpoints, over mutual TLS; they act only for the tenant that owns the ne
 				if verbose {
 					progress = cmd.ErrOrStderr()
 				}
+				opt := substrate.Options{Replug: replug, Out: cmd.OutOrStdout()}
 				if args[2] == "set" {
 					im, _ := parseImpairment(args[3:]) // checked by Args
-					return substrate.SetImpairment(ctx, st, args[0], args[1], endpoint, im, progress)
+					return substrate.SetImpairment(ctx, st, args[0], args[1], endpoint, im, progress, opt)
 				}
-				return substrate.SetLinkState(ctx, st, args[0], args[1], endpoint, args[2] == "up", progress)
+				return substrate.SetLinkState(ctx, st, args[0], args[1], endpoint, args[2] == "up", progress, opt)
 			}
 			info, err := substrate.Inspect(st, args[0])
 			if err != nil {
@@ -94,6 +101,7 @@ link's endpoints, over mutual TLS; they act only for the tenant that owns the ne
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "only this endpoint of the link, NODE:IF")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print how long each step took")
+	cmd.Flags().BoolVar(&replug, "replug", false, "re-plug a direct link even if its interfaces carry what the nodes' software made (it goes)")
 	return cmd
 }
 

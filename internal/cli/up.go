@@ -22,6 +22,7 @@ func upCmd(store storeFunc) *cobra.Command {
 		verbose bool
 		host    string
 		wait    time.Duration
+		replug  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up FILE",
@@ -32,7 +33,10 @@ start, nodes that are removed stop, links that are added, removed or changed (ra
 state, MTU, connector, members) are changed in place, and every other node keeps running
 untouched, its processes and routing adjacencies included. A node whose own settings changed
 (kind, loopback addresses, sysctl, files, exec, limits, rootfs, image) restarts, alone; the addresses
-of its link interfaces change live.
+of its link interfaces change live. A change that re-plugs a direct link (one veth pair, no
+port) to ports or back makes its interfaces anew: if they carry what the nodes' software made
+(addresses not from the file, routes, rules, qdiscs), up refuses it and changes nothing, unless
+--replug accepts the flap (it then says what went).
 
 The file is checked before anything changes, and every problem in it is reported. If creating
 fails half-way, what was created is removed again; if a live change fails, the network is taken
@@ -84,7 +88,9 @@ to); 1 for any other error (a conflict included: nothing was changed).`,
 			defer stop()
 			file, _ := filepath.Abs(args[0])
 			var res *substrate.Result
-			withProgress(cmd.ErrOrStderr(), log, func(log io.Writer) { res, err = substrate.Up(ctx, st, n, host, file, log) })
+			withProgress(cmd.ErrOrStderr(), log, func(log io.Writer) {
+				res, err = substrate.UpWith(ctx, st, n, host, file, log, substrate.Options{Replug: replug, Out: cmd.OutOrStdout()})
+			})
 			if err != nil {
 				return err
 			}
@@ -106,6 +112,7 @@ to); 1 for any other error (a conflict included: nothing was changed).`,
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print how long each step took")
 	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "with --cluster: how long to wait for every machine to converge")
 	cmd.Flags().StringVar(&host, "host", "", "which of the file's hosts this machine is (default: the one whose address is configured here)")
+	cmd.Flags().BoolVar(&replug, "replug", false, "re-plug direct links even if their interfaces carry what the nodes' software made (it goes)")
 	return cmd
 }
 

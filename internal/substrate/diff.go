@@ -15,14 +15,14 @@ import (
 
 // Change is one difference between what runs and the plan, as `trellis diff` shows it.
 type Change struct {
-	Op     string   `json:"op"`     // "add", "remove", "change", or "restart" (a node)
+	Op     string   `json:"op"`     // "add", "remove", "change", "restart" (a node), or "refuse" (up would refuse)
 	Object string   `json:"object"` // "node" or "link"
 	Name   string   `json:"name"`
 	What   []string `json:"what,omitempty"` // for change and restart: what differs, and why
 }
 
 func (c Change) String() string {
-	sign := map[string]string{"add": "+", "remove": "-", "change": "~", "restart": "!"}[c.Op]
+	sign := map[string]string{"add": "+", "remove": "-", "change": "~", "restart": "!", "refuse": "x"}[c.Op]
 	s := fmt.Sprintf("%s %s %s", sign, c.Object, c.Name)
 	if c.Op == "restart" {
 		s += " (restarts)"

@@ -9,12 +9,13 @@ import (
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/rtnl"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // ifaceSeen is what a link's endpoint shows of its interface as the node sees it.
 type ifaceSeen struct {
 	MTU   int
-	Up    bool        // its operational state is up (it has a carrier)
+	Up    bool        // it is up with a carrier (hasCarrier)
 	Stats *rtnl.Stats // nil if the kernel gave none
 }
 
@@ -144,10 +145,17 @@ func interfaces(pid int, seen map[string]ifaceSeen) []InterfaceInfo {
 
 // seenOf is what links show of an interface that netlink decoded.
 func seenOf(a *netlink.LinkAttrs) ifaceSeen {
-	s := ifaceSeen{MTU: a.MTU, Up: a.OperState == netlink.OperUp}
+	s := ifaceSeen{MTU: a.MTU, Up: hasCarrier(a.RawFlags)}
 	if st := a.Statistics; st != nil {
 		s.Stats = &rtnl.Stats{RxPackets: st.RxPackets, TxPackets: st.TxPackets, RxBytes: st.RxBytes, TxBytes: st.TxBytes,
 			RxDropped: st.RxDropped, TxDropped: st.TxDropped}
 	}
 	return s
+}
+
+// hasCarrier tells from IFF_* flags whether an interface is up with a carrier. Unlike the
+// operational state, which the kernel's link watch sets up to a second later, the flags say
+// it at once.
+func hasCarrier(flags uint32) bool {
+	return flags&unix.IFF_UP != 0 && flags&unix.IFF_LOWER_UP != 0
 }

@@ -26,9 +26,10 @@ var ErrNoLink = errors.New("no such link")
 // SetLinkState takes the carrier of link linkName of a running network away (up false) or
 // gives it back: from every endpoint on this machine, or, with endpoint ("NODE:IF"), from that
 // one alone. The nodes see NO-CARRIER on their interfaces, as with a pulled cable; nothing else
-// changes. The new state stays until the next `up` of the file, which applies the file's.
-func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpoint string, up bool, log io.Writer) error {
-	return changeLink(ctx, st, network, linkName, log, func(l *plan.Link) error { return setDown(l, endpoint, !up) })
+// changes. The new state stays until the next `up` of the file, which applies the file's. A
+// direct link taken down is re-plugged to ports, as opt allows (checkReplug).
+func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpoint string, up bool, log io.Writer, opt Options) error {
+	return changeLink(ctx, st, network, linkName, log, opt, func(l *plan.Link) error { return setDown(l, endpoint, !up) })
 }
 
 // SetImpairment sets the impairment (loss, duplication, corruption, delay, jitter) of link
@@ -36,21 +37,21 @@ func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpo
 // with endpoint ("NODE:IF"), of the frames that one endpoint sends, the other directions
 // unchanged. A zero im removes the impairment. Delays on a machine with no way to apply them
 // are refused, as up refuses them. The new impairment stays until the next `up` of the file,
-// which applies the file's.
-func SetImpairment(ctx context.Context, st *state.Store, network, linkName, endpoint string, im spec.Impairment, log io.Writer) error {
+// which applies the file's. A direct link impaired is re-plugged to ports, as opt allows.
+func SetImpairment(ctx context.Context, st *state.Store, network, linkName, endpoint string, im spec.Impairment, log io.Writer, opt Options) error {
 	if im.Delays() {
 		if _, err := delayWay(); err != nil {
 			return fmt.Errorf("network %s: link %s: %w (kernel %s)", network, linkName, err, kernelRelease())
 		}
 	}
-	return changeLink(ctx, st, network, linkName, log, func(l *plan.Link) error { return setImpair(l, endpoint, im) })
+	return changeLink(ctx, st, network, linkName, log, opt, func(l *plan.Link) error { return setImpair(l, endpoint, im) })
 }
 
 // changeLink changes link linkName of a running network on this machine as edit changes its
 // plan, live, through the reconciler: only that link's ports are touched (apply joins a link
 // whose plan changed and leaves the others alone). If the change fails, the network is taken
-// back to what it was.
-func changeLink(ctx context.Context, st *state.Store, network, linkName string, log io.Writer, edit func(*plan.Link) error) error {
+// back to what it was. A re-plug (PlugPorts) is refused as opt says (checkReplug).
+func changeLink(ctx context.Context, st *state.Store, network, linkName string, log io.Writer, opt Options, edit func(*plan.Link) error) error {
 	unlock, err := st.Lock(network)
 	if err != nil {
 		return err
@@ -80,6 +81,15 @@ func changeLink(ctx context.Context, st *state.Store, network, linkName string, 
 	}
 	p.PlugPorts() // a direct link taken down or impaired gets its ports
 	old := rec.Plan
+	if replugsAny(old, p) {
+		running, err := runningNodes(&kinds.Env{Store: st, Plan: p})
+		if err != nil {
+			return err
+		}
+		if err := checkReplug(rec, old, p, running, opt); err != nil {
+			return err
+		}
+	}
 	if err := st.MarkChanging(network); err != nil { // if interrupted, the next up trusts only the kernel
 		return err
 	}

@@ -33,7 +33,12 @@ type Result struct {
 // is up, only what differs is changed, live. If creating fails half-way, everything created so
 // far is removed; if a live change fails, the network is taken back to what it was.
 func Up(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer) (*Result, error) {
-	return up(ctx, st, n, host, file, log, false)
+	return up(ctx, st, n, host, file, log, false, Options{})
+}
+
+// UpWith is Up with the live change's options (Options.Replug).
+func UpWith(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer, opt Options) (*Result, error) {
+	return up(ctx, st, n, host, file, log, false, opt)
 }
 
 // UpKeepLive is Up for a caller that applies one version of a file again and again, naming
@@ -42,10 +47,10 @@ func Up(ctx context.Context, st *state.Store, n *spec.Network, host, file string
 // same file, what was set live since (SetLinkState, SetImpairment) is kept instead of being
 // taken back to the file's; from another file, the file's state is applied, as by Up.
 func UpKeepLive(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer) (*Result, error) {
-	return up(ctx, st, n, host, file, log, true)
+	return up(ctx, st, n, host, file, log, true, Options{})
 }
 
-func up(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer, keep bool) (*Result, error) {
+func up(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer, keep bool, opt Options) (*Result, error) {
 	start := time.Now()
 	if err := resolveImages(ctx, n, log, false); err != nil {
 		return nil, err
@@ -62,7 +67,7 @@ func up(ctx context.Context, st *state.Store, n *spec.Network, host, file string
 	if rec == nil {
 		return create(ctx, st, n, host, file, log, start)
 	}
-	return change(ctx, st, rec, n, host, file, log, start, keep)
+	return change(ctx, st, rec, n, host, file, log, start, keep, opt)
 }
 
 // create makes a new network: the record first, then every object.
@@ -109,7 +114,7 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 // change converges a network that has a record: up, or interrupted while being created or
 // changed. Only what differs from the record and the kernel is done.
 // With keep, the live state of a record of the same file is kept (UpKeepLive).
-func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Network, host, file string, log io.Writer, start time.Time, keep bool) (*Result, error) {
+func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Network, host, file string, log io.Writer, start time.Time, keep bool, opt Options) (*Result, error) {
 	if rec.Names == nil {
 		rec.Names = &plan.Names{}
 	}
@@ -136,6 +141,11 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 	}
 	if err := checkTasks(p.Network, notRunning(p.Nodes, running)); err != nil {
 		return nil, err
+	}
+	if rec.Status == state.Up { // re-plugging is refused before anything changes
+		if err := checkReplug(rec, old, p, running, opt); err != nil {
+			return nil, err
+		}
 	}
 	changes := Diff(old, p, digests(running))
 	noteDelays(changes, p, log)
@@ -256,6 +266,16 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 		}
 		changes := Diff(old, p, running)
 		noteDelays(changes, p, nil)
+		if rec.Status == state.Up {
+			soft, err := replugs(rec, old, p, found)
+			if err != nil {
+				return nil, err
+			}
+			if len(soft) > 0 {
+				changes = append(changes, Change{Op: "refuse", Object: "network", Name: n.Name,
+					What: []string{"up refuses this without --replug, " + ErrReplug.Error() + ": " + refusal(soft)}})
+			}
+		}
 		return append(append(append(changes, ec...), lc...), programChanges(old, p)...), nil
 	}
 	ec, err := engineChanges(st, old, p, nil, nil)

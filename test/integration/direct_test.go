@@ -28,8 +28,10 @@ func directPair(t *testing.T, state, network string) string {
 // TestDirectLink: a point-to-point link with nothing to enforce is one veth pair between its
 // nodes, with no port in the root namespace; it forwards, inspect counts its frames, and
 // capture records them. A rate added live re-plugs it to ports (diff and up say so) and the
-// rate is enforced; the rate removed makes it one pair again; `trellis link down` gives it
-// ports whose carrier is off. Down leaves nothing.
+// rate is enforced; the rate removed makes it one pair again (nothing of the nodes' software
+// on it: the re-plugs go without --replug); a re-plug is refused where a node's software added
+// an address (checkReplugRefused); `trellis link down` gives it ports whose carrier is off.
+// Down leaves nothing.
 func TestDirectLink(t *testing.T) {
 	e := start(t)
 	path := writeTopo(t, rateTopo("direct", ""))
@@ -76,6 +78,8 @@ func TestDirectLink(t *testing.T) {
 	directPair(t, e.state, "direct")
 	ping(t, e.state, "direct", "a", "10.0.0.2")
 
+	checkReplugRefused(t, e.state, path)
+
 	// The carrier taken away: ports, down; given back: it forwards.
 	mustTrellis(t, e.state, "link", "direct", "a:eth1--b:eth1", "down")
 	info = inspect(t, e.state, "direct")
@@ -89,7 +93,9 @@ func TestDirectLink(t *testing.T) {
 		t.Error("a reaches b over a link that is down")
 	}
 	mustTrellis(t, e.state, "link", "direct", "a:eth1--b:eth1", "up")
-	ping(t, e.state, "direct", "a", "10.0.0.2")
+	// The ping while down left a's neighbour entry of b FAILED: the next ping may meet it
+	// before ARP asks again.
+	pingEventually(t, e.state, "direct", "a", "10.0.0.2")
 
 	mustTrellis(t, e.state, "down", "direct")
 	e.assertClean()
@@ -129,4 +135,57 @@ func checkDirectCapture(t *testing.T, state string) {
 	capture.Process.Kill()
 	<-done
 	t.Error("the capture of the direct link recorded no two ICMP frames while a pinged b")
+}
+
+// checkReplugRefused: an address a user adds inside node a on the direct link makes every
+// live change that would re-plug the link (link down, link set, up with a rate) refused,
+// naming the link, the interface and the address, with nothing changed (same interface, no
+// port, the address kept); diff shows the refusal. With --replug, up re-plugs it, says that
+// the address went, and the rate is enforced. The rate removed, it is one pair again.
+func checkReplugRefused(t *testing.T, state, path string) {
+	t.Helper()
+	mustExec(t, state, "direct", "a", "ip", "addr", "add", "10.9.9.1/24", "dev", "eth1")
+	index := directPair(t, state, "direct")
+	refused := func(what string, args ...string) {
+		t.Helper()
+		_, stderr, err := trellis(t, state, args...)
+		for _, want := range []string{"link a:eth1--b:eth1: a:eth1 has 10.9.9.1/24 that its software made", "connector: shortbridge", "--replug"} {
+			if err == nil || !strings.Contains(stderr, want) {
+				t.Errorf("%s: err %v, stderr:\n%s\nwant it refused, saying %q", what, err, stderr, want)
+			}
+		}
+		if got := directPair(t, state, "direct"); got != index {
+			t.Errorf("after the refused %s, a:eth1 has ifindex %s, want %s (not made anew)", what, got, index)
+		}
+		info := inspect(t, state, "direct")
+		checkExactly(t, info)
+		if l := info.link(t, "a:eth1--b:eth1"); l.Connector != "veth" {
+			t.Errorf("after the refused %s, connector %s, want veth", what, l.Connector)
+		}
+		if out := mustExec(t, state, "direct", "a", "ip", "-4", "addr", "show", "dev", "eth1"); !strings.Contains(out, "10.9.9.1/24") {
+			t.Errorf("after the refused %s, a:eth1 lost the user's address:\n%s", what, out)
+		}
+	}
+	refused("link down", "link", "direct", "a:eth1--b:eth1", "down")
+	refused("link set", "link", "direct", "a:eth1--b:eth1", "set", "loss=1%")
+	rewriteTopo(t, path, rateTopo("direct", "    rate: 10mbit\n"))
+	if d := mustTrellis(t, state, "diff", path); !strings.Contains(d, "x network direct: up refuses this without --replug") ||
+		!strings.Contains(d, "a:eth1 has 10.9.9.1/24") {
+		t.Errorf("diff with a rate said:\n%s\nwant the refusal up would meet, naming a:eth1's address", d)
+	}
+	refused("up with a rate", "up", path)
+
+	out := mustTrellis(t, state, "up", "--replug", path)
+	if !strings.Contains(out, "re-plugged (--replug): link a:eth1--b:eth1: a:eth1 has 10.9.9.1/24 that its software made; it went") {
+		t.Errorf("up --replug said:\n%s\nwant it to say a:eth1's address went", out)
+	}
+	info := inspect(t, state, "direct")
+	checkExactly(t, info)
+	checkShaper(t, info, 10_000_000, "10Mbit")
+	if out := mustExec(t, state, "direct", "a", "ip", "-4", "addr", "show", "dev", "eth1"); strings.Contains(out, "10.9.9.1") {
+		t.Errorf("after up --replug, a:eth1 still has the user's address:\n%s", out)
+	}
+	rewriteTopo(t, path, rateTopo("direct", ""))
+	mustTrellis(t, state, "up", path)
+	directPair(t, state, "direct")
 }

@@ -122,8 +122,11 @@ func (w *world) topo() string {
 		if len(w.endpoints(l)) == 2 {
 			// Ports always: the property is that of links with ports. A point-to-point link
 			// with no connector named and nothing to enforce has none (a direct link), and a
-			// rate, impairment or carrier change re-plugs it, its interfaces made anew, as diff
-			// says (TestDirectLink).
+			// rate, impairment or carrier change re-plugs it, its interfaces made anew. Here
+			// every interface carries what frr or a host's setup made, so each such step
+			// would be refused (decision 15; TestDirectLink tests the refusal): with direct
+			// links, the random steps would test refusals instead of live changes next to
+			// the nodes' software state, which is what this property is about.
 			b.WriteString("    connector: shortbridge\n")
 		}
 		if r := w.rate[l]; r != "" {
