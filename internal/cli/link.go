@@ -40,7 +40,7 @@ With --endpoint NODE:IF, only the frames that endpoint sends (one direction) are
 the other directions are unchanged. They too stay until the next up of the file. Example:
   trellis link ospf-ring r1:eth1--r2:eth1 set loss=5% --endpoint r1:eth1
 
-A direct link (one veth pair, no port: a point-to-point link with nothing to enforce) that is
+A direct link (connector: auto, one veth pair, no port: a link with nothing to enforce) that is
 taken down or impaired is re-plugged to ports: its interfaces are made anew. If they carry what
 the nodes' software made (addresses not from the file, routes, rules, qdiscs), this is refused
 and nothing changes; --replug accepts the flap, and says what went.

@@ -3,7 +3,7 @@ package plan
 import "github.com/trellisnet/trellis/internal/spec"
 
 // direct joins link pl with the wire link kind (spec.WireLinkKind: one veth pair between its
-// two nodes, no port in the substrate) when the file names no connector for it (sl) and it
+// two nodes, no port in the substrate) when the file says `connector: auto` for it (sl) and it
 // has nothing to enforce outside its nodes (NeedsPorts).
 func (p *Plan) direct(sl *spec.Link, pl *Link) {
 	wire := spec.WireLinkKind()

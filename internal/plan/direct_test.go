@@ -22,6 +22,7 @@ LINK`
 	cases := []struct {
 		name, node, link, want string
 	}{
+		{"no connector", "", "NONE", "shortbridge"},
 		{"plain", "", "", "veth"},
 		{"rate", "", "    rate: 10mbit\n", "shortbridge"},
 		{"loss", "", "    loss: 1%\n", "shortbridge"},
@@ -36,7 +37,14 @@ LINK`
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			doc := strings.NewReplacer("NODE", c.node, "LINK", c.link).Replace(base)
+			link := c.link
+			switch {
+			case link == "NONE":
+				link = ""
+			case !strings.Contains(link, "connector:"):
+				link = "    connector: auto\n" + link
+			}
+			doc := strings.NewReplacer("NODE", c.node, "LINK", link).Replace(base)
 			p, err := plan.Make(parse(t, doc), "scope", "", &plan.Names{})
 			if err != nil {
 				t.Fatal(err)
@@ -50,7 +58,7 @@ LINK`
 
 // A live change that takes a direct link's carrier away or impairs it gives it its ports.
 func TestPlugPorts(t *testing.T) {
-	n := parse(t, "name: d\nnodes:\n  a:\n  b:\nlinks:\n  - endpoints: [a:eth1, b:eth1]\n")
+	n := parse(t, "name: d\nnodes:\n  a:\n  b:\nlinks:\n  - endpoints: [a:eth1, b:eth1]\n    connector: auto\n")
 	for _, edit := range []func(l *plan.Link){
 		func(l *plan.Link) { l.Down = true },
 		func(l *plan.Link) { l.Ports[1].Down = true },

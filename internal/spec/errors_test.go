@@ -50,7 +50,7 @@ links:
 		"topo.yaml:20: links[0].loss: \"200%\" is not a percentage from 0% to 100%; write a percentage, optionally followed by a correlation percentage: `loss: 10%` or `loss: 10% 25%`",
 		`topo.yaml:21: links[1].endpoints[0]: interface r1:eth1 is already used by links[0]; give this endpoint another interface name`,
 		`topo.yaml:21: links[1].endpoints[1]: interface name "averyveryverylongname" is longer than 15 characters; use a name of 1 to 15 letters, digits, '-', '_' or '.', such as eth1`,
-		`topo.yaml:22: links[1].connector: unknown connector "veth"; use one of: bridge, lan, shortbridge`,
+		`topo.yaml:22: links[1].connector: unknown connector "veth"; use one of: auto, bridge, lan, shortbridge`,
 	}},
 	{"unknown keys do not hide the rest", `name: t
 nodse:

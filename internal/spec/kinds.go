@@ -27,7 +27,7 @@ type LinkKind struct {
 	MinEndpoints, MaxEndpoints int
 	Check                      func(n *Network, l *Link) []*Error
 	// Wire says the kind joins two node interfaces with nothing outside the nodes (one veth
-	// pair): the plan chooses it for a point-to-point link that names no connector and has
+	// pair): the plan chooses it for a point-to-point link that says `connector: auto` and has
 	// nothing to enforce (WireLinkKind).
 	Wire bool
 }

@@ -122,7 +122,7 @@ links:
 		"topo.yaml:14: links[1].connector: a t-lan joins 3 to 4 endpoints, not 2; use `connector: bridge` or `connector: lan` or `connector: shortbridge`",
 		"topo.yaml:16: links[2].connector: a t-lan joins 3 to 4 endpoints, not 5; use `connector: bridge` or `connector: lan`",
 		"topo.yaml:18: links[3].connector: a shortbridge joins exactly 2 endpoints, not 5; use `connector: bridge` or `connector: lan`",
-		`topo.yaml:20: links[4].connector: unknown connector "nope"; use one of: bridge, lan, shortbridge, t-lan`,
+		`topo.yaml:20: links[4].connector: unknown connector "nope"; use one of: auto, bridge, lan, shortbridge, t-lan`,
 	})
 	n, err := Parse("topo.yaml", []byte(`name: t
 hosts: {m1: {address: 198.18.0.1}}

@@ -45,7 +45,14 @@ func (p *parser) validateLink(n *Network, l *Link, used map[Endpoint]int) {
 
 // connector fills in the default connector and checks the link against its kind.
 func (p *parser) connector(n *Network, l *Link) {
-	if l.Connector == "" {
+	switch l.Connector {
+	case "":
+		l.Connector = DefaultP2PConnector
+		if len(l.Endpoints) > 2 {
+			l.Connector = DefaultLANConnector
+		}
+	case AutoConnector:
+		// The plan may join it with one veth pair while it has nothing to enforce.
 		l.Connector, l.DefaultConnector = DefaultP2PConnector, true
 		if len(l.Endpoints) > 2 {
 			l.Connector = DefaultLANConnector
@@ -53,7 +60,7 @@ func (p *parser) connector(n *Network, l *Link) {
 	}
 	k, ok := linkKinds.lookup(l.Connector)
 	if !ok {
-		p.add(n.LinkError(l, "connector", fmt.Sprintf("unknown connector %q", l.Connector), useOneOf(LinkKinds())))
+		p.add(n.LinkError(l, "connector", fmt.Sprintf("unknown connector %q", l.Connector), useOneOf(append([]string{AutoConnector}, LinkKinds()...))))
 		return
 	}
 	if !k.accepts(len(l.Endpoints)) {

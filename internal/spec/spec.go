@@ -30,6 +30,10 @@ const (
 	DefaultP2PConnector = "shortbridge" // a two-endpoint link without `connector:`
 	DefaultLANConnector = LAN           // a link of three or more endpoints without `connector:`
 	DefaultTunnel       = "egre"        // a file with `hosts:` and without `tunnel:`
+	// AutoConnector, `connector: auto`: a point-to-point link is one veth pair between its
+	// nodes while it has nothing to enforce (no port), and has the default connector's ports
+	// when it has (docs/design.md, decision 5).
+	AutoConnector = "auto"
 )
 
 // Link states: a link's initial carrier state.
@@ -130,8 +134,9 @@ type Link struct {
 	RateText  string // as written, for display
 	MTU       int    // 0 means the kernel default
 	Connector string // a registered link kind: DefaultP2PConnector or DefaultLANConnector unless given
-	// DefaultConnector: the file names no connector, so the plan may join a point-to-point
-	// link that has nothing to enforce with the wire kind instead (WireLinkKind).
+	// DefaultConnector: the file says `connector: auto`, so the plan may join a point-to-point
+	// link that has nothing to enforce with the wire kind instead (WireLinkKind); the
+	// connector is the default one whenever the link needs its ports.
 	DefaultConnector bool   `json:",omitempty"`
 	State            string // StateUp or StateDown: the initial carrier state
 	// Table and Ageing set the LAN connector's forwarding table (connector lan only): its

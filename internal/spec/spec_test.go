@@ -348,7 +348,7 @@ nodes:
 links:
   - endpoints: [r1:eth1, r2:eth1]
     connector: veth
-`, `topo.yaml:7: links[0].connector: unknown connector "veth"; use one of: bridge, lan, shortbridge`},
+`, `topo.yaml:7: links[0].connector: unknown connector "veth"; use one of: auto, bridge, lan, shortbridge`},
 	{"shortbridge with three endpoints", `name: t
 nodes:
   r1:

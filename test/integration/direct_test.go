@@ -34,7 +34,7 @@ func directPair(t *testing.T, state, network string) string {
 // Down leaves nothing.
 func TestDirectLink(t *testing.T) {
 	e := start(t)
-	path := writeTopo(t, rateTopo("direct", ""))
+	path := writeTopo(t, rateTopo("direct", "    connector: auto\n"))
 	mustTrellis(t, e.state, "up", path)
 	info := inspect(t, e.state, "direct")
 	l := info.link(t, "a:eth1--b:eth1")
@@ -52,7 +52,7 @@ func TestDirectLink(t *testing.T) {
 	checkDirectCapture(t, e.state)
 
 	// A rate: the link gets its ports, shaped.
-	rewriteTopo(t, path, rateTopo("direct", "    rate: 10mbit\n"))
+	rewriteTopo(t, path, rateTopo("direct", "    connector: auto\n    rate: 10mbit\n"))
 	if d := mustTrellis(t, e.state, "diff", path); !strings.Contains(d, "connector veth -> shortbridge (a:eth1, b:eth1 to ports re-plugged") {
 		t.Errorf("diff with a rate said:\n%s\nwant it to say the link is re-plugged to ports", d)
 	}
@@ -69,7 +69,7 @@ func TestDirectLink(t *testing.T) {
 	}
 
 	// No rate: one pair again.
-	rewriteTopo(t, path, rateTopo("direct", ""))
+	rewriteTopo(t, path, rateTopo("direct", "    connector: auto\n"))
 	if out := mustTrellis(t, e.state, "up", path); !strings.Contains(out, "connector shortbridge -> veth (a:eth1, b:eth1 to one veth pair re-plugged") {
 		t.Errorf("up without the rate said:\n%s\nwant it to say the link is re-plugged to one veth pair", out)
 	}
@@ -168,7 +168,7 @@ func checkReplugRefused(t *testing.T, state, path string) {
 	}
 	refused("link down", "link", "direct", "a:eth1--b:eth1", "down")
 	refused("link set", "link", "direct", "a:eth1--b:eth1", "set", "loss=1%")
-	rewriteTopo(t, path, rateTopo("direct", "    rate: 10mbit\n"))
+	rewriteTopo(t, path, rateTopo("direct", "    connector: auto\n    rate: 10mbit\n"))
 	if d := mustTrellis(t, state, "diff", path); !strings.Contains(d, "x network direct: up refuses this without --replug") ||
 		!strings.Contains(d, "a:eth1 has 10.9.9.1/24") {
 		t.Errorf("diff with a rate said:\n%s\nwant the refusal up would meet, naming a:eth1's address", d)
@@ -185,7 +185,7 @@ func checkReplugRefused(t *testing.T, state, path string) {
 	if out := mustExec(t, state, "direct", "a", "ip", "-4", "addr", "show", "dev", "eth1"); strings.Contains(out, "10.9.9.1") {
 		t.Errorf("after up --replug, a:eth1 still has the user's address:\n%s", out)
 	}
-	rewriteTopo(t, path, rateTopo("direct", ""))
+	rewriteTopo(t, path, rateTopo("direct", "    connector: auto\n"))
 	mustTrellis(t, state, "up", path)
 	directPair(t, state, "direct")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -214,12 +215,20 @@ func TestEbpfSrcRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(root, "examples/ebpf/srcroute")
-	recv := startIn(t, e.state, net, "h2", "python3", filepath.Join(dir, "receiver.py"), "2")
+	// The scripts go in as text: a node's /tmp is its own, and CI's clone is under /tmp.
+	script := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	recv := startIn(t, e.state, net, "h2", "python3", "-c", script("receiver.py"), "2")
 	if l, ok := recv.waitLine(20 * time.Second); !ok || l != "ready" {
 		t.Fatalf("receiver.py in h2 did not start: %q\n%s", l, recv.stderr)
 	}
 	for _, path := range [][]string{{"2", "2"}, {"3", "2"}} {
-		mustExec(t, e.state, net, "h1", append([]string{"python3", filepath.Join(dir, "sender.py"), "eth1", "path-" + strings.Join(path, "-")}, path...)...)
+		mustExec(t, e.state, net, "h1", append([]string{"python3", "-c", script("sender.py"), "eth1", "path-" + strings.Join(path, "-")}, path...)...)
 	}
 	var got []string
 	for range 2 {

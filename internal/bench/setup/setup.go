@@ -34,7 +34,7 @@ var kinds = []Kind{
 	{Name: Direct, Desc: "no node under test: the source's veth ends in the sink (the generator's ceiling)", build: buildDirect},
 	{Name: "native", Desc: "a plain network namespace forwards in the kernel, veths to source and sink, no trellis (figure 6a)", build: buildNative},
 	{Name: "shortbridge", Desc: "trellis: source, node under test and sink are nodes of one network; links use the shortbridge (eBPF, figure 6f without tunnels)", build: trellisSetup(spec.Shortbridge, false)},
-	{Name: "veth", Desc: "trellis: as shortbridge, with links that have nothing to enforce and name no connector (connector veth here): one veth pair between two nodes, no port (as native, containerlab and Mininet)", build: trellisSetup("veth", false)},
+	{Name: "veth", Desc: "trellis: as shortbridge, with links that have nothing to enforce (connector veth here; connector auto gives them the same): one veth pair between two nodes, no port (as native, containerlab and Mininet)", build: trellisSetup("veth", false)},
 	{Name: "shortbridge-tcx", Desc: "as shortbridge, with the ports' programs on their tcx ingress (TRELLIS_PORT_HOOK=tcx) instead of as tc filters under clsact qdiscs", build: tcxSetup},
 	{Name: "shortbridge-xdp", Desc: "prototype: as shortbridge, with XDP on the ports redirecting through a device map to the other port, and a passing XDP program on the nodes' interfaces (frames cross as XDP frames, converted from and to skbs)", build: xdpSetup},
 	{Name: "bridge", Desc: "trellis: as shortbridge, with a Linux bridge per link (figure 6d without tunnels)", build: trellisSetup(spec.Bridge, false)},

@@ -1,7 +1,7 @@
 // Package veth is the link kind "veth": a point-to-point link with nothing to enforce outside
 // its nodes, joined as containerlab and Mininet join two nodes, by one veth pair between the
 // two nodes' network namespaces, with no port in the substrate (docs/design.md, decision 5).
-// The plan chooses it for a link that names no connector, has no rate, impairment, carrier
+// The plan chooses it for a link that says `connector: auto`, has no rate, impairment, carrier
 // taken away or tunnel, and whose nodes have no engines; the link gets ports (the
 // shortbridge) again when it needs them. A file may also name it, for a link that must never
 // have ports.
