@@ -210,7 +210,11 @@ func checkReport(t *testing.T, rep *result.Report) {
 		if p := profiled["bridge"]; p != nil && !hasGroup(p, "Linux bridge") {
 			t.Errorf("the bridge profile has no Linux bridge in it: %+v", p.Groups)
 		}
-		if p := profiled["shortbridge"]; p != nil && (!hasGroup(p, "eBPF programs, tc, redirect") || hasGroup(p, "Linux bridge")) {
+		// perf samples the whole machine while every setup's network exists, the bridge setup's
+		// too (its nodes' own traffic, e.g. IPv6 neighbour discovery, crosses its bridge): a
+		// stray sample there is not a shortbridge frame, every one of which would cross a
+		// bridge if the path had one (tens of percent). One run showed 1 sample of 777.
+		if p := profiled["shortbridge"]; p != nil && (!hasGroup(p, "eBPF programs, tc, redirect") || groupShare(p, "Linux bridge") >= 1) {
 			t.Errorf("the shortbridge profile: %+v", p.Groups)
 		}
 		if p := profiled["lan"]; p != nil && (!hasGroup(p, "eBPF programs, tc, redirect") || hasGroup(p, "Linux bridge")) {
@@ -356,12 +360,17 @@ func checkDelay(t *testing.T, rep *result.Report) {
 }
 
 func hasGroup(p *result.ProfileResult, name string) bool {
+	return groupShare(p, name) > 0
+}
+
+// groupShare is the percentage of profile p's samples in group name.
+func groupShare(p *result.ProfileResult, name string) float64 {
 	for _, g := range p.Groups {
-		if g.Name == name && g.Percent > 0 {
-			return true
+		if g.Name == name {
+			return g.Percent
 		}
 	}
-	return false
+	return 0
 }
 
 // checkVM: a VM node booted, and frames crossed a VM node under each quick setting, which its
