@@ -10,6 +10,7 @@
 package testkit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -44,7 +45,7 @@ func allowList() (map[string]string, error) {
 	allowed.once.Do(func() {
 		path := allowListFile
 		if path == "" {
-			root, err := moduleRoot()
+			root, err := ModuleRoot()
 			if err != nil {
 				allowed.err = err
 				return
@@ -56,8 +57,9 @@ func allowList() (map[string]string, error) {
 	return allowed.list, allowed.err
 }
 
-// moduleRoot is the nearest directory above the working directory holding go.mod.
-func moduleRoot() (string, error) {
+// ModuleRoot is the nearest directory above the working directory holding go.mod (the
+// package directory under go test: its module's root).
+func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -68,7 +70,7 @@ func moduleRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory: cannot find %s", AllowListPath)
+			return "", errors.New("no go.mod above the working directory")
 		}
 		dir = parent
 	}

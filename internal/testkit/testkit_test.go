@@ -147,7 +147,7 @@ func TestParseAllowList(t *testing.T) {
 
 // TestAllowListIsTrue: the committed allow-list parses, and names only tests that exist.
 func TestAllowListIsTrue(t *testing.T) {
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

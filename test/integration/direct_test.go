@@ -64,7 +64,10 @@ func TestDirectLink(t *testing.T) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		t.Fatalf("iperf3 is not installed (%v): scripts/setup.sh installs it", err)
 	}
-	if got := runIperf(t, e.state, "direct", 3).End.SumReceived.BitsPerSecond; onWire(got, 1500) > 10.5e6 {
+	// The median of rateRuns runs, as TestRateAccuracy measures the cap: one short run can
+	// carry the shaper's first burst above it.
+	res := medianRun(rateRuns, func() *iperfResult { return runIperf(t, e.state, "direct", 3) })
+	if got := res.End.SumReceived.BitsPerSecond; onWire(got, 1500) > 10.5e6 {
 		t.Errorf("%.0f bit/s over a link capped at 10 Mbit/s", onWire(got, 1500))
 	}
 

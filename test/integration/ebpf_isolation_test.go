@@ -39,23 +39,8 @@ sys.exit(1)'`, maxID+1, strings.Join(pins, " "))
 // the program forwards after, with its routes as they were.
 func TestEbpfIsolation(t *testing.T) {
 	needClang(t)
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := start(t)
-	topo, err := os.ReadFile(filepath.Join(root, "examples/ebpf/l3/l3.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog, err := os.ReadFile(filepath.Join(root, "examples/ebpf/l3/l3.c"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	topoPath := writeTopo(t, string(topo))
-	if err := os.WriteFile(filepath.Join(filepath.Dir(topoPath), "l3.c"), prog, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	topoPath, _, _ := copyL3(t)
 	mustTrellis(t, e.state, "up", topoPath)
 	mac := func(node string) string {
 		return strings.ReplaceAll(strings.TrimSpace(mustExec(t, e.state, "ebpf-l3", node, "cat", "/sys/class/net/eth1/address")), ":", "")

@@ -27,25 +27,9 @@ func needClang(t *testing.T) {
 // what the table has, and change nothing.
 func TestEbpfL3(t *testing.T) {
 	needClang(t)
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := start(t)
 	// A copy of the example, whose program the reload below changes.
-	topo, err := os.ReadFile(filepath.Join(root, "examples/ebpf/l3/l3.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog, err := os.ReadFile(filepath.Join(root, "examples/ebpf/l3/l3.c"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	topoPath := writeTopo(t, string(topo))
-	progPath := filepath.Join(filepath.Dir(topoPath), "l3.c")
-	if err := os.WriteFile(progPath, prog, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	topoPath, progPath, prog := copyL3(t)
 	mustTrellis(t, e.state, "up", topoPath)
 	tables := mustTrellis(t, e.state, "table", "ebpf-l3", "s1")
 	if !regexp.MustCompile(`(?m)^routes +LPMTrie +8 +8 +4096`).MatchString(tables) || !strings.Contains(tables, "counters") {
@@ -190,4 +174,27 @@ links:
 		})
 	}
 	e.assertClean()
+}
+
+// copyL3 copies examples/ebpf/l3 (its topology and program) into a directory of the test's,
+// returning the copies' paths and the program's text.
+func copyL3(t *testing.T) (topoPath, progPath string, prog []byte) {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, err := os.ReadFile(filepath.Join(root, "examples/ebpf/l3/l3.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prog, err = os.ReadFile(filepath.Join(root, "examples/ebpf/l3/l3.c")); err != nil {
+		t.Fatal(err)
+	}
+	topoPath = writeTopo(t, string(topo))
+	progPath = filepath.Join(filepath.Dir(topoPath), "l3.c")
+	if err := os.WriteFile(progPath, prog, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return topoPath, progPath, prog
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/trellisnet/trellis/internal/vmsock"
 	"github.com/vishvananda/netlink"
 	"gopkg.in/yaml.v3"
@@ -111,24 +112,8 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// moduleRoot walks up from the working directory (the package directory under go test) to the
-// directory holding go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
+// moduleRoot is the directory holding go.mod (testkit.ModuleRoot).
+func moduleRoot() (string, error) { return testkit.ModuleRoot() }
 
 func goTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
