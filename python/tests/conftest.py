@@ -1,7 +1,9 @@
 """Fixtures: a real `trellis serve` (run as root) on a state directory of the test session.
 
 The tests need root and the trellis binary ($TRELLIS_BIN, or bin/trellis of the repository,
-or trellis on PATH); without them they are skipped, saying why."""
+or trellis on PATH); without them they are skipped, saying why and how to get what is missing,
+except in CI (TRELLIS_CI=1, set by scripts/test.sh), where a missing piece fails the test as
+internal/testkit does for the Go tests."""
 
 from __future__ import annotations
 
@@ -19,6 +21,14 @@ import trellis
 REPO = Path(__file__).resolve().parents[2]
 
 
+def missing(why: str) -> None:
+    """Skips the calling test for want of what `why` names (with how to install it), or fails
+    it in CI, where every piece must be there: scripts/setup.sh installs them."""
+    if os.environ.get("TRELLIS_CI") == "1":
+        pytest.fail(f"CI cannot skip: {why}", pytrace=False)
+    pytest.skip(why)
+
+
 def _binary() -> str:
     for cand in (os.environ.get("TRELLIS_BIN"), str(REPO / "bin" / "trellis"), shutil.which("trellis")):
         if cand and os.access(cand, os.X_OK):
@@ -29,10 +39,10 @@ def _binary() -> str:
 @pytest.fixture(scope="session")
 def trellis_bin() -> str:
     if os.geteuid() != 0:
-        pytest.skip("trellis needs root: run the Python tests as root (scripts/test.sh does)")
+        missing("trellis needs root: run the Python tests as root (scripts/test.sh does)")
     path = _binary()
     if not path:
-        pytest.skip("no trellis binary: build bin/trellis (scripts/setup.sh) or set TRELLIS_BIN")
+        missing("no trellis binary: build bin/trellis (scripts/setup.sh) or set TRELLIS_BIN")
     os.environ["TRELLIS_BIN"] = path
     return path
 

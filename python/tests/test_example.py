@@ -8,14 +8,12 @@ import subprocess
 import sys
 import tempfile
 
-import pytest
-
-from conftest import REPO
+from conftest import REPO, missing
 
 
 def test_ospf_ring_example(trellis_bin: str) -> None:
     if not shutil.which("bird"):
-        pytest.skip("the OSPF ring runs BIRD: install bird2")
+        missing("the OSPF ring runs BIRD: install bird2 (apt-get install bird2; scripts/setup.sh does)")
     sd = tempfile.mkdtemp(prefix="trpyx")
     env = dict(os.environ, TRELLIS_STATE_DIR=sd, TRELLIS_BIN=trellis_bin)
     try:
