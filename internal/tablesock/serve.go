@@ -43,7 +43,7 @@ type program interface {
 
 // server answers the requests of one node's processes.
 type server struct {
-	uid   uint32                   // the only peer served: the node's root, as the host sees it
+	uid   uint32                  // the only peer served: the node's root, as the host sees it
 	open  func() (program, error) // the node's program now (a live reload swaps it)
 	slots chan struct{}
 }
