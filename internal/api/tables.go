@@ -16,19 +16,24 @@ import (
 // reads and writes them: the same operations (dataplane.UserProgram.Do), keys and values as
 // hex bytes in memory order.
 
+// The path parameters: each input has them all (huma reads no fields of unexported embedded
+// structs).
 type tablesPath struct {
 	Network string `path:"network" doc:"the network's name"`
 	Node    string `path:"node" doc:"the node's name; it has a dataplane program" example:"s1"`
 }
 
 type tablePath struct {
-	tablesPath
-	Table string `path:"table" doc:"the table's name, as the program declares it" example:"routes"`
+	Network string `path:"network" doc:"the network's name"`
+	Node    string `path:"node" doc:"the node's name; it has a dataplane program" example:"s1"`
+	Table   string `path:"table" doc:"the table's name, as the program declares it" example:"routes"`
 }
 
 type entryPath struct {
-	tablePath
-	Key string `path:"key" doc:"the key in hex, in memory order, as long as the table's keys (separators . : - _ allowed)" example:"18000000.0a000200"`
+	Network string `path:"network" doc:"the network's name"`
+	Node    string `path:"node" doc:"the node's name; it has a dataplane program" example:"s1"`
+	Table   string `path:"table" doc:"the table's name, as the program declares it" example:"routes"`
+	Key     string `path:"key" doc:"the key in hex, in memory order, as long as the table's keys (separators . : - _ allowed)" example:"18000000.0a000200"`
 }
 
 // EntryValue is the value of a table's entry, in hex.
@@ -37,8 +42,11 @@ type EntryValue struct {
 }
 
 type setEntryInput struct {
-	entryPath
-	Body EntryValue
+	Network string `path:"network" doc:"the network's name"`
+	Node    string `path:"node" doc:"the node's name; it has a dataplane program" example:"s1"`
+	Table   string `path:"table" doc:"the table's name, as the program declares it" example:"routes"`
+	Key     string `path:"key" doc:"the key in hex, in memory order, as long as the table's keys (separators . : - _ allowed)" example:"18000000.0a000200"`
+	Body    EntryValue
 }
 
 type tablesOutput struct {
@@ -76,7 +84,7 @@ func (s *Server) registerTables() {
 }
 
 func (s *Server) listTables(ctx context.Context, in *tablesPath) (*tablesOutput, error) {
-	r, err := s.tableDo(in, dataplane.TableRequest{Op: dataplane.OpTables})
+	r, err := s.tableDo(in.Network, in.Node, dataplane.TableRequest{Op: dataplane.OpTables})
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +94,7 @@ func (s *Server) listTables(ctx context.Context, in *tablesPath) (*tablesOutput,
 }
 
 func (s *Server) dumpTable(ctx context.Context, in *tablePath) (*dumpOutput, error) {
-	r, err := s.tableDo(&in.tablesPath, dataplane.TableRequest{Op: dataplane.OpDump, Table: in.Table})
+	r, err := s.tableDo(in.Network, in.Node, dataplane.TableRequest{Op: dataplane.OpDump, Table: in.Table})
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +104,7 @@ func (s *Server) dumpTable(ctx context.Context, in *tablePath) (*dumpOutput, err
 }
 
 func (s *Server) getEntry(ctx context.Context, in *entryPath) (*entryOutput, error) {
-	r, err := s.tableDo(&in.tablesPath, dataplane.TableRequest{Op: dataplane.OpGet, Table: in.Table, Key: in.Key})
+	r, err := s.tableDo(in.Network, in.Node, dataplane.TableRequest{Op: dataplane.OpGet, Table: in.Table, Key: in.Key})
 	if err != nil {
 		return nil, err
 	}
@@ -104,14 +112,14 @@ func (s *Server) getEntry(ctx context.Context, in *entryPath) (*entryOutput, err
 }
 
 func (s *Server) setEntry(ctx context.Context, in *setEntryInput) (*entryOutput, error) {
-	if _, err := s.tableDo(&in.tablesPath, dataplane.TableRequest{Op: dataplane.OpSet, Table: in.Table, Key: in.Key, Value: in.Body.Value}); err != nil {
+	if _, err := s.tableDo(in.Network, in.Node, dataplane.TableRequest{Op: dataplane.OpSet, Table: in.Table, Key: in.Key, Value: in.Body.Value}); err != nil {
 		return nil, err
 	}
 	return &entryOutput{Body: dataplane.HexEntry{Key: canonicalHex(in.Key), Value: canonicalHex(in.Body.Value)}}, nil
 }
 
 func (s *Server) deleteEntry(ctx context.Context, in *entryPath) (*struct{}, error) {
-	_, err := s.tableDo(&in.tablesPath, dataplane.TableRequest{Op: dataplane.OpDel, Table: in.Table, Key: in.Key})
+	_, err := s.tableDo(in.Network, in.Node, dataplane.TableRequest{Op: dataplane.OpDel, Table: in.Table, Key: in.Key})
 	return nil, err
 }
 
@@ -122,29 +130,29 @@ func canonicalHex(s string) string {
 }
 
 // tableDo runs operation r on the tables of the program of the node in; an error is a Problem.
-func (s *Server) tableDo(in *tablesPath, r dataplane.TableRequest) (*dataplane.TableReply, error) {
+func (s *Server) tableDo(network, node string, r dataplane.TableRequest) (*dataplane.TableReply, error) {
 	if s.cl != nil {
 		return nil, s.notInCluster("tables")
 	}
-	rec, err := s.st.Load(in.Network)
+	rec, err := s.st.Load(network)
 	if err != nil {
 		return nil, problemOf(err)
 	}
 	if rec == nil || rec.Plan == nil {
-		return nil, problemOf(fmt.Errorf("%w %s in %s", substrate.ErrNoNetwork, in.Network, s.st.Dir))
+		return nil, problemOf(fmt.Errorf("%w %s in %s", substrate.ErrNoNetwork, network, s.st.Dir))
 	}
-	nd := rec.Plan.Node(in.Node)
+	nd := rec.Plan.Node(node)
 	if nd == nil {
 		var names []string
 		for _, n := range rec.Plan.Nodes {
 			names = append(names, n.Name)
 		}
-		return nil, problemOf(fmt.Errorf("network %s: %w %q: its nodes are %s", in.Network, ErrNoNode, in.Node, strings.Join(names, ", ")))
+		return nil, newProblem(http.StatusNotFound, fmt.Sprintf("network %s has no node %q: its nodes are %s", network, node, strings.Join(names, ", ")))
 	}
 	if nd.Dataplane == nil {
-		return nil, newProblem(http.StatusNotFound, fmt.Sprintf("network %s: node %s has no dataplane program, so no tables (docs/ebpf-nodes.md)", in.Network, in.Node))
+		return nil, newProblem(http.StatusNotFound, fmt.Sprintf("network %s: node %s has no dataplane program, so no tables (docs/ebpf-nodes.md)", network, node))
 	}
-	u, err := substrate.NodeProgram(s.st, in.Network, in.Node)
+	u, err := substrate.NodeProgram(s.st, network, node)
 	if err != nil {
 		return nil, tableProblem(err)
 	}
