@@ -290,6 +290,20 @@ func tableServers(t *testing.T, state string) []int {
 	return out
 }
 
+// procRuns tells whether a process runs whose command line is arg0 and the id of state
+// directory state (reading only the command lines: it is polled).
+func procRuns(arg0, state string) bool {
+	id, _ := os.ReadFile(filepath.Join(state, "id"))
+	want := arg0 + "\x00" + strings.TrimSpace(string(id)) + "\x00"
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range cmdlines {
+		if data, _ := os.ReadFile(p); len(id) > 0 && strings.HasPrefix(string(data), want) {
+			return true
+		}
+	}
+	return false
+}
+
 func waitNoTableServers(t *testing.T, state string) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); len(tableServers(t, state)) > 0; time.Sleep(50 * time.Millisecond) {
@@ -299,43 +313,68 @@ func waitNoTableServers(t *testing.T, state string) {
 	}
 }
 
-// TestEbpfKill9 kills `trellis up` of examples/ebpf/l3 at several moments: the next up
-// converges (diff shows nothing to do, the program and its table server run, a route set
-// through the table forwards), and down leaves the host as it was.
+// TestEbpfKill9 kills `trellis up` of examples/ebpf/l3 with SIGKILL as soon as its first node
+// runs: down leaves nothing running. Then it kills up as soon as s1's program and table server
+// are in place (before up records the network as up): the next up converges (diff shows
+// nothing to do, one table server runs, a route set through the table forwards), and down
+// leaves the host as it was.
 func TestEbpfKill9(t *testing.T) {
 	needClang(t)
-	for _, delay := range []time.Duration{150 * time.Millisecond, 500 * time.Millisecond, 900 * time.Millisecond} {
-		t.Run(delay.String(), func(t *testing.T) {
-			e := start(t)
-			topoPath, _, _ := copyL3(t)
-			cmd := exec.Command(trellisBin, "--state-dir", e.state, "up", topoPath)
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(delay)
-			cmd.Process.Kill()
-			werr := cmd.Wait()
-			t.Logf("up killed after %v: %v; it printed %q", delay, werr, out.String())
-			mustTrellis(t, e.state, "up", topoPath)
-			if d := mustTrellis(t, e.state, "diff", topoPath); !strings.Contains(d, "no changes") {
-				t.Errorf("diff after the second up:\n%s", d)
-			}
-			if n := len(tableServers(t, e.state)); n != 1 {
-				t.Errorf("%d table servers run, want s1's", n)
-			}
-			table := func(args ...string) string {
-				return mustTrellis(t, e.state, append([]string{"table", "ebpf-l3", "s1"}, args...)...)
-			}
-			table("routes", "set", "18000000.0a000100", macOf(t, e.state, "ebpf-l3", "h1")+".0100")
-			table("routes", "set", "18000000.0a000200", macOf(t, e.state, "ebpf-l3", "h2")+".0200")
-			ping(t, e.state, "ebpf-l3", "h1", "10.0.2.1")
-			mustTrellis(t, e.state, "down", "ebpf-l3")
-			waitNoTableServers(t, e.state)
-			e.assertClean()
-		})
+	e := start(t)
+	topoPath, _, _ := copyL3(t)
+	// A start command of h2 that takes a while: up is still under way when s1's table server
+	// starts (start commands run after the programs, before up records the network as up).
+	topo, _ := os.ReadFile(topoPath)
+	slow := strings.Replace(string(topo), "      - ip route add default via 10.0.2.254\n", "      - ip route add default via 10.0.2.254\n      - sleep 2\n", 1)
+	if slow == string(topo) {
+		t.Fatal("examples/ebpf/l3/l3.yaml has no start command for h2 where the test looks for it")
 	}
+	rewriteTopo(t, topoPath, slow)
+	upKilledWhen(t, e.state, topoPath, "a node runs", func() bool { return procRuns("trellis-node", e.state) })
+	mustTrellis(t, e.state, "down", "ebpf-l3")
+	if procRuns("trellis-node", e.state) || procRuns("trellis-tables", e.state) {
+		t.Error("down after the killed up left nodes or a table server running")
+	}
+	upKilledWhen(t, e.state, topoPath, "s1's table server runs", func() bool { return procRuns("trellis-tables", e.state) })
+	mustTrellis(t, e.state, "up", topoPath)
+	if d := mustTrellis(t, e.state, "diff", topoPath); !strings.Contains(d, "no changes") {
+		t.Errorf("diff after the third up:\n%s", d)
+	}
+	if n := len(tableServers(t, e.state)); n != 1 {
+		t.Errorf("%d table servers run, want s1's", n)
+	}
+	table := func(args ...string) string {
+		return mustTrellis(t, e.state, append([]string{"table", "ebpf-l3", "s1"}, args...)...)
+	}
+	table("routes", "set", "18000000.0a000100", macOf(t, e.state, "ebpf-l3", "h1")+".0100")
+	table("routes", "set", "18000000.0a000200", macOf(t, e.state, "ebpf-l3", "h2")+".0200")
+	ping(t, e.state, "ebpf-l3", "h1", "10.0.2.1")
+	mustTrellis(t, e.state, "down", "ebpf-l3")
+	waitNoTableServers(t, e.state)
+	e.assertClean()
+}
+
+// upKilledWhen runs `trellis up` of topoPath and kills it with SIGKILL as soon as cond holds
+// (polled every few milliseconds); the test fails if up ends first.
+func upKilledWhen(t *testing.T, state, topoPath, what string, cond func() bool) {
+	t.Helper()
+	cmd := exec.Command(trellisBin, "--state-dir", state, "up", topoPath)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for !cond() {
+		select {
+		case err := <-done:
+			t.Fatalf("up ended (%v) before %s: %s", err, what, out.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cmd.Process.Kill()
+	t.Logf("up killed once %s: %v", what, <-done)
 }
 
 // TestEbpfVMRefused: a VM node with a dataplane program is refused by diff and up, naming the
