@@ -24,7 +24,9 @@ program reads as a __u32 is little-endian on x86 and arm64 (port 2: 02000000). T
 trellis fills itself (trellis_ports, trellis_port_of) are read-only. Example
 (examples/ebpf/l3): the route to 10.0.2.0/24, an LPM key {__u32 prefixlen; __u8 addr[4]},
 through port 2 to 02:aa:bb:cc:dd:ee, a value {__u8 mac[6]; __u16 port}:
-  trellis table ebpf-l3 s1 routes set 18000000.0a000200 02aabbccddee.0200`,
+  trellis table ebpf-l3 s1 routes set 18000000.0a000200 02aabbccddee.0200
+The same operations are offered by the HTTP API (trellis serve), the Python package, and, to
+a process of the node's root, the socket @trellis/tables inside the node.`,
 		Args: tableArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := store()
