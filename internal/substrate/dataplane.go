@@ -132,6 +132,9 @@ func (a *applier) convergePrograms(ctx context.Context) error {
 // and ends those of the nodes that have none now.
 func (a *applier) convergeTableServers(ctx context.Context) error {
 	p := a.env.Plan
+	if !hasProgram(p) {
+		return nil // a server ends with its node, and a node that loses its program restarts
+	}
 	keep := map[string]bool{}
 	for _, nd := range p.Nodes {
 		keep[nd.Name] = nd.Dataplane != nil
@@ -196,10 +199,15 @@ func programChanges(old, p *plan.Plan) []Change {
 	return out
 }
 
+// hasProgram tells whether a node of plan p has a dataplane program.
+func hasProgram(p *plan.Plan) bool {
+	return slices.ContainsFunc(p.Nodes, func(nd *plan.Node) bool { return nd.Dataplane != nil })
+}
+
 // serverChanges are the changes `up` and `diff` show for the table servers of nodes with a
 // program that do not run (killed), in a plan that is otherwise unchanged.
 func serverChanges(stateID string, old, p *plan.Plan) ([]Change, error) {
-	if old == nil {
+	if old == nil || !hasProgram(p) {
 		return nil, nil
 	}
 	found, err := tablesock.Servers(stateID, p.NetID)
