@@ -15,8 +15,9 @@ import (
 
 func main() {
 	// trellis re-executes itself as a node's forwarding engines helper, as a port's delay line
-	// (internal/delay), as a programmable node's table server (internal/tablesock) and to join a node's control groups, and is the agent in a VM node's
-	// guest. (A node's init is a program of its own, internal/node/nodeinit.)
+	// (internal/delay), as a programmable node's table server (internal/tablesock) and to join
+	// a node's control groups, and is the agent in a VM node's guest. (A node's init is a
+	// program of its own, internal/node/nodeinit.)
 	switch {
 	case os.Getpid() == 1 && os.Args[0] == guest.InitPath: // a VM node's guest agent
 		guest.Main(engines.ServeGuest)

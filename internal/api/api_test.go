@@ -282,8 +282,8 @@ func TestOpenAPI(t *testing.T) {
 		"/networks/{network}/links/{link}/impairments put": "set-link-impairments", "/networks/{network}/nodes/{node}/exec post": "exec",
 		"/networks/{network}/links/{link}/capture get": "capture", "/networks/{network}/nodes/{node}/terminal get": "terminal",
 		"/networks/{network}/nodes/{node}/tables get": "list-tables", "/networks/{network}/nodes/{node}/tables/{table} get": "dump-table",
-		"/networks/{network}/nodes/{node}/tables/{table}/entries/{key} get": "get-table-entry",
-		"/networks/{network}/nodes/{node}/tables/{table}/entries/{key} put": "set-table-entry",
+		"/networks/{network}/nodes/{node}/tables/{table}/entries/{key} get":    "get-table-entry",
+		"/networks/{network}/nodes/{node}/tables/{table}/entries/{key} put":    "set-table-entry",
 		"/networks/{network}/nodes/{node}/tables/{table}/entries/{key} delete": "delete-table-entry"}
 	for key, id := range ops {
 		path, method, _ := strings.Cut(key, " ")

@@ -20,10 +20,10 @@ const (
 
 // TableRequest is one operation on a node's tables; Key and Value in hex (ParseHex).
 type TableRequest struct {
-	Op    string `json:"op" enum:"tables,dump,get,set,del" doc:"tables, dump, get, set or del"`
-	Table string `json:"table,omitempty" doc:"the table's name (all but tables)"`
-	Key   string `json:"key,omitempty" doc:"the key in hex (get, set, del)"`
-	Value string `json:"value,omitempty" doc:"the value in hex (set)"`
+	Op    string `json:"op"`              // OpTables, OpDump, OpGet, OpSet or OpDel
+	Table string `json:"table,omitempty"` // all but OpTables
+	Key   string `json:"key,omitempty"`   // OpGet, OpSet, OpDel
+	Value string `json:"value,omitempty"` // OpSet
 }
 
 // HexEntry is one entry of a table, key and value in hex.
@@ -83,7 +83,10 @@ func (u *UserProgram) Do(r TableRequest) (*TableReply, error) {
 	case OpDel:
 		err = u.Delete(r.Table, key)
 	}
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ParseHex reads bytes written in hex, with an optional 0x and separators (. : - _ space).
