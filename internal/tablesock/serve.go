@@ -123,6 +123,9 @@ func listenIn(pid int) (*net.UnixListener, error) {
 			return
 		}
 		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: Name, Net: "unix"})
+		if errors.Is(err, unix.EADDRINUSE) {
+			err = fmt.Errorf("a process of the node holds %s already: end it, and run trellis up again", Name)
+		}
 		ch <- result{ln, err}
 	}()
 	r := <-ch
