@@ -10,12 +10,14 @@ import (
 	"github.com/trellisnet/trellis/internal/engines"
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/tablesock"
 )
 
 func main() {
 	// trellis re-executes itself as a node's forwarding engines helper, as a port's delay line
-	// (internal/delay) and to join a node's control groups, and is the agent in a VM node's
-	// guest. (A node's init is a program of its own, internal/node/nodeinit.)
+	// (internal/delay), as a programmable node's table server (internal/tablesock) and to join
+	// a node's control groups, and is the agent in a VM node's guest. (A node's init is a
+	// program of its own, internal/node/nodeinit.)
 	switch {
 	case os.Getpid() == 1 && os.Args[0] == guest.InitPath: // a VM node's guest agent
 		guest.Main(engines.ServeGuest)
@@ -23,6 +25,8 @@ func main() {
 		engines.Main()
 	case os.Args[0] == delay.LineArg0:
 		delay.LineMain()
+	case os.Args[0] == tablesock.Arg0:
+		tablesock.Main()
 	case len(os.Args) > 1 && os.Args[1] == node.JoinArg:
 		node.JoinMain(os.Args[2:])
 	}

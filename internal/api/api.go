@@ -60,7 +60,7 @@ type Server struct {
 func New(ctx context.Context, st *state.Store, opts Options) *Server {
 	s := &Server{st: st, cl: opts.Cluster, base: ctx, opts: opts, mux: http.NewServeMux()}
 	cfg := huma.DefaultConfig("Trellis", Version)
-	cfg.Info.Description = "Virtual networks on this machine: list, inspect, up (apply a topology file), diff, down, link state and impairments, exec in nodes."
+	cfg.Info.Description = "Virtual networks on this machine: list, inspect, up (apply a topology file), diff, down, link state and impairments, exec in nodes, the tables of nodes' dataplane programs."
 	cfg.OpenAPIPath = "/openapi" // serves /openapi.json and /openapi.yaml
 	cfg.DocsPath = ""            // the docs page loads scripts from the internet
 	cfg.CreateHooks = nil        // no $schema fields: bodies are as `trellis inspect --json` prints
@@ -117,6 +117,7 @@ func (s *Server) register() {
 	s.registerExec()
 	s.registerTerminal()
 	s.registerCapture()
+	s.registerTables()
 }
 
 // logRequests writes one line per request: method, path, status and time taken.

@@ -114,6 +114,15 @@ func TestErrors(t *testing.T) {
 			body: `{"argv":["true"],"timeout":-1}`, status: 422, first: &ProblemDetail{Location: "body.timeout", Value: -1.0}},
 		{name: "exec body malformed", method: "POST", path: "/networks/nope/nodes/a/exec", ctype: "application/json",
 			body: `{"argv":["true"`, status: 400},
+		{name: "tables of unknown network", method: "GET", path: "/networks/nope/nodes/s1/tables", status: 404, detail: "no network named nope"},
+		{name: "dump of unknown network", method: "GET", path: "/networks/nope/nodes/s1/tables/routes", status: 404, detail: "no network named nope"},
+		{name: "set entry of unknown network", method: "PUT", path: "/networks/nope/nodes/s1/tables/routes/entries/0a", ctype: "application/json",
+			body: `{"value":"0b"}`, status: 404, detail: "no network named nope"},
+		{name: "set entry without value", method: "PUT", path: "/networks/nope/nodes/s1/tables/routes/entries/0a", ctype: "application/json",
+			body: `{}`, status: 422, first: &ProblemDetail{Location: "body"}, detail: "validation failed"},
+		{name: "set entry as text", method: "PUT", path: "/networks/nope/nodes/s1/tables/routes/entries/0a", ctype: "text/plain",
+			body: `{"value":"0b"}`, status: 415, detail: "takes a body of type application/json"},
+		{name: "delete entry of unknown network", method: "DELETE", path: "/networks/nope/nodes/s1/tables/routes/entries/0a", status: 404, detail: "no network named nope"},
 		{name: "up with no body", method: "POST", path: "/networks", ctype: "application/yaml", status: 400, detail: "request body is required"},
 		{name: "up of blanks", method: "POST", path: "/networks", ctype: "application/yaml", body: "\n  \n", status: 400, detail: "no body",
 			first: &ProblemDetail{Location: "body"}},
@@ -271,7 +280,11 @@ func TestOpenAPI(t *testing.T) {
 	ops := map[string]string{"/networks get": "list-networks", "/networks post": "up", "/networks/{network} get": "inspect-network",
 		"/networks/{network} delete": "down", "/diff post": "diff", "/networks/{network}/links/{link}/state put": "set-link-state",
 		"/networks/{network}/links/{link}/impairments put": "set-link-impairments", "/networks/{network}/nodes/{node}/exec post": "exec",
-		"/networks/{network}/links/{link}/capture get": "capture", "/networks/{network}/nodes/{node}/terminal get": "terminal"}
+		"/networks/{network}/links/{link}/capture get": "capture", "/networks/{network}/nodes/{node}/terminal get": "terminal",
+		"/networks/{network}/nodes/{node}/tables get": "list-tables", "/networks/{network}/nodes/{node}/tables/{table} get": "dump-table",
+		"/networks/{network}/nodes/{node}/tables/{table}/entries/{key} get":    "get-table-entry",
+		"/networks/{network}/nodes/{node}/tables/{table}/entries/{key} put":    "set-table-entry",
+		"/networks/{network}/nodes/{node}/tables/{table}/entries/{key} delete": "delete-table-entry"}
 	for key, id := range ops {
 		path, method, _ := strings.Cut(key, " ")
 		op := doc.Paths[path][method]

@@ -1,20 +1,14 @@
 package cli
 
 import (
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
-
-// errNoEntry is returned by `table get` for a key the table does not have.
-var errNoEntry = errors.New("no entry")
 
 func tableCmd(store storeFunc) *cobra.Command {
 	return &cobra.Command{
@@ -30,7 +24,9 @@ program reads as a __u32 is little-endian on x86 and arm64 (port 2: 02000000). T
 trellis fills itself (trellis_ports, trellis_port_of) are read-only. Example
 (examples/ebpf/l3): the route to 10.0.2.0/24, an LPM key {__u32 prefixlen; __u8 addr[4]},
 through port 2 to 02:aa:bb:cc:dd:ee, a value {__u8 mac[6]; __u16 port}:
-  trellis table ebpf-l3 s1 routes set 18000000.0a000200 02aabbccddee.0200`,
+  trellis table ebpf-l3 s1 routes set 18000000.0a000200 02aabbccddee.0200
+The same operations are offered by the HTTP API (trellis serve), the Python package, and, to
+a process of the node's root, the socket @trellis/tables inside the node.`,
 		Args: tableArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := store()
@@ -67,7 +63,7 @@ func tableArgs(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("table %s %s takes %d argument(s) after it", args[2], args[3], n-4)
 	}
 	for _, a := range args[4:] {
-		if _, err := parseHex(a); err != nil {
+		if _, err := dataplane.ParseHex(a); err != nil {
 			return err
 		}
 	}
@@ -88,51 +84,25 @@ func listTables(out io.Writer, tables []dataplane.Table) error {
 }
 
 func tableVerb(out io.Writer, u *dataplane.UserProgram, table string, args []string) error {
-	verb := "dump"
+	r := dataplane.TableRequest{Op: dataplane.OpDump, Table: table}
 	if len(args) > 0 {
-		verb = args[0]
+		r.Op = args[0]
 	}
-	var hexes [][]byte
-	for _, a := range args[min(1, len(args)):] {
-		b, _ := parseHex(a) // checked by tableArgs
-		hexes = append(hexes, b)
+	if len(args) > 1 {
+		r.Key = args[1]
 	}
-	switch verb {
-	case "get":
-		v, err := u.Get(table, hexes[0])
-		if err != nil {
-			return err
-		}
-		if v == nil {
-			return fmt.Errorf("table %s: %w for key %s", table, errNoEntry, hex.EncodeToString(hexes[0]))
-		}
-		fmt.Fprintln(out, hex.EncodeToString(v))
-	case "set":
-		return u.Set(table, hexes[0], hexes[1])
-	case "del":
-		found, err := u.Delete(table, hexes[0])
-		if err == nil && !found {
-			err = fmt.Errorf("table %s: %w for key %s", table, errNoEntry, hex.EncodeToString(hexes[0]))
-		}
+	if len(args) > 2 {
+		r.Value = args[2]
+	}
+	reply, err := u.Do(r)
+	if err != nil {
 		return err
-	default:
-		entries, err := u.Dump(table)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			fmt.Fprintf(out, "%s %s\n", hex.EncodeToString(e.Key), hex.EncodeToString(e.Value))
-		}
+	}
+	if r.Op == dataplane.OpGet {
+		fmt.Fprintln(out, reply.Value)
+	}
+	for _, e := range reply.Entries {
+		fmt.Fprintf(out, "%s %s\n", e.Key, e.Value)
 	}
 	return nil
-}
-
-// parseHex reads bytes written in hex, with optional 0x and separators (. : - _).
-func parseHex(s string) ([]byte, error) {
-	clean := strings.NewReplacer(".", "", ":", "", "-", "", "_", "", " ", "").Replace(strings.TrimPrefix(s, "0x"))
-	b, err := hex.DecodeString(clean)
-	if err != nil || len(b) == 0 {
-		return nil, fmt.Errorf("%q is not hex bytes: write each byte as two hex digits, e.g. 0a000201 or 0a:00:02:01", s)
-	}
-	return b, nil
 }

@@ -36,6 +36,10 @@ var (
 	ErrVerifier  = errors.New("dataplane: the kernel's verifier rejected the program")
 	ErrNoTable   = errors.New("dataplane: no such table")
 	ErrEntrySize = errors.New("dataplane: wrong size")
+	ErrReadOnly  = errors.New("dataplane: refused")
+	ErrNoEntry   = errors.New("no entry")
+	ErrBadHex    = errors.New("not hex bytes")
+	ErrBadOp     = errors.New("dataplane: no such table operation")
 )
 
 // Names of the maps trellis.h declares and trellis fills.

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -50,7 +51,7 @@ func (u *UserProgram) table(name string, key, value []byte, write bool) (*ebpf.M
 		return nil, fmt.Errorf("%w %q: the program's tables are %s", ErrNoTable, name, strings.Join(names, ", "))
 	}
 	if write && readOnlyTable(name) {
-		return nil, fmt.Errorf("%w: table %s is trellis's own (the port numbers): it is read-only", ErrProgram, name)
+		return nil, fmt.Errorf("%w: table %s is trellis's own (the port numbers): it is read-only", ErrReadOnly, name)
 	}
 	if t := m.Type(); t == ebpf.PerCPUArray || t == ebpf.PerCPUHash || t == ebpf.LRUCPUHash || t == ebpf.PerCPUCGroupStorage {
 		return nil, fmt.Errorf("%w: table %s is a per-CPU map (%s): not readable through trellis table yet", ErrProgram, name, m.Type())
@@ -64,7 +65,7 @@ func (u *UserProgram) table(name string, key, value []byte, write bool) (*ebpf.M
 	return m, nil
 }
 
-// Get returns the value of key in table name; nil if the table has no such key.
+// Get returns the value of key in table name (ErrNoEntry if the table has no such key).
 func (u *UserProgram) Get(name string, key []byte) ([]byte, error) {
 	m, err := u.table(name, key, nil, false)
 	if err != nil {
@@ -73,6 +74,9 @@ func (u *UserProgram) Get(name string, key []byte) ([]byte, error) {
 	v, err := m.LookupBytes(key)
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: table %s: %w", name, err)
+	}
+	if v == nil {
+		return nil, fmt.Errorf("table %s: %w for key %s", name, ErrNoEntry, hex.EncodeToString(key))
 	}
 	return v, nil
 }
@@ -89,18 +93,18 @@ func (u *UserProgram) Set(name string, key, value []byte) error {
 	return nil
 }
 
-// Delete removes key from table name; false if it was not there.
-func (u *UserProgram) Delete(name string, key []byte) (bool, error) {
+// Delete removes key from table name (ErrNoEntry if it was not there).
+func (u *UserProgram) Delete(name string, key []byte) error {
 	m, err := u.table(name, key, nil, true)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if err := m.Delete(key); errors.Is(err, ebpf.ErrKeyNotExist) {
-		return false, nil
+		return fmt.Errorf("table %s: %w for key %s", name, ErrNoEntry, hex.EncodeToString(key))
 	} else if err != nil {
-		return false, fmt.Errorf("dataplane: table %s: %w", name, err)
+		return fmt.Errorf("dataplane: table %s: %w", name, err)
 	}
-	return true, nil
+	return nil
 }
 
 // Dump returns every entry of table name.

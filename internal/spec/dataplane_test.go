@@ -53,7 +53,7 @@ func TestParseDataplane(t *testing.T) {
 		{"port unnumbered", "    dataplane: {program: sw.c}\n", "uplink", "eth2", nil, "interface uplink of s1"},
 		{"same port twice", "    dataplane: {program: sw.c}\n", "eth1", "swp1", nil, "interfaces eth1 and swp1 of s1 are both port 1"},
 		{"with engines", "    dataplane: {program: sw.c}\n    engines: 2\n", "eth1", "eth2", nil, "forwards with it, not with engines"},
-		{"not a container", "    dataplane: {program: sw.c}\n    kind: vm\n", "eth1", "eth2", nil, "needs a node of kind container"},
+		{"not a container", "    dataplane: {program: sw.c}\n    kind: vm\n", "eth1", "eth2", nil, "6: nodes.s1.dataplane: a dataplane program needs a node of kind container, not vm; remove dataplane, or the node's kind"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

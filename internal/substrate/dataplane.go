@@ -16,6 +16,7 @@ import (
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/tablesock"
 )
 
 // ErrNoProgram is returned for a node that has no dataplane program, or none running.
@@ -124,6 +125,41 @@ func (a *applier) convergePrograms(ctx context.Context) error {
 			return fmt.Errorf("node %s: %w", nd.Name, err)
 		}
 	}
+	return a.convergeTableServers(ctx)
+}
+
+// convergeTableServers runs the table server (internal/tablesock) of each node with a program,
+// and ends those of the nodes that have none now.
+func (a *applier) convergeTableServers(ctx context.Context) error {
+	p := a.env.Plan
+	if !hasProgram(p) {
+		return nil // a server ends with its node, and a node that loses its program restarts
+	}
+	keep := map[string]bool{}
+	for _, nd := range p.Nodes {
+		keep[nd.Name] = nd.Dataplane != nil
+	}
+	if err := tablesock.KillExcept(a.env.Store.ID, p.NetID, keep); err != nil {
+		return err
+	}
+	for _, nd := range p.Nodes {
+		in, ok := a.running[nd.Name]
+		if nd.Dataplane == nil || !ok {
+			continue
+		}
+		c := tablesock.Config{Node: nd.Name, PID: in.PID}
+		for _, l := range p.Links {
+			for _, port := range l.Ports {
+				if port.Node == nd.Name {
+					c.Ports = append(c.Ports, port.Name)
+				}
+			}
+		}
+		sort.Strings(c.Ports)
+		if err := tablesock.Ensure(ctx, a.env.Store.ID, p.NetID, c); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -161,6 +197,32 @@ func programChanges(old, p *plan.Plan) []Change {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// hasProgram tells whether a node of plan p has a dataplane program.
+func hasProgram(p *plan.Plan) bool {
+	return slices.ContainsFunc(p.Nodes, func(nd *plan.Node) bool { return nd.Dataplane != nil })
+}
+
+// serverChanges are the changes `up` and `diff` show for the table servers of nodes with a
+// program that do not run (killed), in a plan that is otherwise unchanged.
+func serverChanges(stateID string, old, p *plan.Plan) ([]Change, error) {
+	if old == nil || !hasProgram(p) {
+		return nil, nil
+	}
+	found, err := tablesock.Servers(stateID, p.NetID)
+	if err != nil {
+		return nil, err
+	}
+	var out []Change
+	for _, nd := range p.Nodes {
+		if on := nodeOf(old, nd.Name); nd.Dataplane != nil && on != nil && on.Dataplane != nil {
+			if _, ok := found[nd.Name]; !ok {
+				out = append(out, Change{Op: "change", Object: "program", Name: nd.Name, What: []string{"its table server is not running: started again"}})
+			}
+		}
+	}
+	return out, nil
 }
 
 // NodeProgram opens the program running on node of a network on this machine, with its

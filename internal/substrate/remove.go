@@ -11,6 +11,7 @@ import (
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/tablesock"
 	"github.com/vishvananda/netlink"
 )
 
@@ -43,6 +44,9 @@ func remove(st *state.Store, rec *state.Record) error {
 		return err
 	}
 	if err := delay.KillExcept(st.ID, rec.NetID, nil); err != nil {
+		return err
+	}
+	if err := tablesock.KillExcept(st.ID, rec.NetID, nil); err != nil {
 		return err
 	}
 	running, err := runningNodes(env)

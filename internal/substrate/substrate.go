@@ -157,7 +157,11 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 	if err != nil {
 		return nil, err
 	}
-	changes = append(append(append(changes, ec...), lc...), programChanges(old, p)...)
+	sc, err := serverChanges(st.ID, old, p)
+	if err != nil {
+		return nil, err
+	}
+	changes = append(append(append(append(changes, ec...), lc...), programChanges(old, p)...), sc...)
 	if len(changes) == 0 && rec.Status == state.Up {
 		if rec.File != file { // the record says which file it holds (UpKeepLive relies on it)
 			rec.File = file
@@ -264,6 +268,10 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 		if err != nil {
 			return nil, err
 		}
+		sc, err := serverChanges(st.ID, old, p)
+		if err != nil {
+			return nil, err
+		}
 		changes := Diff(old, p, running)
 		noteDelays(changes, p, nil)
 		if rec.Status == state.Up {
@@ -276,7 +284,7 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 					What: []string{"up refuses this without --replug, " + ErrReplug.Error() + ": " + refusal(soft)}})
 			}
 		}
-		return append(append(append(changes, ec...), lc...), programChanges(old, p)...), nil
+		return append(append(append(append(changes, ec...), lc...), programChanges(old, p)...), sc...), nil
 	}
 	ec, err := engineChanges(st, old, p, nil, nil)
 	if err != nil {

@@ -522,7 +522,7 @@ type hostSnapshot struct {
 	Qdiscs map[string]string // qdisc description -> link name
 	Netns  map[uint64][]int  // network namespace inode -> pids of processes in it
 	Progs  map[uint32]bool   // loaded eBPF program ids
-	Nodes  map[int]string    // pid -> command line of trellis-node processes
+	Nodes  map[int]string    // pid -> command line of trellis-node (and trellis-tables) processes
 	// Groups are the nodes' control groups ("HIERARCHY/trellis/STATEID.NETID.NODE"), the
 	// networks' /etc copies where trellis kept them on disk before they moved to memory
 	// ("/run/trellis/STATEID/etc/NETWORK"), the networks' VM socket directories
@@ -603,7 +603,7 @@ func takeSnapshot() (*hostSnapshot, error) {
 
 	s.procs = readProcs()
 	for pid, p := range s.procs {
-		if len(p.cmdline) > 0 && p.cmdline[0] == "trellis-node" {
+		if len(p.cmdline) > 0 && (p.cmdline[0] == "trellis-node" || p.cmdline[0] == "trellis-tables") {
 			s.Nodes[pid] = strings.Join(p.cmdline, " ")
 		}
 		if vm := qemuMarker(p.cmdline); vm != "" {
@@ -761,7 +761,7 @@ func (s *hostSnapshot) procOurs(pid int) bool {
 			break
 		}
 		walk = append(walk, p)
-		if len(p.cmdline) > 1 && (p.cmdline[0] == "trellis-node" || p.cmdline[0] == "trellis-engines" || p.cmdline[0] == "trellis-delayline") && s.stateIDs[p.cmdline[1]] {
+		if len(p.cmdline) > 1 && (p.cmdline[0] == "trellis-node" || p.cmdline[0] == "trellis-engines" || p.cmdline[0] == "trellis-delayline" || p.cmdline[0] == "trellis-tables") && s.stateIDs[p.cmdline[1]] {
 			result = true
 			break
 		}

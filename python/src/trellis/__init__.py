@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional
 from .client import DEFAULT_STATE_DIR, APIError, Client, ProblemDetail, read_token
 from .network import Change, CommandError, ExecResult, Link, Network, Node, _post_file
 from .server import Server, find_binary
+from .tables import NodeTables, Table, TableError
 
 __all__ = [
     "up",
@@ -33,6 +34,9 @@ __all__ = [
     "APIError",
     "ProblemDetail",
     "CommandError",
+    "Table",
+    "NodeTables",
+    "TableError",
     "Server",
     "find_binary",
     "DEFAULT_STATE_DIR",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .client import Client
+from .tables import APITables, Table
 
 __all__ = ["Network", "Node", "Link", "ExecResult", "Change", "CommandError"]
 
@@ -101,6 +102,16 @@ class Node:
         if check and not r.ok:
             raise CommandError(self.name, ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else cmd, r)
         return r.stdout + r.stderr
+
+    def tables(self) -> List[Dict[str, Any]]:
+        """The tables of the node's dataplane program (``trellis table NET NODE``): name, type,
+        key_size, value_size, max_entries, read_only."""
+        return APITables(self.net.client, self.net.name, self.name).tables()
+
+    def table(self, name: str) -> Table:
+        """The table ``name`` of the node's dataplane program: ``get``, ``set``, ``delete``,
+        ``dump``, with keys and values as bytes or hex (docs/ebpf-nodes.md)."""
+        return APITables(self.net.client, self.net.name, self.name).table(name)
 
     def info(self) -> Dict[str, Any]:
         """The node as inspect shows it: pid, running, interfaces with addresses."""
