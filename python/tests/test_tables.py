@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import trellis
-from conftest import REPO
+from conftest import REPO, missing
 
 SRC = REPO / "python" / "src" / "trellis" / "tables.py"
 
@@ -18,7 +18,7 @@ SRC = REPO / "python" / "src" / "trellis" / "tables.py"
 @pytest.fixture
 def l3(client: trellis.Client, tmp_path: Path):
     if not shutil.which("clang"):
-        pytest.fail("clang is not installed: it compiles the node's program (apt-get install clang; scripts/setup.sh)")
+        missing("clang is not installed: it compiles the node's program (apt-get install clang; scripts/setup.sh)")
     for f in ("l3.yaml", "l3.c"):
         shutil.copy(REPO / "examples" / "ebpf" / "l3" / f, tmp_path / f)
     with trellis.up(str(tmp_path / "l3.yaml"), client=client) as net:
