@@ -28,9 +28,10 @@ var PrivateDirs = []struct {
 const ReadyFile = "/run/.trellis/ready"
 
 // mountPrivate makes the node's file system, as host root on the setup thread, in a copy of
-// the base tree (base.go; spawnOne): the host's, read-only, with private writable directories
-// owned by the node's root, a private /etc and a /dev of its own (dev.go); or, with
-// cfg.Rootfs, that directory as its root (rootfs.go). The node's init gets a locked copy of it.
+// the base tree (base.go; spawnOne), or of the host's for a node with cfg.Rootfs: the host's,
+// read-only, with private writable directories owned by the node's root, a private /etc and
+// a /dev of its own (dev.go); or, with cfg.Rootfs, that directory as its root (rootfs.go).
+// The node's init gets a locked copy of it.
 func mountPrivate(cfg Config) error {
 	var etc *os.File
 	root := "/"
@@ -61,6 +62,9 @@ func mountPrivate(cfg Config) error {
 			return mountEtc(root, fmt.Sprintf("/proc/self/fd/%d", etc.Fd()), cfg.UIDBase)
 		}},
 	)
+	if cfg.Rootfs != "" {
+		steps = append(steps, step{"changing root to " + cfg.Rootfs, func() error { return pivot(cfg.Rootfs) }})
+	}
 	for _, s := range steps {
 		if err := s.do(); err != nil {
 			if etc != nil {

@@ -164,7 +164,7 @@ func spawnOne(base int, req SpawnRequest, files []uintptr, cgroupFD int) (int, e
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread goes with this goroutine
-		if err := enterBase(base); err != nil {
+		if err := enterBase(base, req.Rootfs != ""); err != nil {
 			done <- result{0, err}
 			return
 		}
@@ -199,8 +199,20 @@ func spawnOne(base int, req SpawnRequest, files []uintptr, cgroupFD int) (int, e
 }
 
 // enterBase gives the calling thread, locked to it, a mount namespace of its own that is a
-// copy of the base tree's (base, a descriptor of its namespace).
-func enterBase(base int) error {
+// copy of the base tree's (base, a descriptor of its namespace); with hostTree (a node with
+// its own root file system, which pivot detaches from the host's anyway), a copy of the
+// spawner's, made private.
+func enterBase(base int, hostTree bool) error {
+	if hostTree {
+		// CLONE_NEWNS unshares the thread's root and working directory too (CLONE_FS).
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("new mount namespace: %w", err)
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return fmt.Errorf("making mounts private: %w", err)
+		}
+		return nil
+	}
 	// setns into a mount namespace needs a root and working directory of the thread's own.
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unsharing the file system attributes: %w", err)
