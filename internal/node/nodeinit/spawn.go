@@ -150,8 +150,8 @@ func reply(r SpawnReply) {
 }
 
 // spawnOne makes the node's file system on a thread of its own in a copy of the base tree's
-// mount namespace (base, prepareBase; mountPrivate), then starts the init from that thread in the node's namespaces, its user
-// namespace mapped onto req.UIDBase, with files as its fds 0 to 5 and, if cgroupFD >= 0,
+// mount namespace (base, prepareBase; enterBase, mountPrivate), then starts the init from that
+// thread in the node's namespaces, its user namespace mapped onto req.UIDBase, with files as its fds 0 to 5 and, if cgroupFD >= 0,
 // straight into that cgroup v2 group. The init's mount namespace is a copy made for a less
 // privileged user namespace, so the kernel locks every mount in it: the node's root cannot
 // unmount its private directories to reach the host's beneath. The thread ends with its
