@@ -51,7 +51,19 @@ func TestNodeMounts(t *testing.T) {
 					t.Errorf("%s: node %s's mount at %s propagates (%s), want private", when, name, m.target, m.propagation)
 				}
 			}
-			t.Logf("%s: node %s has %d mounts (the host %d)", when, name, len(mounts), len(host))
+			// Every superblock a node mounts costs memory in every memory cgroup of the machine
+			// (docs/benchmarks.md, deploy notes): the node's own are /dev, devpts, six private
+			// tmpfs, /etc's overlay, proc and sysfs; the masked /proc directories are binds.
+			sbs := map[string]bool{}
+			for _, m := range mounts {
+				if !slices.ContainsFunc(host, func(h mountEntry) bool { return h.dev == m.dev }) {
+					sbs[m.dev] = true
+				}
+			}
+			if len(sbs) > maxNodeSuperblocks {
+				t.Errorf("%s: node %s mounts %d superblocks of its own, want at most %d", when, name, len(sbs), maxNodeSuperblocks)
+			}
+			t.Logf("%s: node %s has %d mounts (the host %d), %d superblocks of its own", when, name, len(mounts), len(host), len(sbs))
 		}
 	}
 	check("after up")
@@ -70,6 +82,10 @@ func TestNodeMounts(t *testing.T) {
 	mustTrellis(t, e.state, "down", "mounts")
 }
 
+// maxNodeSuperblocks is how many superblocks a node mounts (5ddc709: 12, with an empty tmpfs
+// over each masked directory of /proc).
+const maxNodeSuperblocks = 11
+
 // under tells whether path p lies strictly beneath one of dirs.
 func under(p string, dirs ...string) bool {
 	for _, d := range dirs {
@@ -80,9 +96,10 @@ func under(p string, dirs ...string) bool {
 	return false
 }
 
-type mountEntry struct{ target, fstype, propagation string }
+type mountEntry struct{ dev, target, fstype, propagation string }
 
-// mountinfo reads a mountinfo file: each mount's point, type and propagation tags (shared:N,
+// mountinfo reads a mountinfo file: each mount's superblock (major:minor), point, type and
+// propagation tags (shared:N,
 // master:N; "" for a private mount).
 func mountinfo(t *testing.T, path string) []mountEntry {
 	t.Helper()
@@ -103,7 +120,7 @@ func mountinfo(t *testing.T, path string) []mountEntry {
 				tags = append(tags, o)
 			}
 		}
-		out = append(out, mountEntry{target: f[4], fstype: after[0], propagation: strings.Join(tags, " ")})
+		out = append(out, mountEntry{dev: f[2], target: f[4], fstype: after[0], propagation: strings.Join(tags, " ")})
 	}
 	return out
 }

@@ -27,6 +27,12 @@ var PrivateDirs = []struct {
 // it was being started by a trellis that was killed, and is started again.
 const ReadyFile = "/run/.trellis/ready"
 
+// emptyDir is an empty directory of host root's in a node's /run, bound read-only over the
+// masked directories of its /proc (proc.go): a bind, not an empty tmpfs of its own, because
+// every superblock a node mounts costs memory in every memory cgroup of the machine (the
+// kernel's per-cgroup shrinker info: docs/benchmarks.md, deploy notes).
+const emptyDir = "/run/.trellis/empty"
+
 // mountPrivate makes the node's file system, as host root on the setup thread, in a copy of
 // the base tree (base.go; spawnOne), or of the host's for a node with cfg.Rootfs: the host's,
 // read-only, with private writable directories owned by the node's root, a private /etc and
@@ -105,6 +111,15 @@ func mountTmpfs(root string, size uint64, base uint32) error {
 	}
 	ready := filepath.Join(root, ReadyFile)
 	if err := os.MkdirAll(filepath.Dir(ready), 0o755); err != nil {
+		return err
+	}
+	// What the init binds over the masked directories of /proc: empty, and host root's, which
+	// the node's root cannot write into (its uid is not mapped in the node).
+	empty := filepath.Join(root, emptyDir)
+	if err := os.Mkdir(empty, 0o555); err != nil {
+		return err
+	}
+	if err := os.Chmod(empty, 0o555); err != nil {
 		return err
 	}
 	return os.WriteFile(ready, nil, 0o600) // empty: not ready (MarkReady)
