@@ -27,47 +27,47 @@ var PrivateDirs = []struct {
 // it was being started by a trellis that was killed, and is started again.
 const ReadyFile = "/run/.trellis/ready"
 
-// mountPrivate makes the node's file system, as host root on the setup thread, in its own
-// mount namespace (spawnOne): the host's, read-only, with private writable directories
-// owned by the node's root, a private /etc and a /dev of its own (dev.go); or, with cfg.Rootfs, that directory as its root
-// (rootfs.go). The node's init gets a locked copy of it.
+// emptyDir is an empty directory of host root's in a node's /run, bound read-only over the
+// masked directories of its /proc (proc.go): a bind, not an empty tmpfs of its own, because
+// every superblock a node mounts costs memory in every memory cgroup of the machine (the
+// kernel's per-cgroup shrinker info: docs/benchmarks.md, deploy notes).
+const emptyDir = "/run/.trellis/empty"
+
+// mountPrivate makes the node's file system, as host root on the setup thread, in a copy of
+// the base tree (base.go; spawnOne), or of the host's for a node with cfg.Rootfs: the host's,
+// read-only, with private writable directories owned by the node's root, a private /etc and
+// a /dev of its own (dev.go); or, with cfg.Rootfs, that directory as its root (rootfs.go).
+// The node's init gets a locked copy of it.
 func mountPrivate(cfg Config) error {
 	var etc *os.File
 	root := "/"
-	readOnly := step{"making the host file system read-only", func() error {
-		return unix.MountSetattr(-1, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
-	}}
+	var steps []step
 	if cfg.Rootfs != "" {
 		root = cfg.Rootfs
-		readOnly = step{"root file system " + cfg.Rootfs, func() error { return bindRoot(cfg.Rootfs) }}
-	}
-	steps := []step{
-		{"making mounts private", func() error { return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }},
-		readOnly,
-		// /proc and /sys (not what is mounted below them) stay writable: trellis writes the
-		// init's uid and gid maps in /proc, and the kernel lets the node mount a
-		// /proc or /sys of its own (`ip netns exec` does) only where the host's mount it would
-		// reveal is not locked read-only. Their files keep their host owners and modes.
-		{"/proc and /sys", func() error {
-			for _, p := range []string{"/proc", "/sys"} {
-				if err := unix.MountSetattr(-1, filepath.Join(root, p), 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
-					return fmt.Errorf("%s: %w", p, err)
+		steps = append(steps, step{"root file system " + cfg.Rootfs, func() error { return bindRoot(cfg.Rootfs) }},
+			// As the base tree's: /proc and /sys stay writable at the mount level.
+			step{"/proc and /sys", func() error {
+				for _, p := range []string{"/proc", "/sys"} {
+					if err := unix.MountSetattr(-1, filepath.Join(root, p), 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
+						return fmt.Errorf("%s: %w", p, err)
+					}
 				}
-			}
-			return nil
-		}},
-		{"etc template " + cfg.Etc, func() (err error) {
+				return nil
+			}})
+	}
+	steps = append(steps,
+		step{"etc template " + cfg.Etc, func() (err error) {
 			// A tmpfs mounted nowhere, through trellis's descriptor (node.EtcTemplate).
 			etc, err = os.OpenFile(cfg.Etc, unix.O_PATH|unix.O_DIRECTORY, 0)
 			return err
 		}},
-		{"private /dev", func() error { return mountDev(root, cfg.UIDBase) }},
-		{"private directories", func() error { return mountTmpfs(root, cfg.TmpfsSize, cfg.UIDBase) }},
-		{"private /etc", func() error {
+		step{"private /dev", func() error { return mountDev(root, cfg.UIDBase) }},
+		step{"private directories", func() error { return mountTmpfs(root, cfg.TmpfsSize, cfg.UIDBase) }},
+		step{"private /etc", func() error {
 			defer etc.Close()
 			return mountEtc(root, fmt.Sprintf("/proc/self/fd/%d", etc.Fd()), cfg.UIDBase)
 		}},
-	}
+	)
 	if cfg.Rootfs != "" {
 		steps = append(steps, step{"changing root to " + cfg.Rootfs, func() error { return pivot(cfg.Rootfs) }})
 	}
@@ -111,6 +111,15 @@ func mountTmpfs(root string, size uint64, base uint32) error {
 	}
 	ready := filepath.Join(root, ReadyFile)
 	if err := os.MkdirAll(filepath.Dir(ready), 0o755); err != nil {
+		return err
+	}
+	// What the init binds over the masked directories of /proc: empty, and host root's, which
+	// the node's root cannot write into (its uid is not mapped in the node).
+	empty := filepath.Join(root, emptyDir)
+	if err := os.Mkdir(empty, 0o555); err != nil {
+		return err
+	}
+	if err := os.Chmod(empty, 0o555); err != nil {
 		return err
 	}
 	return os.WriteFile(ready, nil, 0o600) // empty: not ready (MarkReady)

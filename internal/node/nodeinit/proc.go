@@ -8,7 +8,7 @@ import (
 )
 
 // masked are the paths of the node's /proc that are hidden (/dev/null mounted read-only and
-// nodev over a file, an empty read-only tmpfs over a directory), as container runtimes do: they
+// nodev over a file, an empty read-only directory, emptyDir, over a directory), as container runtimes do: they
 // describe or act on the whole machine. Most are refused to a node's root anyway (its user namespace does not own the
 // host); masking makes them not even readable.
 var masked = []string{
@@ -44,7 +44,10 @@ func mountProc() error {
 		case err != nil:
 			continue // this kernel lacks it
 		case fi.IsDir():
-			err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY, "size=0")
+			err = unix.Mount(emptyDir, p, "", unix.MS_BIND, "")
+			if err == nil {
+				err = unix.MountSetattr(-1, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC})
+			}
 		default: // nodev: opening it fails, as opening the file itself does (on 6.1 the
 			// bound /dev/null did not inherit /proc's nodev, and a write to it succeeded)
 			err = unix.Mount("/dev/null", p, "", unix.MS_BIND, "")

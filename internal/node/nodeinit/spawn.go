@@ -74,6 +74,11 @@ func spawnerMain() {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", SpawnerArg0, err)
 		os.Exit(1)
 	}
+	base, err := prepareBase()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", SpawnerArg0, err)
+		os.Exit(1)
+	}
 	go reapChildren()
 	buf := make([]byte, MaxSpawnMessage)
 	oob := make([]byte, unix.CmsgSpace(3*4))
@@ -98,7 +103,7 @@ func spawnerMain() {
 			if req.Cgroup {
 				cg = fds[2]
 			}
-			pid, err := spawnOne(req, []uintptr{uintptr(fds[0]), uintptr(devnull), uintptr(devnull), uintptr(fds[1]), 4, 5}, cg)
+			pid, err := spawnOne(base, req, []uintptr{uintptr(fds[0]), uintptr(devnull), uintptr(devnull), uintptr(fds[1]), 4, 5}, cg)
 			r := SpawnReply{ID: req.ID, PID: pid}
 			if err != nil {
 				r.Err = err.Error()
@@ -144,14 +149,14 @@ func reply(r SpawnReply) {
 	}
 }
 
-// spawnOne makes the node's file system on a thread of its own in a new mount namespace
-// (mountPrivate), then starts the init from that thread in the node's namespaces, its user
-// namespace mapped onto req.UIDBase, with files as its fds 0 to 5 and, if cgroupFD >= 0,
+// spawnOne makes the node's file system on a thread of its own in a copy of the base tree's
+// mount namespace (base, prepareBase; enterBase, mountPrivate), then starts the init from that
+// thread in the node's namespaces, its user namespace mapped onto req.UIDBase, with files as its fds 0 to 5 and, if cgroupFD >= 0,
 // straight into that cgroup v2 group. The init's mount namespace is a copy made for a less
 // privileged user namespace, so the kernel locks every mount in it: the node's root cannot
 // unmount its private directories to reach the host's beneath. The thread ends with its
 // goroutine (it stays locked to it), and its mount namespace with the thread.
-func spawnOne(req SpawnRequest, files []uintptr, cgroupFD int) (int, error) {
+func spawnOne(base int, req SpawnRequest, files []uintptr, cgroupFD int) (int, error) {
 	type result struct {
 		pid int
 		err error
@@ -159,9 +164,8 @@ func spawnOne(req SpawnRequest, files []uintptr, cgroupFD int) (int, error) {
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread goes with this goroutine
-		// CLONE_NEWNS unshares the thread's root and working directory too (CLONE_FS).
-		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			done <- result{0, fmt.Errorf("new mount namespace: %w", err)}
+		if err := enterBase(base, req.Rootfs != ""); err != nil {
+			done <- result{0, err}
 			return
 		}
 		if err := mountPrivate(Config{UIDBase: req.UIDBase, Etc: req.Etc, Rootfs: req.Rootfs, TmpfsSize: req.TmpfsSize}); err != nil {
@@ -192,6 +196,34 @@ func spawnOne(req SpawnRequest, files []uintptr, cgroupFD int) (int, error) {
 	}()
 	r := <-done
 	return r.pid, r.err
+}
+
+// enterBase gives the calling thread, locked to it, a mount namespace of its own that is a
+// copy of the base tree's (base, a descriptor of its namespace); with hostTree (a node with
+// its own root file system, which pivot detaches from the host's anyway), a copy of the
+// spawner's, made private.
+func enterBase(base int, hostTree bool) error {
+	if hostTree {
+		// CLONE_NEWNS unshares the thread's root and working directory too (CLONE_FS).
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("new mount namespace: %w", err)
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return fmt.Errorf("making mounts private: %w", err)
+		}
+		return nil
+	}
+	// setns into a mount namespace needs a root and working directory of the thread's own.
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("unsharing the file system attributes: %w", err)
+	}
+	if err := unix.Setns(base, unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("entering the nodes' base tree: %w", err)
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("new mount namespace: %w", err)
+	}
+	return nil
 }
 
 // reapChildren reaps the inits that end while the spawner runs.
