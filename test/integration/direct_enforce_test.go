@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"slices"
 	"regexp"
 	"strconv"
 	"strings"
@@ -48,8 +49,12 @@ func checkDirectDown(t *testing.T, state, network, index, when string, down ...s
 		}
 	}
 	for _, ep := range l.Endpoints {
-		if ep.Port != "" {
-			t.Errorf("%s, endpoint %s:%s has port %q, want none", when, ep.Node, ep.Interface, ep.Port)
+		want := "up"
+		if slices.Contains(down, ep.Node) {
+			want = "down"
+		}
+		if ep.Port != "" || ep.State != want {
+			t.Errorf("%s, endpoint %s:%s: port %q, state %s; want no port, %s", when, ep.Node, ep.Interface, ep.Port, ep.State, want)
 		}
 	}
 	if err := tryPing(t, state, network, "a", "10.0.0.2"); err == nil {
