@@ -143,6 +143,9 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, err
 	}
 	if rec.Status == state.Up { // re-plugging is refused before anything changes
+		if err := keepPorts(rec, n, old, p, running, log); err != nil {
+			return nil, err
+		}
 		if err := checkReplug(rec, old, p, running, opt); err != nil {
 			return nil, err
 		}
