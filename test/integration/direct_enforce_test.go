@@ -3,8 +3,8 @@
 package integration
 
 import (
-	"slices"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -198,4 +198,3 @@ func TestDirectLinkImpair(t *testing.T) {
 	mustTrellis(t, e.state, "down", "dimp")
 	e.assertClean()
 }
-
