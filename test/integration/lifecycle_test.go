@@ -13,9 +13,7 @@ import (
 	"time"
 )
 
-// smallTopo is three nodes with a point-to-point link and a LAN. The point-to-point link names
-// the shortbridge: TestUpDownLeavesNothing checks that down removes its ports and programs (a
-// plain link would be one veth pair, gone with the nodes' namespaces).
+// smallTopo is three nodes with a point-to-point link and a LAN.
 const smallTopo = `name: %s
 nodes:
   a:
@@ -31,7 +29,6 @@ nodes:
       eth2: [10.1.0.3/24]
 links:
   - endpoints: [a:eth1, b:eth1]
-    connector: shortbridge
   - endpoints: [a:eth2, b:eth2, c:eth2]
 `
 

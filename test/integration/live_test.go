@@ -45,14 +45,11 @@ func liveTopo(nodes []string, links string, override map[string]string) string {
 }
 
 const (
-	ab = "  - endpoints: [a:eth1, b:eth1]\n"
-	// abPorts is link a-b with ports: the steps up to "connector" check its port's shaper and
-	// its connector's change from the shortbridge (a plain link would be one veth pair).
-	abPorts = ab + "    connector: shortbridge\n"
-	bc      = "  - endpoints: [b:eth2, c:eth1]\n"
-	cd      = "  - endpoints: [c:eth2, d:eth1]\n"
-	lan2    = "  - endpoints: [a:eth2, b:eth3]\n    name: lan\n    connector: lan\n"
-	lan3    = "  - endpoints: [a:eth2, b:eth3, c:eth3]\n    name: lan\n"
+	ab   = "  - endpoints: [a:eth1, b:eth1]\n"
+	bc   = "  - endpoints: [b:eth2, c:eth1]\n"
+	cd   = "  - endpoints: [c:eth2, d:eth1]\n"
+	lan2 = "  - endpoints: [a:eth2, b:eth3]\n    name: lan\n    connector: lan\n"
+	lan3 = "  - endpoints: [a:eth2, b:eth3, c:eth3]\n    name: lan\n"
 )
 
 var (
@@ -65,7 +62,7 @@ var (
 // and the network forwards as the file says.
 func TestLiveChanges(t *testing.T) {
 	e := start(t)
-	path := writeTopo(t, liveTopo(abc, abPorts+bc+lan2, nil))
+	path := writeTopo(t, liveTopo(abc, ab+bc+lan2, nil))
 	mustTrellis(t, e.state, "up", path)
 	b20 := map[string]string{"b:eth2": "10.0.2.20/24"}
 	var aEth1 string // a's eth1 as `ip -o link` shows it, before the bridge's MTU changes
@@ -84,21 +81,21 @@ func TestLiveChanges(t *testing.T) {
 		pings    [][2]string
 		check    func(t *testing.T, info *netInfo)
 	}{
-		{"add a node and a link", abcd, abPorts + bc + lan2 + cd, nil,
+		{"add a node and a link", abcd, ab + bc + lan2 + cd, nil,
 			[]string{"+ node d", "+ link c:eth2--d:eth1"}, nil, [][2]string{{"d", "10.0.3.3"}, {"a", "10.0.1.2"}}, nil},
-		{"add a LAN member", abcd, abPorts + bc + lan3 + cd, nil,
+		{"add a LAN member", abcd, ab + bc + lan3 + cd, nil,
 			[]string{"~ link lan: member c:eth3 added"}, nil, [][2]string{{"c", "10.0.9.1"}, {"a", "10.0.9.2"}}, nil},
-		{"LAN table size and ageing", abcd, abPorts + bc + lan3 + "    table: 2\n    ageing: 60s\n" + cd, nil,
+		{"LAN table size and ageing", abcd, ab + bc + lan3 + "    table: 2\n    ageing: 60s\n" + cd, nil,
 			[]string{"~ link lan: table default -> 2; ageing default -> 1m0s"}, nil, [][2]string{{"a", "10.0.9.2"}, {"c", "10.0.9.1"}},
 			func(t *testing.T, _ *netInfo) { // after the pings, which the LAN learnt from
 				checkLANTable(t, inspect(t, e.state, "live").link(t, "lan"), 2, 60)
 			}},
-		{"rate and duplication", abcd, abPorts + "    rate: 20mbit\n    duplicate: 1%\n" + bc + lan3 + cd, nil,
+		{"rate and duplication", abcd, ab + "    rate: 20mbit\n    duplicate: 1%\n" + bc + lan3 + cd, nil,
 			[]string{"rate none -> 20mbit", "impairment from a:eth1 none -> duplicate 1%"}, nil, [][2]string{{"a", "10.0.1.2"}},
 			func(t *testing.T, info *netInfo) {
 				checkShaperOn(t, info.link(t, "a:eth1--b:eth1").Endpoints[0].Port, true)
 			}},
-		{"MTU", abcd, abPorts + bc + "    mtu: 1400\n" + lan3 + cd, nil,
+		{"MTU", abcd, ab + bc + "    mtu: 1400\n" + lan3 + cd, nil,
 			[]string{"mtu default -> 1400", "rate 20mbit -> none"}, nil, [][2]string{{"c", "10.0.2.2"}},
 			func(t *testing.T, info *netInfo) {
 				if m := info.link(t, "b:eth2--c:eth1").MTU; m != 1400 {
