@@ -244,8 +244,8 @@ func refusal(found []string) string {
 // keepPorts keeps the ports of each link of n that has them (old) and that p would join as
 // one veth pair again, having nothing to enforce any more (a rate or a delay removed), where
 // that re-plug would take away what the nodes' software made: going back to one pair is never
-// needed, so the link keeps its ports rather than the change being refused. It says so in log.
-func keepPorts(rec *state.Record, n *spec.Network, old, p *plan.Plan, running map[string]kinds.Instance, log io.Writer) error {
+// needed, so the link keeps its ports rather than the change being refused. It says so to out.
+func keepPorts(rec *state.Record, n *spec.Network, old, p *plan.Plan, running map[string]kinds.Instance, out io.Writer) error {
 	if old == nil {
 		return nil
 	}
@@ -268,8 +268,8 @@ func keepPorts(rec *state.Record, n *spec.Network, old, p *plan.Plan, running ma
 		}
 		if len(what) > 0 {
 			l.Connector = ol.Connector
-			if log != nil {
-				fmt.Fprintf(log, "link %s keeps its ports: one veth pair again would take away %s\n", l.Name, strings.Join(what, " and "))
+			if out != nil {
+				fmt.Fprintf(out, "link %s keeps its ports: one veth pair again would take away %s\n", l.Name, strings.Join(what, " and "))
 			}
 		}
 	}

@@ -143,7 +143,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, err
 	}
 	if rec.Status == state.Up { // re-plugging is refused before anything changes
-		if err := keepPorts(rec, n, old, p, running, log); err != nil {
+		if err := keepPorts(rec, n, old, p, running, opt.Out); err != nil {
 			return nil, err
 		}
 		if err := checkReplug(rec, old, p, running, opt); err != nil {
@@ -259,6 +259,11 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 			return nil, err
 		}
 		running = digests(found)
+		if rec.Status == state.Up { // as up does: a link keeps its ports rather than be refused
+			if err := keepPorts(rec, n, old, p, found, nil); err != nil {
+				return nil, err
+			}
+		}
 		ec, err := engineChanges(st, old, p, recorded(rec, p), found)
 		if err != nil {
 			return nil, err

@@ -147,8 +147,9 @@ func pingLoss(t *testing.T, state, network string, count int, addr string) (floa
 // what the nodes' software made are enforced on the pair itself, with no re-plug and without
 // --replug: measured with real traffic (400 pings, a binomial 30 % within 20-40 %, and
 // duplicates), the interfaces kept (ifindex), the software's state kept; removed, nothing is
-// lost. A delay still needs ports: it is refused there (decision 15). On 5ddc709 the loss was
-// refused.
+// lost. A delay still needs ports: it is refused there (decision 15). A link given ports by a
+// rate keeps them when the rate goes, where one pair again would take away what a's software
+// made. On 5ddc709 the loss was refused.
 func TestDirectLinkImpair(t *testing.T) {
 	e := start(t)
 	path := writeTopo(t, rateTopo("dimp", "    connector: auto\n"))
@@ -195,6 +196,24 @@ func TestDirectLinkImpair(t *testing.T) {
 	if err == nil || !strings.Contains(stderr, "--replug") {
 		t.Errorf("link set delay on the direct link: err %v, stderr:\n%s\nwant it refused (a delay needs ports)", err, stderr)
 	}
+
+	// A rate gives it ports (the flap accepted); the rate removed, the link keeps its ports
+	// rather than be refused for going back to one pair over what a's software made again.
+	rewriteTopo(t, path, rateTopo("dimp", "    connector: auto\n    rate: 10mbit\n"))
+	mustTrellis(t, e.state, "up", "--replug", path)
+	userState(t, e.state, "dimp")
+	rewriteTopo(t, path, rateTopo("dimp", "    connector: auto\n"))
+	if d := mustTrellis(t, e.state, "diff", path); strings.Contains(d, "refuses") || strings.Contains(d, "re-plug") {
+		t.Errorf("diff without the rate said:\n%s\nwant no refusal and no re-plug (the link keeps its ports)", d)
+	}
+	if out := mustTrellis(t, e.state, "up", path); !strings.Contains(out, "link a:eth1--b:eth1 keeps its ports: one veth pair again would take away 10.9.9.1/24") {
+		t.Errorf("up without the rate said:\n%s\nwant it to say the link keeps its ports", out)
+	}
+	if l := inspect(t, e.state, "dimp").link(t, "a:eth1--b:eth1"); l.Connector != "shortbridge" || l.Rate != "" {
+		t.Errorf("after up without the rate, connector %s rate %q, want shortbridge with no rate", l.Connector, l.Rate)
+	}
+	checkUserState(t, e.state, "dimp", "after up without the rate")
+	ping(t, e.state, "dimp", "a", "10.0.0.2")
 	mustTrellis(t, e.state, "down", "dimp")
 	e.assertClean()
 }
