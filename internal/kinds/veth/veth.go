@@ -1,11 +1,12 @@
 // Package veth is the link kind "veth": a point-to-point link with nothing to enforce outside
 // its nodes, joined as containerlab and Mininet join two nodes, by one veth pair between the
 // two nodes' network namespaces, with no port in the substrate (docs/design.md, decision 5).
-// The plan chooses it for a point-to-point link with no rate, delay or tunnel, and whose nodes
-// have no engines; the link gets ports (the shortbridge) again when it needs them. A link
-// taken down, losing, duplicating or corrupting frames stays one pair: the pair's ends are
-// put down and the frames dropped or impaired by tcx programs on them (enforce.go), on Linux
-// 6.6 and later. A file may also name it, for a link that must never have ports.
+// The plan chooses it for a point-to-point link that says `connector: auto`, has no rate,
+// delay or tunnel, and whose nodes have no engines; the link gets ports (the shortbridge)
+// again when it needs them. A link taken down, losing, duplicating or corrupting frames stays
+// one pair: its ends are put down and its frames dropped or impaired by tcx programs on them
+// (enforce.go), on Linux 6.6 and later. A file may also name it, for a link that must never
+// have ports.
 package veth
 
 import (
@@ -70,7 +71,7 @@ func delayKey(l *spec.Link) string {
 
 // impairKey is the first impairment key the link gives, for the line of the message.
 func impairKey(l *spec.Link) string {
-	for _, key := range []string{"loss", "duplicate", "corrupt", "delay", "jitter", "from"} {
+	for _, key := range []string{"loss", "duplicate", "corrupt", "from"} {
 		if l.FieldLine(key) != l.Line {
 			return key
 		}
