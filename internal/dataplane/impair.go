@@ -157,13 +157,18 @@ func loadImpairSpec() (*ebpf.CollectionSpec, error) {
 // It is idempotent, works in the calling thread's network namespace, and is
 // safe to call concurrently (the last call wins).
 func SetImpairment(portIfindex int, im Impairment) error {
-	if err := setImpairment(portIfindex, im); err != nil {
+	hook, err := PortHook()
+	if err != nil {
+		return err
+	}
+	if err := setImpairment(portIfindex, im, hook); err != nil {
 		return fmt.Errorf("dataplane: set impairment on port %d (%+v): %w", portIfindex, im, err)
 	}
 	return nil
 }
 
-func setImpairment(portIfindex int, im Impairment) error {
+// setImpairment is SetImpairment attaching on hook if the port has no impairment yet.
+func setImpairment(portIfindex int, im Impairment, hook Hook) error {
 	if portIfindex <= 0 || portIfindex > int(^uint32(0)>>1) {
 		return fmt.Errorf("invalid port ifindex %d", portIfindex)
 	}
@@ -192,10 +197,6 @@ func setImpairment(portIfindex int, im Impairment) error {
 		return at.remove(h, portIfindex)
 	case at.id != 0:
 		return updateImpairment(at.id, im)
-	}
-	hook, err := PortHook()
-	if err != nil {
-		return err
 	}
 	return attachImpairment(h, hook, portIfindex, im)
 }

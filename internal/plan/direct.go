@@ -22,16 +22,33 @@ func (p *Plan) direct(sl *spec.Link, pl *Link) {
 	pl.Connector = wire
 }
 
+// WireEnforces tells whether the wire link kind can take a link down and impair its frames
+// (loss, duplication, corruption) on the nodes' own interfaces, where a node's root cannot
+// lift it (tcx, Linux 6.6). The wire kind sets it; without it, those need ports.
+var WireEnforces = func() bool { return false }
+
 // NeedsPorts tells whether link l needs its ports in the substrate: it is not point-to-point
 // between two nodes of this machine (tunnels), or something must be enforced outside its nodes,
-// where a node's root cannot lift it: a rate, an impairment (delay included), a carrier taken
-// away, or a node's forwarding engines (their classifier is on the port).
+// where a node's root cannot lift it: a rate, a delay or jitter, a node's forwarding engines
+// (their classifier is on the port), and, unless the wire kind enforces them (WireEnforces),
+// a carrier taken away and loss, duplication or corruption.
 func (l *Link) NeedsPorts() bool {
-	if len(l.Ports) != 2 || len(l.Tunnels) > 0 || l.Rate > 0 || l.Down {
+	return l.needsPorts(WireEnforces())
+}
+
+// NeedsPortsAlways tells whether link l needs its ports even on a kernel where the wire kind
+// takes a link down and impairs it (WireEnforces).
+func (l *Link) NeedsPortsAlways() bool { return l.needsPorts(true) }
+
+func (l *Link) needsPorts(onWire bool) bool {
+	if len(l.Ports) != 2 || len(l.Tunnels) > 0 || l.Rate > 0 {
+		return true
+	}
+	if l.Down && !onWire {
 		return true
 	}
 	for _, port := range l.Ports {
-		if !port.Impair.IsZero() || port.Down || port.Classify {
+		if port.Classify || port.Impair.Delays() || (!onWire && (port.Down || !port.Impair.IsZero())) {
 			return true
 		}
 	}

@@ -132,6 +132,10 @@ const Recreated = "made anew: addresses and routes their nodes' software set on 
 // direct link, kinds.Wire, joined by a connector in the substrate, or the reverse).
 const Replugged = "re-plugged: made anew, so their nodes see the carrier drop and come back, with a new ifindex; addresses and routes their nodes' software set on them go"
 
+// NoTCX is what diff adds to a re-plug that only a kernel without tcx needs: a direct link
+// taken down or impaired (loss, duplication, corruption) on Linux before 6.6.
+const NoTCX = "this kernel has no tcx (Linux 6.6 or later), which takes a direct link down and impairs it without ports"
+
 // replugText says which interfaces a change of connector between a and b re-plugs, if it
 // does: from a direct link to ports or back.
 func replugText(a, b *plan.Link) string {
@@ -145,6 +149,8 @@ func replugText(a, b *plan.Link) string {
 	how := "to ports"
 	if Wired(b) {
 		how = "to one veth pair"
+	} else if !plan.WireEnforces() && !b.NeedsPortsAlways() {
+		how += " (" + NoTCX + ")"
 	}
 	return fmt.Sprintf(" (%s %s %s)", strings.Join(eps, ", "), how, Replugged)
 }

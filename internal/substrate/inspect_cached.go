@@ -49,7 +49,7 @@ func interfaceInfos(links []rtnl.Link, addrs []rtnl.Addr, counters map[string]rt
 		if c, ok := counters[l.Name]; ok {
 			st = c
 		}
-		seen[l.Name] = ifaceSeen{MTU: l.MTU, Up: hasCarrier(l.Flags), Stats: &st}
+		seen[l.Name] = ifaceSeen{MTU: l.MTU, Up: hasCarrier(l.Flags, l.OperState), Stats: &st}
 	}
 	return out
 }

@@ -145,7 +145,7 @@ func interfaces(pid int, seen map[string]ifaceSeen) []InterfaceInfo {
 
 // seenOf is what links show of an interface that netlink decoded.
 func seenOf(a *netlink.LinkAttrs) ifaceSeen {
-	s := ifaceSeen{MTU: a.MTU, Up: hasCarrier(a.RawFlags)}
+	s := ifaceSeen{MTU: a.MTU, Up: hasCarrier(a.RawFlags, uint8(a.OperState))}
 	if st := a.Statistics; st != nil {
 		s.Stats = &rtnl.Stats{RxPackets: st.RxPackets, TxPackets: st.TxPackets, RxBytes: st.RxBytes, TxBytes: st.TxBytes,
 			RxDropped: st.RxDropped, TxDropped: st.TxDropped}
@@ -155,7 +155,8 @@ func seenOf(a *netlink.LinkAttrs) ifaceSeen {
 
 // hasCarrier tells from IFF_* flags whether an interface is up with a carrier. Unlike the
 // operational state, which the kernel's link watch sets up to a second later, the flags say
-// it at once.
-func hasCarrier(flags uint32) bool {
-	return flags&unix.IFF_UP != 0 && flags&unix.IFF_LOWER_UP != 0
+// it at once. An end of a direct link taken down is up with a carrier but DORMANT (oper, its
+// operational state: kinds/veth): it is down.
+func hasCarrier(flags uint32, oper uint8) bool {
+	return flags&unix.IFF_UP != 0 && flags&unix.IFF_LOWER_UP != 0 && netlink.LinkOperState(oper) != netlink.OperDormant
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -238,4 +239,39 @@ func checkReplug(rec *state.Record, old, p *plan.Plan, running map[string]kinds.
 // refusal says what a refused re-plug would take away, and how to make it go.
 func refusal(found []string) string {
 	return fmt.Sprintf("%s: it would go with the interfaces, made anew (decision 15). %s", strings.Join(found, "; "), ReplugFix)
+}
+
+// keepPorts keeps the ports of each link of n that has them (old) and that p would join as
+// one veth pair again, having nothing to enforce any more (a rate or a delay removed), where
+// that re-plug would take away what the nodes' software made: going back to one pair is never
+// needed, so the link keeps its ports rather than the change being refused. It says so to out.
+func keepPorts(rec *state.Record, n *spec.Network, old, p *plan.Plan, running map[string]kinds.Instance, out io.Writer) error {
+	if old == nil {
+		return nil
+	}
+	auto := map[string]bool{}
+	for _, sl := range n.Links {
+		auto[sl.Name] = sl.DefaultConnector
+	}
+	for _, l := range p.Links {
+		ol := old.Link(l.Name)
+		if ol == nil || !auto[l.Name] || Wired(ol) || !Wired(l) || ol.Connector != spec.DefaultP2PConnector {
+			continue
+		}
+		var what []string
+		for _, port := range ol.Ports {
+			soft, err := portSoft(rec, p, port, running)
+			if err != nil {
+				return fmt.Errorf("link %s: %w", l.Name, err)
+			}
+			what = append(what, soft...)
+		}
+		if len(what) > 0 {
+			l.Connector = ol.Connector
+			if out != nil {
+				fmt.Fprintf(out, "link %s keeps its ports: one veth pair again would take away %s\n", l.Name, strings.Join(what, " and "))
+			}
+		}
+	}
+	return nil
 }

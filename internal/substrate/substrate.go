@@ -143,6 +143,9 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, err
 	}
 	if rec.Status == state.Up { // re-plugging is refused before anything changes
+		if err := keepPorts(rec, n, old, p, running, opt.Out); err != nil {
+			return nil, err
+		}
 		if err := checkReplug(rec, old, p, running, opt); err != nil {
 			return nil, err
 		}
@@ -260,6 +263,11 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 			return nil, err
 		}
 		running = digests(found)
+		if rec.Status == state.Up { // as up does: a link keeps its ports rather than be refused
+			if err := keepPorts(rec, n, old, p, found, nil); err != nil {
+				return nil, err
+			}
+		}
 		ec, err := engineChanges(st, old, p, recorded(rec, p), found)
 		if err != nil {
 			return nil, err

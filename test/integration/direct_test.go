@@ -30,8 +30,8 @@ func directPair(t *testing.T, state, network string) string {
 // capture records them. A rate added live re-plugs it to ports (diff and up say so) and the
 // rate is enforced; the rate removed makes it one pair again (nothing of the nodes' software
 // on it: the re-plugs go without --replug); a re-plug is refused where a node's software added
-// an address (checkReplugRefused); `trellis link down` gives it ports whose carrier is off.
-// Down leaves nothing.
+// an address (checkReplugRefused); `trellis link down` takes it down as one pair, with no
+// port (TestDirectLinkDown tests that further). Down leaves nothing.
 func TestDirectLink(t *testing.T) {
 	e := start(t)
 	path := writeTopo(t, rateTopo("direct", "    connector: auto\n"))
@@ -83,13 +83,13 @@ func TestDirectLink(t *testing.T) {
 
 	checkReplugRefused(t, e.state, path)
 
-	// The carrier taken away: ports, down; given back: it forwards.
+	// Taken down: still one pair, no port, down; given back: it forwards.
 	mustTrellis(t, e.state, "link", "direct", "a:eth1--b:eth1", "down")
 	info = inspect(t, e.state, "direct")
 	checkExactly(t, info)
 	for _, ep := range info.link(t, "a:eth1--b:eth1").Endpoints {
-		if ep.Port == "" || ep.State != "down" {
-			t.Errorf("after link down, endpoint %s:%s: port %q state %s, want a port, down", ep.Node, ep.Interface, ep.Port, ep.State)
+		if ep.Port != "" || ep.State != "down" {
+			t.Errorf("after link down, endpoint %s:%s: port %q state %s, want no port, down", ep.Node, ep.Interface, ep.Port, ep.State)
 		}
 	}
 	if err := tryPing(t, e.state, "direct", "a", "10.0.0.2"); err == nil {
@@ -141,7 +141,7 @@ func checkDirectCapture(t *testing.T, state string) {
 }
 
 // checkReplugRefused: an address a user adds inside node a on the direct link makes every
-// live change that would re-plug the link (link down, link set, up with a rate) refused,
+// live change that would re-plug the link (link set with a delay, up with a rate) refused,
 // naming the link, the interface and the address, with nothing changed (same interface, no
 // port, the address kept); diff shows the refusal. With --replug, up re-plugs it, says that
 // the address went, and the rate is enforced. The rate removed, it is one pair again.
@@ -169,8 +169,7 @@ func checkReplugRefused(t *testing.T, state, path string) {
 			t.Errorf("after the refused %s, a:eth1 lost the user's address:\n%s", what, out)
 		}
 	}
-	refused("link down", "link", "direct", "a:eth1--b:eth1", "down")
-	refused("link set", "link", "direct", "a:eth1--b:eth1", "set", "loss=1%")
+	refused("link set", "link", "direct", "a:eth1--b:eth1", "set", "delay=5ms")
 	rewriteTopo(t, path, rateTopo("direct", "    connector: auto\n    rate: 10mbit\n"))
 	if d := mustTrellis(t, state, "diff", path); !strings.Contains(d, "x network direct: up refuses this without --replug") ||
 		!strings.Contains(d, "a:eth1 has 10.9.9.1/24") {

@@ -1,9 +1,11 @@
 // Package veth is the link kind "veth": a point-to-point link with nothing to enforce outside
 // its nodes, joined as containerlab and Mininet join two nodes, by one veth pair between the
 // two nodes' network namespaces, with no port in the substrate (docs/design.md, decision 5).
-// The plan chooses it for a link that says `connector: auto`, has no rate, impairment, carrier
-// taken away or tunnel, and whose nodes have no engines; the link gets ports (the
-// shortbridge) again when it needs them. A file may also name it, for a link that must never
+// The plan chooses it for a point-to-point link that says `connector: auto`, has no rate,
+// delay or tunnel, and whose nodes have no engines; the link gets ports (the shortbridge)
+// again when it needs them. A link taken down, losing, duplicating or corrupting frames stays
+// one pair: its ends are put down and its frames dropped or impaired by tcx programs on them
+// (enforce.go), on Linux 6.6 and later. A file may also name it, for a link that must never
 // have ports.
 package veth
 
@@ -31,29 +33,45 @@ func init() {
 // Kind is the veth link kind.
 type Kind struct{}
 
-// check refuses, on a link that names this connector, what only a port can enforce.
+// check refuses, on a link that names this connector, what only a port can enforce: a rate,
+// a delay or jitter and, on a kernel without tcx (plan.WireEnforces), a carrier taken away
+// and loss, duplication or corruption.
 func check(n *spec.Network, l *spec.Link) []*spec.Error {
 	fix := "remove `connector: veth` (trellis then joins the link without ports while it has nothing to enforce)"
+	onWire := plan.WireEnforces()
 	var out []*spec.Error
 	if l.Rate > 0 {
 		out = append(out, n.LinkError(l, "rate", "a veth link has nothing outside its nodes to enforce a rate", fix))
 	}
-	if l.State == spec.StateDown {
-		out = append(out, n.LinkError(l, "state", "a veth link has no port whose carrier can be taken away", fix))
+	if l.State == spec.StateDown && !onWire {
+		out = append(out, n.LinkError(l, "state", "a veth link is taken down by tcx programs, and this kernel has none (Linux 6.6)", fix))
 	}
-	impaired := !l.Impair.IsZero()
+	delays, impaired := l.Impair.Delays(), !l.Impair.IsZero()
 	for _, im := range l.From {
-		impaired = impaired || !im.IsZero()
+		delays, impaired = delays || im.Delays(), impaired || !im.IsZero()
 	}
-	if impaired {
-		out = append(out, n.LinkError(l, impairKey(l), "a veth link has nothing outside its nodes to impair its frames", fix))
+	switch {
+	case delays:
+		out = append(out, n.LinkError(l, delayKey(l), "a veth link has nothing outside its nodes to delay its frames", fix))
+	case impaired && !onWire:
+		out = append(out, n.LinkError(l, impairKey(l), "a veth link is impaired by tcx programs, and this kernel has none (Linux 6.6)", fix))
 	}
 	return out
 }
 
+// delayKey is the first delay key the link gives, for the line of the message.
+func delayKey(l *spec.Link) string {
+	for _, key := range []string{"delay", "jitter"} {
+		if l.FieldLine(key) != l.Line {
+			return key
+		}
+	}
+	return "from"
+}
+
 // impairKey is the first impairment key the link gives, for the line of the message.
 func impairKey(l *spec.Link) string {
-	for _, key := range []string{"loss", "duplicate", "corrupt", "delay", "jitter", "from"} {
+	for _, key := range []string{"loss", "duplicate", "corrupt", "from"} {
 		if l.FieldLine(key) != l.Line {
 			return key
 		}
@@ -98,7 +116,7 @@ func (Kind) Wire(ctx context.Context, env *kinds.Env, l *plan.Link, ns [2]netns.
 				}
 			}
 		}
-		return false, nil
+		return false, enforce(l, ns)
 	}
 	for i, end := range []netlink.Link{a, b} {
 		if end != nil && end.Type() == "veth" { // a stale end of this link (its peer went)
@@ -120,6 +138,9 @@ func (Kind) Wire(ctx context.Context, env *kinds.Env, l *plan.Link, ns [2]netns.
 	}
 	if err := netlink.LinkAdd(veth); err != nil {
 		return false, fmt.Errorf("veth pair %s -- %s: %w", l.Ports[0], l.Ports[1], err)
+	}
+	if enforced(l) {
+		return true, enforce(l, ns)
 	}
 	return true, nil
 }
