@@ -18,6 +18,9 @@ type NodeKind struct {
 	// Pairs says the kind's node interfaces are veth ends in a network namespace of the node
 	// on this machine, so that two of them can be one veth pair (a direct link, WireLinkKind).
 	Pairs bool
+	// Impl is the kind itself (a kinds.Node), set by kinds.RegisterNode: this registry is the
+	// only one, and the kinds package reads its kinds from here.
+	Impl any
 }
 
 // LinkKind is what the spec layer needs of a link kind, named by a link's `connector:`: how
@@ -30,6 +33,8 @@ type LinkKind struct {
 	// pair): the plan chooses it for a point-to-point link that says `connector: auto` and has
 	// nothing to enforce (WireLinkKind).
 	Wire bool
+	// Impl is the kind itself (a kinds.Link), set by kinds.RegisterLink.
+	Impl any
 }
 
 // TunnelKind is what the spec layer needs of a tunnel kind (egre, vxlan, ...): the bytes it
@@ -41,6 +46,8 @@ type TunnelKind struct {
 	// one per machine (EGRE's tunnel ports).
 	OneDevice bool
 	Check     func(n *Network) []*Error
+	// Impl is the kind itself (a kinds.Tunnel), set by kinds.RegisterTunnel.
+	Impl any
 }
 
 // registry holds kinds by the name used in topology files.
