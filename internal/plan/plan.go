@@ -222,13 +222,13 @@ func Digest(nd *spec.Node) string {
 		Cpuset   string              `json:",omitempty"` // limits: absent (and digests unchanged) when not given
 		Pids     int64               `json:",omitempty"`
 		Default  uint64              `json:",omitempty"` // a cluster's default memory limit
-		VM       *spec.VMSettings    `json:",omitempty"` // a VM's knobs
+		VM       *spec.KindSettings  `json:",omitempty"` // the kind's own settings (a VM's knobs)
 		Rootfs   string              `json:",omitempty"` // a container's own root directory
 		ImageSet *spec.ImageOverride `json:",omitempty"` // changes of an image's config
 		// Dataplane: the node has a program (added or taken away, it starts again; a changed
 		// program replaces the old one live: substrate/dataplane.go).
 		Dataplane bool `json:",omitempty"`
-	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids, nd.DefaultMemory, nd.VM, nd.Rootfs, nd.ImageSet, nd.Dataplane != nil}) // maps marshal in key order
+	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids, nd.DefaultMemory, nd.Settings, nd.Rootfs, nd.ImageSet, nd.Dataplane != nil}) // maps marshal in key order
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
 }

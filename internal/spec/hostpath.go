@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"path/filepath"
+
 	"gopkg.in/yaml.v3"
 )
 
@@ -30,4 +32,12 @@ func (p *parser) hostPath(v *yaml.Node, field, fix string) bool {
 	}
 	p.fail(v, field, "names a path on the server's machine, which a file sent to the API may not: the server would read it as root for the client", fix)
 	return true
+}
+
+// besideFile is path, or, if it is relative, path in the topology file's directory.
+func (p *parser) besideFile(path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(filepath.Dir(p.file), path)
 }

@@ -11,10 +11,18 @@ import (
 // node's fields beyond the common ones. Check may be nil.
 type NodeKind struct {
 	Check func(n *Network, nd *Node) []*Error
-	// VM says the kind takes the `vm:` settings; a node of another kind may not have them.
-	VM bool
-	// Rootfs says the kind takes `rootfs:`, a node's own root directory.
+	// Settings, if not nil, reads the kind's own settings (settings.go); a node of another
+	// kind may not have them.
+	Settings *NodeSettings
+	// Rootfs says the kind takes `rootfs:`, a node's own root directory, and `image:`.
 	Rootfs bool
+	// Refuse words the refusal of a common key the kind does not take ("rootfs", "image"),
+	// where the general one ("a KIND node takes no rootfs") would not say why.
+	Refuse map[string]Refusal
+	// Engines says the kind's nodes may have forwarding engines (`engines:`); EngineVMs, that
+	// their engines are VMs of their own (the engines helper then starts VMs, not
+	// namespaces: docs/vm.md, parallel virtual routers).
+	Engines, EngineVMs bool
 	// Pairs says the kind's node interfaces are veth ends in a network namespace of the node
 	// on this machine, so that two of them can be one veth pair (a direct link, WireLinkKind).
 	Pairs bool
@@ -22,6 +30,9 @@ type NodeKind struct {
 	// only one, and the kinds package reads its kinds from here.
 	Impl any
 }
+
+// Refusal is a problem and its fix, as an Error says them.
+type Refusal struct{ Msg, Fix string }
 
 // LinkKind is what the spec layer needs of a link kind, named by a link's `connector:`: how
 // many endpoints it joins (MaxEndpoints 0 means no maximum) and a check of the link's fields
@@ -98,7 +109,12 @@ var (
 
 // RegisterNodeKind makes a node kind known by the name used in `kind:`. It panics if the name
 // is empty or already registered; call it from an init function.
-func RegisterNodeKind(name string, k NodeKind) { nodeKinds.register(name, k) }
+func RegisterNodeKind(name string, k NodeKind) {
+	if k.Settings != nil {
+		checkSettingsKey(name, k.Settings)
+	}
+	nodeKinds.register(name, k)
+}
 
 // RegisterLinkKind makes a link kind known by the name used in `connector:`. It panics if the
 // name is empty or already registered, or if the endpoint bounds make no sense.

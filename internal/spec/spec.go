@@ -89,8 +89,11 @@ type Node struct {
 	DefaultMemory uint64 `json:",omitempty"`
 	// Pids limits the node's processes and threads; 0 means the node kind's default.
 	Pids int64 `json:",omitempty"`
-	// VM holds a VM node's tuning knobs (`vm:`), for node kinds that take them.
-	VM *VMSettings `json:",omitempty"`
+	// Settings are the settings of the node's kind under its own key (a VM's `vm:`), or nil:
+	// read them with KindSettings (settings.go). Their JSON name is "VM", the one kind with
+	// settings when they were a field of their own, so that records and digests stay as
+	// they were.
+	Settings *KindSettings `json:"VM,omitempty"`
 	// Rootfs is the node's own root directory (`rootfs:`, rootfs.go), absolute and without
 	// symbolic links; "" means the host's root.
 	Rootfs string `json:",omitempty"`
@@ -112,6 +115,7 @@ type Node struct {
 	index   int            // position in the file's nodes, for field names in messages
 	lines   map[string]int // line of each key's value: "kind", "host", "addresses.eth1", ...
 	ifnames []string       // the keys of Addresses in file order, for messages in that order
+	given   []given        // the settings keys of kinds the node gives, as read
 }
 
 // File is one file written into a node.
