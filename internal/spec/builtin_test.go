@@ -12,8 +12,8 @@ import (
 // The kinds trellis registers (internal/kinds/*), registered here for the spec tests, which
 // cannot import those packages (they import spec).
 func init() {
-	RegisterNodeKind(DefaultNodeKind, NodeKind{Rootfs: true, Engines: true})
-	RegisterNodeKind("vm", NodeKind{Settings: stubSettings, Engines: true, EngineVMs: true, Refuse: map[string]Refusal{
+	RegisterNodeKind(DefaultNodeKind, NodeKind{Rootfs: true, Pairs: true, Engines: true})
+	RegisterNodeKind("vm", NodeKind{Settings: stubSettings, Engines: true, EngineVMs: true, DefaultMemory: 512 << 20, Refuse: map[string]Refusal{
 		"rootfs": {"a vm node boots its own disk, not a directory", "remove `rootfs:`, and give the VM its own root file system with `vm: {disk: IMAGE}`"},
 		"image":  {"a vm node boots its own disk, not a container image", "remove `image:`, and give the VM its own root file system with `vm: {disk: IMAGE}`"},
 	}})

@@ -23,6 +23,9 @@ type NodeKind struct {
 	// their engines are VMs of their own (the engines helper then starts VMs, not
 	// namespaces: docs/vm.md, parallel virtual routers).
 	Engines, EngineVMs bool
+	// DefaultMemory is the memory a node of the kind takes without `memory:` (a VM's guest),
+	// which a cluster counts in its tenant's quota; 0: ClusterMemory, the default limit.
+	DefaultMemory uint64
 	// Pairs says the kind's node interfaces are veth ends in a network namespace of the node
 	// on this machine, so that two of them can be one veth pair (a direct link, WireLinkKind).
 	Pairs bool

@@ -46,7 +46,7 @@ func guestMemory(n *spec.Node) uint64 {
 	if n.Needs.Memory > 0 {
 		return max(n.Needs.Memory, minMemory)
 	}
-	return spec.DefaultVMMemory
+	return DefaultMemory
 }
 
 // quotaReserve tells whether node n's reservation is a CPU quota (pinned vCPUs) rather than

@@ -32,8 +32,12 @@ import (
 const Name = "vm"
 
 func init() {
-	kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check, Settings: nodeSettings, Engines: true, EngineVMs: true, Refuse: refusals})
+	kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check, Settings: nodeSettings, Engines: true, EngineVMs: true, Refuse: refusals,
+		DefaultMemory: DefaultMemory})
 }
+
+// DefaultMemory is a VM's guest memory without `memory:`, in a cluster or not.
+const DefaultMemory = 512 << 20
 
 // refusals word why a VM node takes no rootfs or image.
 var refusals = map[string]spec.Refusal{
