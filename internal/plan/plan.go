@@ -6,8 +6,6 @@
 package plan
 
 import (
-	"time"
-
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -53,12 +51,11 @@ type Link struct {
 	MTU       int    // 0 = the kernel's default
 	Down      bool   // the link's carrier is off
 	Device    string // a substrate device name the connector may use (the LAN's bridge)
-	// Table and Ageing: the LAN connector's forwarding table size and ageing time; 0 means
-	// its default.
-	Table   int           `json:",omitempty"`
-	Ageing  time.Duration `json:",omitempty"`
-	Ports   []Port
-	Tunnels []Tunnel `json:",omitempty"` // one per other machine with endpoints of this link
+	// Settings are the link kind's own (the lan connector's table size and ageing): read them
+	// with KindSettings. Their fields are among the link's own in its JSON (linkjson.go).
+	Settings *spec.KindSettings `json:"-"`
+	Ports    []Port
+	Tunnels  []Tunnel `json:",omitempty"` // one per other machine with endpoints of this link
 }
 
 // Tunnel carries a link's frames to and from one other machine.
@@ -116,7 +113,7 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 		}
 	}
 	for i, l := range n.Links {
-		pl := &Link{Name: l.Name, Connector: l.Connector, Rate: l.Rate, MTU: l.MTU, Down: l.State == spec.StateDown, Table: l.Table, Ageing: l.Ageing}
+		pl := &Link{Name: l.Name, Connector: l.Connector, Rate: l.Rate, MTU: l.MTU, Down: l.State == spec.StateDown, Settings: l.Settings}
 		remote := map[string]bool{}
 		for _, e := range l.Endpoints {
 			if h := placed[e.Node]; h != host {

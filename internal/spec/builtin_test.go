@@ -19,7 +19,10 @@ func init() {
 	}})
 	RegisterLinkKind(Shortbridge, LinkKind{MinEndpoints: 2, MaxEndpoints: 2})
 	RegisterLinkKind(Bridge, LinkKind{MinEndpoints: 2})
-	RegisterLinkKind(LAN, LinkKind{MinEndpoints: 2, MaxEndpoints: 4096})
+	RegisterLinkKind(LAN, LinkKind{MinEndpoints: 2, MaxEndpoints: 4096, Settings: &LinkSettings{Keys: []string{"table", "ageing"},
+		What:  "a setting of the lan connector's forwarding table",
+		Parse: func(*Reader) Settings { return &struct{}{} }, // kinds/lan reads and tests the real ones
+		New:   func() Settings { return &struct{}{} }}})
 	// Inner Ethernet header, outer IPv4, GRE with a key.
 	RegisterTunnelKind(EGRE, TunnelKind{Overhead: 14 + 20 + 8})
 	// Inner Ethernet header, outer IPv4, UDP, VXLAN.

@@ -47,6 +47,9 @@ type LinkKind struct {
 	// pair): the plan chooses it for a point-to-point link that says `connector: auto` and has
 	// nothing to enforce (WireLinkKind).
 	Wire bool
+	// Settings, if not nil, reads the kind's own settings among the link's keys
+	// (linksettings.go); a link of another kind may not have them.
+	Settings *LinkSettings
 	// Impl is the kind itself (a kinds.Link), set by kinds.RegisterLink.
 	Impl any
 }
@@ -124,6 +127,9 @@ func RegisterNodeKind(name string, k NodeKind) {
 func RegisterLinkKind(name string, k LinkKind) {
 	if k.MinEndpoints < 2 || (k.MaxEndpoints != 0 && k.MaxEndpoints < k.MinEndpoints) {
 		panic(fmt.Sprintf("spec: link kind %q joins %d to %d endpoints: want at least 2, and max 0 or at least min", name, k.MinEndpoints, k.MaxEndpoints))
+	}
+	if k.Settings != nil {
+		checkLinkSettings(name, k.Settings)
 	}
 	linkKinds.register(name, k)
 }

@@ -63,9 +63,9 @@ func checkSettingsKey(name string, s *NodeSettings) {
 	}
 }
 
-// given is one kind's settings key given in a node, with what its Parse read.
+// given is one kind's settings given in a node or link, with what its Parse read.
 type given struct {
-	key, owner string
+	key, owner string // a node kind's key; for a link kind, key is ""
 	what       string
 	value      Settings
 }
@@ -78,7 +78,7 @@ func (p *parser) nodeSettings(nd *Node, f map[string]*yaml.Node, field string) {
 			continue
 		}
 		owner, ks := settingsOwner(key)
-		r := &Reader{p: p, nd: nd, keys: f, Field: join(field, key)}
+		r := &Reader{p: p, lines: nd.lines, keys: f, Field: join(field, key)}
 		if s := ks.Parse(r, v); s != nil {
 			nd.given = append(nd.given, given{key, owner, ks.What, s})
 		}
@@ -108,6 +108,30 @@ type KindSettings struct {
 // NewKindSettings holds s, for a node made by a program rather than read from a file.
 func NewKindSettings(s Settings) *KindSettings { return &KindSettings{value: s} }
 
+// KindSettingsJSON holds settings as JSON (of the settings, or of an object with their fields
+// among others), which Value reads.
+func KindSettingsJSON(raw []byte) *KindSettings {
+	return &KindSettings{raw: append(json.RawMessage(nil), raw...)}
+}
+
+// Value returns the settings, read from their JSON the first time into newValue() (nil if it
+// is nil or the JSON does not fit).
+func (k *KindSettings) Value(newValue func() Settings) Settings {
+	if k == nil {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.value == nil && k.raw != nil && newValue != nil {
+		s := newValue()
+		if json.Unmarshal(k.raw, s) != nil {
+			return nil
+		}
+		k.value = s
+	}
+	return k.value
+}
+
 // MarshalJSON writes the settings as their own JSON.
 func (k *KindSettings) MarshalJSON() ([]byte, error) {
 	k.mu.Lock()
@@ -127,33 +151,41 @@ func (k *KindSettings) UnmarshalJSON(b []byte) error {
 // KindSettings returns the settings of the node's kind (nil if it has none), read from the
 // record's JSON with the kind's NodeSettings.New the first time.
 func (nd *Node) KindSettings() Settings {
-	k := nd.Settings
-	if k == nil {
+	if nd.Settings == nil {
 		return nil
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.value == nil && k.raw != nil {
-		kind, ok := nodeKinds.lookup(nd.Kind)
-		if !ok || kind.Settings == nil {
-			return nil
-		}
-		s := kind.Settings.New()
-		if json.Unmarshal(k.raw, s) != nil {
-			return nil
-		}
-		k.value = s
+	var newValue func() Settings
+	if k, ok := nodeKinds.lookup(nd.Kind); ok && k.Settings != nil {
+		newValue = k.Settings.New
 	}
-	return k.value
+	return nd.Settings.Value(newValue)
+}
+
+// KindSettings returns the settings of the link's kind (its connector), or nil.
+func (l *Link) KindSettings() Settings { return LinkKindSettings(l.Connector, l.Settings) }
+
+// LinkKindSettings returns the settings s of link kind connector, read from JSON with the
+// kind's LinkSettings.New the first time (plan.Link keeps them too).
+func LinkKindSettings(connector string, s *KindSettings) Settings {
+	if s == nil {
+		return nil
+	}
+	var newValue func() Settings
+	if k, ok := linkKinds.lookup(connector); ok && k.Settings != nil {
+		newValue = k.Settings.New
+	}
+	return s.Value(newValue)
 }
 
 // Reader is what a kind's NodeSettings.Parse reads the node's settings with: the parser's own
 // checks, whose problems name the file, the line and the field.
 type Reader struct {
 	p     *parser
-	nd    *Node
-	keys  map[string]*yaml.Node // the node's keys
-	Field string                // the settings' field, e.g. "nodes.r1.vm"
+	lines map[string]int        // the node's or link's lines of fields (FieldLine)
+	keys  map[string]*yaml.Node // the node's or link's keys
+	// Field is the settings' field, e.g. "nodes.r1.vm"; for a link kind's, the link's,
+	// e.g. "links[0]".
+	Field string
 }
 
 // Fail records a problem at node at of the YAML tree.
@@ -168,9 +200,9 @@ func (r *Reader) Fields(n *yaml.Node, field string, allowed ...string) (map[stri
 func (r *Reader) Str(n *yaml.Node, field string) (string, bool) { return r.p.str(n, field) }
 
 // Line records the line of one of the node's fields (Node.FieldLine), e.g. "vm.disk".
-func (r *Reader) Line(field string, line int) { r.nd.lines[field] = line }
+func (r *Reader) Line(field string, line int) { r.lines[field] = line }
 
-// Sibling returns the node's key named key (e.g. "exec"), or nil.
+// Sibling returns the node's (or link's) key named key (e.g. "exec"), or nil.
 func (r *Reader) Sibling(key string) *yaml.Node { return r.keys[key] }
 
 // Cluster says the file is a cluster's: it may name no file of a machine, only images of the
