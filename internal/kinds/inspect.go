@@ -5,6 +5,8 @@ import (
 	"github.com/trellisnet/trellis/internal/plan"
 )
 
+// Optional parts of link and tunnel kinds that `trellis inspect` shows.
+
 // TableReader is a link kind that keeps a forwarding table of its own (the lan connector):
 // `trellis inspect` shows it. The substrate asks for it with a type assertion.
 type TableReader interface {
@@ -28,4 +30,11 @@ type TableEntry struct {
 	MAC    string  `json:"mac"`
 	Member string  `json:"member"` // NODE:IFNAME of a port, or "tunnel to HOST"
 	Idle   float64 `json:"idle_seconds"`
+}
+
+// Counter is a tunnel kind whose machine-wide counters `trellis inspect` shows (egre and vxlan:
+// their decapsulation program's, which also vets VXLAN packets' sources). The substrate asks
+// for it with a type assertion.
+type Counter interface {
+	Counters(env *Env) *dataplane.EGRECounters
 }
