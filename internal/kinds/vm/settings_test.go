@@ -352,3 +352,18 @@ func TestRefusals(t *testing.T) {
 		wantErrors(t, err, topo, []string{c.want})
 	}
 }
+
+// TestClusterDefaultMemory: in a cluster, a VM node without `memory:` counts the guest memory
+// the kind gives it (its rule DefaultMemory), not a container's default limit.
+func TestClusterDefaultMemory(t *testing.T) {
+	n, err := spec.ParseCluster("/top/t.yaml", []byte("name: t\nnodes:\n  v: {kind: vm}\n  w: {kind: vm, memory: 1G}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Nodes[0].DefaultMemory; got != DefaultMemory {
+		t.Errorf("default memory of a VM node %d, want %d", got, DefaultMemory)
+	}
+	if got := n.Nodes[1].DefaultMemory; got != 0 {
+		t.Errorf("default memory of a VM node with memory: %d, want none", got)
+	}
+}
