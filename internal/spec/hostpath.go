@@ -12,7 +12,7 @@ import (
 // instead (`content:`). These keys name such a path, and are refused in a sent file before
 // anything on the disk is looked at: `files: source:`, `rootfs:`, and a VM's `kernel`,
 // `initrd` and `disk` (in a cluster these three are names of the machines' image store, not
-// paths, and a sent file may give them: vmimages.go).
+// paths, and a sent file may give them: images.go and kinds/vm).
 
 // ParseSent parses and validates a topology file that a client of the API sent (cluster: for
 // a cluster, as ParseCluster): as Parse, but every key that names a path on this machine is a

@@ -85,7 +85,7 @@ func (p *parser) nodeSettings(nd *Node, f map[string]*yaml.Node, field string) {
 	}
 }
 
-// validateSettings keeps the settings of the node's kind (k, registered) and refuses those of
+// validateSettings keeps the settings of the node's kind (registered) and refuses those of
 // other kinds.
 func (p *parser) validateSettings(n *Network, nd *Node) {
 	for _, g := range nd.given {

@@ -46,12 +46,12 @@ type Settings struct {
 	// that is the port), InterconnectMacvtap, InterconnectBridge (docs/vm.md).
 	Interconnect string `json:",omitempty"`
 	// Kernel, Initrd and Append are the user's own kernel and initramfs (absolute paths) and
-	// extra kernel command line (vmboot.go). No Initrd: trellis's initramfs with its agent.
+	// extra kernel command line (settings_boot.go). No Initrd: trellis's initramfs with its agent.
 	Kernel string `json:",omitempty"`
 	Initrd string `json:",omitempty"`
 	Append string `json:",omitempty"`
 	// Disk is the user's own disk image (absolute path), which the guest boots through its
-	// firmware, written to through an overlay (vmboot.go); DiskFormat is its format.
+	// firmware, written to through an overlay (settings_boot.go); DiskFormat is its format.
 	Disk       string `json:",omitempty"`
 	DiskFormat string `json:",omitempty"`
 }
