@@ -136,10 +136,13 @@ func (k *KindSettings) Value(newValue func() Settings) Settings {
 func (k *KindSettings) MarshalJSON() ([]byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.value == nil {
+	switch {
+	case k.value != nil:
+		return json.Marshal(k.value)
+	case k.raw != nil:
 		return k.raw, nil
 	}
-	return json.Marshal(k.value)
+	return []byte("null"), nil
 }
 
 // UnmarshalJSON keeps the JSON until the kind reads it (Node.KindSettings).
