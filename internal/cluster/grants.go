@@ -14,20 +14,17 @@ func (q Quota) Refuses(sn *spec.Network) string {
 	need := func(nd *spec.Node, field, grant string) {
 		out = append(out, fmt.Sprintf("node %s: %s needs the quota's %s grant (trellis tenant quota NAME --%s, by the administrator)", nd.Name, field, grant, grant))
 	}
+	granted := map[string]bool{spec.GrantRealtime: q.Realtime, spec.GrantPin: q.Pin}
 	for _, nd := range sn.Nodes {
-		if s := nd.VM; s != nil && !q.Realtime {
-			if s.PrioVCPU > 0 || s.PrioIO > 0 {
-				need(nd, "vm.priority", "realtime")
-			}
-			if s.Reserve > 0 {
-				need(nd, "vm.reserve", "realtime")
+		if s, ok := nd.KindSettings().(spec.Granted); ok {
+			for _, g := range s.Grants() {
+				if !granted[g.Grant] {
+					need(nd, g.Field, g.Grant)
+				}
 			}
 		}
 		if q.Pin {
 			continue
-		}
-		if s := nd.VM; s != nil && (len(s.PinVCPU) > 0 || len(s.PinIO) > 0) {
-			need(nd, "vm.pin", "pin")
 		}
 		if nd.Cpuset != "" {
 			need(nd, "cpuset", "pin")

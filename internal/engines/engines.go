@@ -87,7 +87,7 @@ type Iface struct {
 // cores get theirs from Shares, over this machine's cores.
 func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) (Config, error) {
 	c := Config{StateDir: stateDir, NetID: p.NetID, Node: n.Name, Control: control, Sysctl: n.Sysctl}
-	if k, _ := spec.LookupNodeKind(n.Kind); k.VM {
+	if k, _ := spec.LookupNodeKind(n.Kind); k.EngineVMs {
 		c.VM, c.Own = true, n.Addresses["lo"]
 	}
 	for _, e := range n.Engines {

@@ -11,8 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
-	"sync"
 
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
@@ -225,82 +223,79 @@ type Tunnel interface {
 	Remove(ctx context.Context, env *Env, l *plan.Link) error
 }
 
-var (
-	mu      sync.Mutex
-	nodes   = map[string]Node{}
-	links   = map[string]Link{}
-	tunnels = map[string]Tunnel{}
-)
+// The kinds are registered in the spec layer's registry (spec.RegisterNodeKind, ...), the only
+// one: with the rules spec checks, each holds its implementation (Impl), which the functions
+// below return. A kind registered in spec alone (a test's) has none, and is unknown here.
 
-// RegisterNode registers a node kind under name, with the rules the spec layer checks.
+// RegisterNode registers a node kind under name, with the rules the spec layer checks. It
+// panics if the name is empty or taken; call it from the kind's init function.
 func RegisterNode(name string, k Node, rules spec.NodeKind) {
-	register(nodes, name, k)
+	rules.Impl = k
 	spec.RegisterNodeKind(name, rules)
 }
 
 // RegisterLink registers a link kind (connector) under name.
 func RegisterLink(name string, k Link, rules spec.LinkKind) {
-	register(links, name, k)
+	rules.Impl = k
 	spec.RegisterLinkKind(name, rules)
 }
 
 // RegisterTunnel registers a tunnel kind under name.
 func RegisterTunnel(name string, k Tunnel, rules spec.TunnelKind) {
-	register(tunnels, name, k)
+	rules.Impl = k
 	spec.RegisterTunnelKind(name, rules)
 }
 
-func register[K any](m map[string]K, name string, k K) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := m[name]; dup {
-		panic("kinds: " + name + " registered twice")
-	}
-	m[name] = k
-}
-
-func lookup[K any](m map[string]K, what, name string) (K, error) {
-	mu.Lock()
-	defer mu.Unlock()
-	k, ok := m[name]
-	if !ok {
+// impl returns the implementation of kind name of the sort what, if it has one of type K.
+func impl[K any](what, name string, rules any, found bool) (K, error) {
+	k, ok := rules.(K)
+	if !found || !ok {
 		return k, fmt.Errorf("%s kind %q: %w", what, name, ErrUnknownKind)
 	}
 	return k, nil
 }
 
 // NodeKind returns the node kind registered as name.
-func NodeKind(name string) (Node, error) { return lookup(nodes, "node", name) }
+func NodeKind(name string) (Node, error) {
+	r, found := spec.LookupNodeKind(name)
+	return impl[Node]("node", name, r.Impl, found)
+}
 
 // LinkKind returns the link kind registered as name.
-func LinkKind(name string) (Link, error) { return lookup(links, "link", name) }
+func LinkKind(name string) (Link, error) {
+	r, found := spec.LookupLinkKind(name)
+	return impl[Link]("link", name, r.Impl, found)
+}
 
 // TunnelKind returns the tunnel kind registered as name.
-func TunnelKind(name string) (Tunnel, error) { return lookup(tunnels, "tunnel", name) }
+func TunnelKind(name string) (Tunnel, error) {
+	r, found := spec.LookupTunnelKind(name)
+	return impl[Tunnel]("tunnel", name, r.Impl, found)
+}
 
 // NodeKinds returns every registered node kind by name, for finding running nodes.
 func NodeKinds() map[string]Node {
-	mu.Lock()
-	defer mu.Unlock()
-	out := make(map[string]Node, len(nodes))
-	for k, v := range nodes {
-		out[k] = v
+	out := map[string]Node{}
+	for _, name := range spec.NodeKinds() {
+		if k, err := NodeKind(name); err == nil {
+			out[name] = k
+		}
 	}
 	return out
 }
 
 // Names lists the registered kinds of each sort, for tests and messages.
 func Names() (node, link, tunnel []string) {
-	mu.Lock()
-	defer mu.Unlock()
-	return keys(nodes), keys(links), keys(tunnels)
+	return have(spec.NodeKinds(), NodeKind), have(spec.LinkKinds(), LinkKind), have(spec.TunnelKinds(), TunnelKind)
 }
 
-func keys[K any](m map[string]K) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// have keeps the names that get finds a kind for.
+func have[K any](names []string, get func(string) (K, error)) []string {
+	out := []string{}
+	for _, name := range names {
+		if _, err := get(name); err == nil {
+			out = append(out, name)
+		}
 	}
-	sort.Strings(out)
 	return out
 }

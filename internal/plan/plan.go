@@ -6,8 +6,6 @@
 package plan
 
 import (
-	"time"
-
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -53,12 +51,11 @@ type Link struct {
 	MTU       int    // 0 = the kernel's default
 	Down      bool   // the link's carrier is off
 	Device    string // a substrate device name the connector may use (the LAN's bridge)
-	// Table and Ageing: the LAN connector's forwarding table size and ageing time; 0 means
-	// its default.
-	Table   int           `json:",omitempty"`
-	Ageing  time.Duration `json:",omitempty"`
-	Ports   []Port
-	Tunnels []Tunnel `json:",omitempty"` // one per other machine with endpoints of this link
+	// Settings are the link kind's own (the lan connector's table size and ageing): read them
+	// with KindSettings. Their fields are among the link's own in its JSON (linkjson.go).
+	Settings *spec.KindSettings `json:"-"`
+	Ports    []Port
+	Tunnels  []Tunnel `json:",omitempty"` // one per other machine with endpoints of this link
 }
 
 // Tunnel carries a link's frames to and from one other machine.
@@ -116,7 +113,7 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 		}
 	}
 	for i, l := range n.Links {
-		pl := &Link{Name: l.Name, Connector: l.Connector, Rate: l.Rate, MTU: l.MTU, Down: l.State == spec.StateDown, Table: l.Table, Ageing: l.Ageing}
+		pl := &Link{Name: l.Name, Connector: l.Connector, Rate: l.Rate, MTU: l.MTU, Down: l.State == spec.StateDown, Settings: l.Settings}
 		remote := map[string]bool{}
 		for _, e := range l.Endpoints {
 			if h := placed[e.Node]; h != host {
@@ -222,13 +219,13 @@ func Digest(nd *spec.Node) string {
 		Cpuset   string              `json:",omitempty"` // limits: absent (and digests unchanged) when not given
 		Pids     int64               `json:",omitempty"`
 		Default  uint64              `json:",omitempty"` // a cluster's default memory limit
-		VM       *spec.VMSettings    `json:",omitempty"` // a VM's knobs
+		VM       *spec.KindSettings  `json:",omitempty"` // the kind's own settings (a VM's knobs)
 		Rootfs   string              `json:",omitempty"` // a container's own root directory
 		ImageSet *spec.ImageOverride `json:",omitempty"` // changes of an image's config
 		// Dataplane: the node has a program (added or taken away, it starts again; a changed
 		// program replaces the old one live: substrate/dataplane.go).
 		Dataplane bool `json:",omitempty"`
-	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids, nd.DefaultMemory, nd.VM, nd.Rootfs, nd.ImageSet, nd.Dataplane != nil}) // maps marshal in key order
+	}{nd.Kind, nd.Addresses["lo"], nd.Exec, nd.Files, nd.Sysctl, nd.Needs, nd.Cpuset, nd.Pids, nd.DefaultMemory, nd.Settings, nd.Rootfs, nd.ImageSet, nd.Dataplane != nil}) // maps marshal in key order
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
 }

@@ -14,7 +14,7 @@ import (
 // the node and its engine VMs anew, where a container node's engines change live.
 func (p *Plan) engineVMDigests() {
 	for _, nd := range p.Nodes {
-		if k, _ := spec.LookupNodeKind(nd.Kind); len(nd.Engines) == 0 || !k.VM {
+		if k, _ := spec.LookupNodeKind(nd.Kind); len(nd.Engines) == 0 || !k.EngineVMs {
 			continue
 		}
 		type iface struct {

@@ -11,7 +11,7 @@ import (
 // testVMKind is a node kind that takes `vm:` settings, as the vm kind does.
 const testVMKind = "plan-test-vm"
 
-func init() { spec.RegisterNodeKind(testVMKind, spec.NodeKind{VM: true}) }
+func init() { spec.RegisterNodeKind(testVMKind, spec.NodeKind{Engines: true, EngineVMs: true}) }
 
 // The digest of a VM node with engines covers how many engines and its link interfaces'
 // addresses (its engine VMs copy them at boot); a container node's does not (its engines change

@@ -6,8 +6,6 @@ package spec
 const (
 	// ClusterMemory is the memory limit of a container node of a cluster without `memory:`.
 	ClusterMemory = 256 << 20
-	// DefaultVMMemory is a VM's guest memory without `memory:`, in a cluster or not.
-	DefaultVMMemory = 512 << 20
 	// DefaultPids is a node's process limit without `pids:` (cgroup.DefaultPids, the figure
 	// every node with a control group gets); a cluster's nodes have it in their settings.
 	DefaultPids = 1024
@@ -31,8 +29,8 @@ func clusterLimits(n *Network) {
 		}
 		if nd.Needs.Memory == 0 {
 			nd.DefaultMemory = ClusterMemory
-			if nd.Kind == "vm" { // the kind (internal/kinds/vm) gives its guest this much
-				nd.DefaultMemory = DefaultVMMemory
+			if k, _ := nodeKinds.lookup(nd.Kind); k.DefaultMemory > 0 { // the kind gives its nodes this much
+				nd.DefaultMemory = k.DefaultMemory
 			}
 		}
 	}

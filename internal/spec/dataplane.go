@@ -74,7 +74,7 @@ func (p *parser) validateDataplane(n *Network, nd *Node) {
 	if nd.Dataplane == nil {
 		return
 	}
-	if nd.Kind != DefaultNodeKind {
+	if k, _ := nodeKinds.lookup(nd.Kind); !k.Pairs { // the program is on the substrate ends of veth pairs
 		p.add(n.NodeError(nd, "dataplane", "a dataplane program needs a node of kind "+DefaultNodeKind+", not "+nd.Kind,
 			"remove dataplane, or the node's kind"))
 	}

@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"path/filepath"
+
 	"gopkg.in/yaml.v3"
 )
 
@@ -10,7 +12,7 @@ import (
 // instead (`content:`). These keys name such a path, and are refused in a sent file before
 // anything on the disk is looked at: `files: source:`, `rootfs:`, and a VM's `kernel`,
 // `initrd` and `disk` (in a cluster these three are names of the machines' image store, not
-// paths, and a sent file may give them: vmimages.go).
+// paths, and a sent file may give them: images.go and kinds/vm).
 
 // ParseSent parses and validates a topology file that a client of the API sent (cluster: for
 // a cluster, as ParseCluster): as Parse, but every key that names a path on this machine is a
@@ -30,4 +32,12 @@ func (p *parser) hostPath(v *yaml.Node, field, fix string) bool {
 	}
 	p.fail(v, field, "names a path on the server's machine, which a file sent to the API may not: the server would read it as root for the client", fix)
 	return true
+}
+
+// besideFile is path, or, if it is relative, path in the topology file's directory.
+func (p *parser) besideFile(path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(filepath.Dir(p.file), path)
 }

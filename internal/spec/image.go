@@ -58,11 +58,8 @@ func (p *parser) validateImage(n *Network, nd *Node, k NodeKind) {
 	case nd.Rootfs != "" || nd.lines["rootfs"] != 0:
 		p.add(n.NodeError(nd, "image", "both image: and rootfs: give the node's root file system",
 			"keep one: `image: REF` runs a container image, `rootfs: DIR` a directory you made"))
-	case k.VM:
-		p.add(n.NodeError(nd, "image", "a vm node boots its own disk, not a container image",
-			"remove `image:`, and give the VM its own root file system with `vm: {disk: IMAGE}`"))
 	case !k.Rootfs:
-		p.add(n.NodeError(nd, "image", fmt.Sprintf("a %s node takes no image", nd.Kind), "remove `image:`, or make the node `kind: container`"))
+		p.add(k.refuse(n, nd, "image", Refusal{fmt.Sprintf("a %s node takes no image", nd.Kind), "remove `image:`, or make the node `kind: container`"}))
 	}
 }
 

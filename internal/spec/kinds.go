@@ -11,14 +11,31 @@ import (
 // node's fields beyond the common ones. Check may be nil.
 type NodeKind struct {
 	Check func(n *Network, nd *Node) []*Error
-	// VM says the kind takes the `vm:` settings; a node of another kind may not have them.
-	VM bool
-	// Rootfs says the kind takes `rootfs:`, a node's own root directory.
+	// Settings, if not nil, reads the kind's own settings (settings.go); a node of another
+	// kind may not have them.
+	Settings *NodeSettings
+	// Rootfs says the kind takes `rootfs:`, a node's own root directory, and `image:`.
 	Rootfs bool
+	// Refuse words the refusal of a common key the kind does not take ("rootfs", "image"),
+	// where the general one ("a KIND node takes no rootfs") would not say why.
+	Refuse map[string]Refusal
+	// Engines says the kind's nodes may have forwarding engines (`engines:`); EngineVMs, that
+	// their engines are VMs of their own (the engines helper then starts VMs, not
+	// namespaces: docs/vm.md, parallel virtual routers).
+	Engines, EngineVMs bool
+	// DefaultMemory is the memory a node of the kind takes without `memory:` (a VM's guest),
+	// which a cluster counts in its tenant's quota; 0: ClusterMemory, the default limit.
+	DefaultMemory uint64
 	// Pairs says the kind's node interfaces are veth ends in a network namespace of the node
 	// on this machine, so that two of them can be one veth pair (a direct link, WireLinkKind).
 	Pairs bool
+	// Impl is the kind itself (a kinds.Node), set by kinds.RegisterNode: this registry is the
+	// only one, and the kinds package reads its kinds from here.
+	Impl any
 }
+
+// Refusal is a problem and its fix, as an Error says them.
+type Refusal struct{ Msg, Fix string }
 
 // LinkKind is what the spec layer needs of a link kind, named by a link's `connector:`: how
 // many endpoints it joins (MaxEndpoints 0 means no maximum) and a check of the link's fields
@@ -30,6 +47,11 @@ type LinkKind struct {
 	// pair): the plan chooses it for a point-to-point link that says `connector: auto` and has
 	// nothing to enforce (WireLinkKind).
 	Wire bool
+	// Settings, if not nil, reads the kind's own settings among the link's keys
+	// (linksettings.go); a link of another kind may not have them.
+	Settings *LinkSettings
+	// Impl is the kind itself (a kinds.Link), set by kinds.RegisterLink.
+	Impl any
 }
 
 // TunnelKind is what the spec layer needs of a tunnel kind (egre, vxlan, ...): the bytes it
@@ -41,6 +63,8 @@ type TunnelKind struct {
 	// one per machine (EGRE's tunnel ports).
 	OneDevice bool
 	Check     func(n *Network) []*Error
+	// Impl is the kind itself (a kinds.Tunnel), set by kinds.RegisterTunnel.
+	Impl any
 }
 
 // registry holds kinds by the name used in topology files.
@@ -91,13 +115,21 @@ var (
 
 // RegisterNodeKind makes a node kind known by the name used in `kind:`. It panics if the name
 // is empty or already registered; call it from an init function.
-func RegisterNodeKind(name string, k NodeKind) { nodeKinds.register(name, k) }
+func RegisterNodeKind(name string, k NodeKind) {
+	if k.Settings != nil {
+		checkSettingsKey(name, k.Settings)
+	}
+	nodeKinds.register(name, k)
+}
 
 // RegisterLinkKind makes a link kind known by the name used in `connector:`. It panics if the
 // name is empty or already registered, or if the endpoint bounds make no sense.
 func RegisterLinkKind(name string, k LinkKind) {
 	if k.MinEndpoints < 2 || (k.MaxEndpoints != 0 && k.MaxEndpoints < k.MinEndpoints) {
 		panic(fmt.Sprintf("spec: link kind %q joins %d to %d endpoints: want at least 2, and max 0 or at least min", name, k.MinEndpoints, k.MaxEndpoints))
+	}
+	if k.Settings != nil {
+		checkLinkSettings(name, k.Settings)
 	}
 	linkKinds.register(name, k)
 }

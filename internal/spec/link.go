@@ -2,27 +2,23 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
-	"time"
 
 	"gopkg.in/yaml.v3"
 )
 
-// linkKeys are the keys a link may have.
-var linkKeys = append([]string{"name", "endpoints", "rate", "mtu", "connector", "state", "table", "ageing"}, append(impairKeys, "from")...)
-
-// Bounds of a LAN's forwarding table settings.
-const (
-	MaxLANTable     = 1 << 20
-	MinLANAgeing    = time.Second
-	MaxLANAgeing    = 24 * time.Hour
-	lanSettingsKind = LAN // the connector whose settings table and ageing are
+// The keys every link may have; the keys of the link kinds' settings come between these (in the
+// list of allowed keys that messages show).
+var (
+	linkKeysBefore = []string{"name", "endpoints", "rate", "mtu", "connector", "state"}
+	linkKeysAfter  = append(slices.Clone(impairKeys), "from")
 )
 
 // link reads one item of `links:`; nil if it is not a mapping at all.
 func (p *parser) link(n *yaml.Node, index int) *Link {
 	field := fmt.Sprintf("links[%d]", index)
-	f, ok := p.fields(n, field, linkKeys...)
+	f, ok := p.fields(n, field, slices.Concat(linkKeysBefore, linkSettingsKeys(), linkKeysAfter)...)
 	if !ok {
 		return nil
 	}
@@ -63,36 +59,12 @@ func (p *parser) link(n *yaml.Node, index int) *Link {
 			l.State = s
 		}
 	}
-	p.lanTable(l, f, field)
+	p.linkSettings(l, f, field)
 	p.impairment(&l.Impair, f, field, "", l.lines)
 	if v := f["from"]; v != nil {
 		p.from(l, v, field+".from")
 	}
 	return l
-}
-
-// lanTable reads a link's `table:` (addresses) and `ageing:` (a duration) among f.
-func (p *parser) lanTable(l *Link, f map[string]*yaml.Node, field string) {
-	if v := f["table"]; v != nil {
-		n, err := strconv.Atoi(v.Value)
-		if err != nil || v.Kind != yaml.ScalarNode || n < 1 || n > MaxLANTable {
-			p.fail(v, field+".table", fmt.Sprintf("%q is not a table size", v.Value), fmt.Sprintf("give the number of addresses the LAN learns, from 1 to %d", MaxLANTable))
-		} else {
-			l.Table = n
-		}
-	}
-	if v := f["ageing"]; v != nil {
-		text, ok := p.str(v, field+".ageing")
-		if !ok {
-			return
-		}
-		d, err := time.ParseDuration(text)
-		if err != nil || d < MinLANAgeing || d > MaxLANAgeing {
-			p.fail(v, field+".ageing", fmt.Sprintf("%q is not an ageing time", text), fmt.Sprintf("give a duration from %v to %v, such as 300s or 5m", MinLANAgeing, MaxLANAgeing))
-		} else {
-			l.Ageing = d
-		}
-	}
 }
 
 // endpoints reads a link's `endpoints:` list.

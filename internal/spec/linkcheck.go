@@ -77,12 +77,7 @@ func (p *parser) connector(n *Network, l *Link) {
 		p.add(n.LinkError(l, "connector", fmt.Sprintf("a %s joins %s endpoints, not %d", l.Connector, k.bounds(), len(l.Endpoints)), fix))
 		return
 	}
-	for _, key := range []string{"table", "ageing"} {
-		if _, given := l.lines[key]; given && l.Connector != lanSettingsKind {
-			p.add(n.LinkError(l, key, fmt.Sprintf("%s is a setting of the %s connector's forwarding table, and this link's connector is %s", key, lanSettingsKind, l.Connector),
-				fmt.Sprintf("remove %s, or give the link `connector: %s`", key, lanSettingsKind)))
-		}
-	}
+	p.validateLinkSettings(n, l)
 	if k.Check != nil {
 		p.add(k.Check(n, l)...)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,6 +14,13 @@ import (
 // maxSource is the largest `source:` file read into a node.
 const maxSource = 16 << 20
 
+// nodeKeys are the keys every node may have; the keys of the kinds' settings come after the
+// first nodeKeysBefore of them in the list of allowed keys that messages show.
+var nodeKeys = []string{"kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "cpuset", "pids",
+	"engines", "dispatch", "rootfs", "image", "entrypoint", "cmd", "env", "keep-entrypoint", "dataplane"}
+
+const nodeKeysBefore = 10
+
 func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	field := join("nodes", key.Value)
 	nd := &Node{Name: key.Value, Line: key.Line, Addresses: map[string][]string{}, Sysctl: map[string]string{},
@@ -21,8 +29,7 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 	if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
 		return nd // `r1:` with nothing under it
 	}
-	f, _ := p.fields(val, field, "kind", "host", "addresses", "exec", "files", "sysctl", "cpu", "memory", "cpuset", "pids", "vm", "engines", "dispatch", "rootfs",
-		"image", "entrypoint", "cmd", "env", "keep-entrypoint", "dataplane")
+	f, _ := p.fields(val, field, slices.Concat(nodeKeys[:nodeKeysBefore], settingsKeys(), nodeKeys[nodeKeysBefore:])...)
 	for k, v := range f {
 		nd.lines[k] = v.Line
 	}
@@ -72,12 +79,7 @@ func (p *parser) node(key, val *yaml.Node, index int) *Node {
 		nd.Image = p.image(v, field+".image")
 	}
 	nd.ImageSet = p.imageKeys(f, field)
-	if v := f["vm"]; v != nil {
-		nd.VM = p.vmSettings(nd, v, field+".vm")
-		if !nd.VM.Agent() {
-			p.refuseAgentKeys(f, field)
-		}
-	}
+	p.nodeSettings(nd, f, field)
 	return nd
 }
 

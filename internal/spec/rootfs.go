@@ -109,13 +109,20 @@ func hasShell(dir string) bool {
 func (p *parser) validateRootfs(n *Network, nd *Node, k NodeKind) {
 	switch {
 	case nd.Rootfs == "":
-	case k.VM:
-		p.add(n.NodeError(nd, "rootfs", "a vm node boots its own disk, not a directory",
-			"remove `rootfs:`, and give the VM its own root file system with `vm: {disk: IMAGE}`"))
 	case !k.Rootfs:
-		p.add(n.NodeError(nd, "rootfs", fmt.Sprintf("a %s node takes no rootfs", nd.Kind), "remove `rootfs:`, or make the node `kind: container`"))
+		p.add(k.refuse(n, nd, "rootfs", Refusal{fmt.Sprintf("a %s node takes no rootfs", nd.Kind), "remove `rootfs:`, or make the node `kind: container`"}))
 	case len(nd.Exec) > 0 && !hasShell(nd.Rootfs):
 		p.add(n.NodeError(nd, "exec", fmt.Sprintf("the node's rootfs %s has no executable /bin/sh to run the exec: commands with", nd.Rootfs),
 			"install a shell in it (e.g. a copy of busybox-static's /bin/busybox as bin/sh), or remove `exec:`"))
 	}
+}
+
+// refuse is the error for a node's key its kind does not take: the kind's own words for it
+// (Refuse), or def.
+func (k NodeKind) refuse(n *Network, nd *Node, key string, def Refusal) *Error {
+	r, ok := k.Refuse[key]
+	if !ok {
+		r = def
+	}
+	return n.NodeError(nd, key, r.Msg, r.Fix)
 }

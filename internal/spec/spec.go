@@ -5,10 +5,7 @@
 // and check their own fields through this package.
 package spec
 
-import (
-	"net/netip"
-	"time"
-)
+import "net/netip"
 
 // Connector kinds: what joins the ports of a virtual link in the substrate.
 // Kept while other packages still name them; kinds register by name (kinds.go) instead.
@@ -89,8 +86,11 @@ type Node struct {
 	DefaultMemory uint64 `json:",omitempty"`
 	// Pids limits the node's processes and threads; 0 means the node kind's default.
 	Pids int64 `json:",omitempty"`
-	// VM holds a VM node's tuning knobs (`vm:`), for node kinds that take them.
-	VM *VMSettings `json:",omitempty"`
+	// Settings are the settings of the node's kind under its own key (a VM's `vm:`), or nil:
+	// read them with KindSettings (settings.go). Their JSON name is "VM", the one kind with
+	// settings when they were a field of their own, so that records and digests stay as
+	// they were.
+	Settings *KindSettings `json:"VM,omitempty"`
 	// Rootfs is the node's own root directory (`rootfs:`, rootfs.go), absolute and without
 	// symbolic links; "" means the host's root.
 	Rootfs string `json:",omitempty"`
@@ -112,6 +112,7 @@ type Node struct {
 	index   int            // position in the file's nodes, for field names in messages
 	lines   map[string]int // line of each key's value: "kind", "host", "addresses.eth1", ...
 	ifnames []string       // the keys of Addresses in file order, for messages in that order
+	given   []given        // the settings keys of kinds the node gives, as read
 }
 
 // File is one file written into a node.
@@ -139,11 +140,9 @@ type Link struct {
 	// connector is the default one whenever the link needs its ports.
 	DefaultConnector bool   `json:",omitempty"`
 	State            string // StateUp or StateDown: the initial carrier state
-	// Table and Ageing set the LAN connector's forwarding table (connector lan only): its
-	// size in addresses and how long an address is kept after its last frame; 0 means the
-	// connector's default.
-	Table  int
-	Ageing time.Duration
+	// Settings are the settings of the link's kind among its keys (the lan connector's
+	// `table:` and `ageing:`), or nil: read them with KindSettings (linksettings.go).
+	Settings *KindSettings `json:",omitempty"`
 	// Impair applies to the frames sent by every endpoint, unless From says otherwise.
 	Impair Impairment
 	// From maps an endpoint ("node:ifname") to the impairment of the frames that endpoint sends:
@@ -162,6 +161,7 @@ type Link struct {
 	incomplete bool                       // the endpoints could not all be read (and were reported)
 	lines      map[string]int             // line of each key's value: see FieldLine
 	fromGiven  map[string]map[string]bool // per `from:` key, the impairment keys it gives
+	given      []given                    // the settings of link kinds whose keys the link gives
 }
 
 // Endpoint is one virtual interface on a link.
@@ -203,7 +203,7 @@ func (n *Network) FieldLine(field string) int { return n.lines[field] }
 func (nd *Node) FieldLine(field string) int { return lineOr(nd.lines[field], nd.Line) }
 
 // FieldLine returns the line of one of the link's keys, or the link's own line when the file
-// does not give that key. Keys: "name", "endpoints", "rate", "mtu", "connector", "state", "table", "ageing",
+// does not give that key. Keys: "name", "endpoints", "rate", "mtu", "connector", "state", its kind's settings keys,
 // "loss", "duplicate", "corrupt", "delay", "jitter", "distribution", "from", "from.NODE:IF" and
 // "from.NODE:IF.KEY" (KEY one of the impairment keys).
 func (l *Link) FieldLine(field string) int { return lineOr(l.lines[field], l.Line) }

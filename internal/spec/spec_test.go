@@ -31,24 +31,6 @@ nodes:
   r1:
     vm: {queues: 2}
 `, `topo.yaml:4: nodes.r1.vm: a container node has no VM settings; remove ` + "`vm:`" + `, or make the node ` + "`kind: vm`"},
-	{"vm settings out of range", `name: t
-nodes:
-  r1:
-    kind: vm
-    vm:
-      pin: {vcpu: [0, x], io: 1}
-      priority: {vcpu: 100, cpu: 1}
-      reserve: 150%
-      queues: 0
-      queue_size: 300
-      interconnect: vhost
-`, `topo.yaml:6: nodes.r1.vm.pin.vcpu: "x" is not a whole number from 0 to 1023; give CPU numbers as the kernel counts them, e.g. [0, 1]
-topo.yaml:7: nodes.r1.vm.priority.cpu: unknown key; the keys allowed here are [vcpu io]
-topo.yaml:7: nodes.r1.vm.priority.vcpu: "100" is not a whole number from 1 to 99; give a SCHED_FIFO priority from 1 to 99
-topo.yaml:8: nodes.r1.vm.reserve: "150%" is not a share from 0 to 100%; write a share of a core with an optional period, e.g. ` + "`50%` or `35% 20ms`" + `
-topo.yaml:9: nodes.r1.vm.queues: "0" is not a whole number from 1 to 16; give 1 to 16 queue pairs
-topo.yaml:10: nodes.r1.vm.queue_size: 300 is not a power of two; give 256, 512 or 1024
-topo.yaml:11: nodes.r1.vm.interconnect: "vhost" is not an interconnect; give tap, macvtap or bridge`},
 	{"unknown link key", `name: t
 nodes:
   r1:

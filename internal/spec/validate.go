@@ -103,9 +103,7 @@ func (p *parser) validate(n *Network) {
 			p.add(n.NodeError(nd, "kind", fmt.Sprintf("unknown node kind %q", nd.Kind), useOneOf(NodeKinds())))
 			continue
 		}
-		if nd.VM != nil && !k.VM {
-			p.add(n.NodeError(nd, "vm", fmt.Sprintf("a %s node has no VM settings", nd.Kind), "remove `vm:`, or make the node `kind: vm`"))
-		}
+		p.validateSettings(n, nd)
 		p.validateRootfs(n, nd, k)
 		p.validateImage(n, nd, k)
 		p.validateImageKeys(n, nd, k)

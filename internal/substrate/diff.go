@@ -194,8 +194,7 @@ func linkChanges(a, b *plan.Link, tunnelKind bool, anew []string) []string {
 		out = append(out, mtu)
 	}
 	add("state", stateWord(a.Down), stateWord(b.Down))
-	add("table", defaultText(a.Table), defaultText(b.Table))
-	add("ageing", defaultText(a.Ageing), defaultText(b.Ageing))
+	out = append(out, settingsChanges(a, b)...)
 	ap, bp := portsByEndpoint(a), portsByEndpoint(b)
 	for _, ep := range slices.Sorted(maps.Keys(bp)) {
 		x, ok := ap[ep]
@@ -278,13 +277,38 @@ func rateText(bps uint64) string {
 	return spec.FormatRate(bps)
 }
 
-// defaultText shows a setting whose zero value means the default.
-func defaultText[T comparable](v T) string {
-	var zero T
-	if v == zero {
+// settingsChanges names the link kinds' settings that differ between two versions of a link
+// ("table 64 -> default"), those the kinds show (spec.Showing); a setting one version lacks is
+// its default.
+func settingsChanges(a, b *plan.Link) []string {
+	as, bs := shownSettings(a), shownSettings(b)
+	var names []string
+	for _, sh := range append(slices.Clone(as), bs...) {
+		if !slices.Contains(names, sh.Name) {
+			names = append(names, sh.Name)
+		}
+	}
+	text := func(shown []spec.Shown, name string) string {
+		if i := slices.IndexFunc(shown, func(sh spec.Shown) bool { return sh.Name == name }); i >= 0 {
+			return shown[i].Text
+		}
 		return "default"
 	}
-	return fmt.Sprint(v)
+	var out []string
+	for _, name := range names {
+		if x, y := text(as, name), text(bs, name); x != y {
+			out = append(out, fmt.Sprintf("%s %s -> %s", name, x, y))
+		}
+	}
+	return out
+}
+
+// shownSettings are link l's kind's settings as diff shows them; none if its kind shows none.
+func shownSettings(l *plan.Link) []spec.Shown {
+	if s, ok := l.KindSettings().(spec.Showing); ok {
+		return s.Show()
+	}
+	return nil
 }
 
 // settingsOnly tells whether changes only change links' settings in place: rate,

@@ -145,9 +145,7 @@ func InspectWith(st *state.Store, name string, rd *Reader) (*NetworkInfo, error)
 		info.Links = append(info.Links, linkInfo(l, root, seen))
 	}
 	if tk, err := kinds.TunnelKind(rec.Plan.Tunnel); err == nil {
-		if c, ok := tk.(interface {
-			Counters(*kinds.Env) *dataplane.EGRECounters
-		}); ok {
+		if c, ok := tk.(kinds.Counter); ok {
 			info.EGRE = c.Counters(env)
 		}
 	}

@@ -1,35 +1,24 @@
 package substrate
 
 import (
-	"sort"
-
-	"github.com/trellisnet/trellis/internal/dataplane"
+	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/rtnl"
 )
 
-// LANInfo is a LAN connector's forwarding table, as learnt, and its counters.
-type LANInfo struct {
-	Table    int                   `json:"table"`          // size limit, in addresses
-	Ageing   float64               `json:"ageing_seconds"` // how long an address is kept after its last frame
-	Entries  []LANEntryInfo        `json:"entries"`
-	Counters dataplane.LANCounters `json:"counters"`
-	Error    string                `json:"error,omitempty"` // why the table could not be read
-}
+// LANInfo is a link kind's forwarding table, as learnt, and its counters (the lan connector's).
+type LANInfo = kinds.TableInfo
 
-// LANEntryInfo is one learnt address: the member it is behind and how long since its last
-// frame.
-type LANEntryInfo struct {
-	MAC    string  `json:"mac"`
-	Member string  `json:"member"` // NODE:IFNAME of a port, or "tunnel to HOST"
-	Idle   float64 `json:"idle_seconds"`
-}
+// LANEntryInfo is one learnt address of a forwarding table.
+type LANEntryInfo = kinds.TableEntry
 
-// lanInfo reads the table of LAN link l through one of its members that is a device of
-// devs (the table is one per LAN, shared by its members); nil for a link of another connector
-// or without a member device on this machine.
+// lanInfo reads the forwarding table of link l through one of its members that is a device of
+// devs, if its kind keeps one (kinds.TableReader); nil for a link of another kind or without a
+// member device on this machine.
 func lanInfo(l *plan.Link, devs map[string]rtnl.Link) *LANInfo {
-	if l.Connector != "lan" {
+	k, err := kinds.LinkKind(l.Connector)
+	tr, ok := k.(kinds.TableReader)
+	if err != nil || !ok {
 		return nil
 	}
 	members := map[int]string{}
@@ -49,26 +38,5 @@ func lanInfo(l *plan.Link, devs map[string]rtnl.Link) *LANInfo {
 	if via == 0 {
 		return nil
 	}
-	li := &LANInfo{Table: l.Table, Ageing: l.Ageing.Seconds()}
-	if li.Table == 0 {
-		li.Table = dataplane.DefaultLANEntries
-	}
-	if l.Ageing == 0 {
-		li.Ageing = dataplane.DefaultLANAging.Seconds()
-	}
-	entries, counters, err := dataplane.ReadLAN(via)
-	if err != nil {
-		li.Error = err.Error()
-		return li
-	}
-	li.Counters = counters
-	for _, e := range entries {
-		m, ok := members[e.Ifindex]
-		if !ok {
-			m = "gone member"
-		}
-		li.Entries = append(li.Entries, LANEntryInfo{MAC: e.MAC.String(), Member: m, Idle: e.Idle.Seconds()})
-	}
-	sort.Slice(li.Entries, func(i, j int) bool { return li.Entries[i].MAC < li.Entries[j].MAC })
-	return li
+	return tr.ReadTable(l, via, members)
 }

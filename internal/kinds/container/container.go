@@ -22,7 +22,9 @@ import (
 // Name is the kind's name in topology files.
 const Name = "container"
 
-func init() { kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check, Rootfs: true, Pairs: true}) }
+func init() {
+	kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check, Rootfs: true, Pairs: true, Engines: true})
+}
 
 // NotReady is the digest Running gives a node whose init has not finished setting it up (its
 // trellis was killed while starting it).

@@ -20,7 +20,7 @@ import (
 const Name = "lan"
 
 func init() {
-	kinds.RegisterLink(Name, Kind{}, spec.LinkKind{MinEndpoints: 2, MaxEndpoints: dataplane.MaxLANMembers})
+	kinds.RegisterLink(Name, Kind{}, spec.LinkKind{MinEndpoints: 2, MaxEndpoints: dataplane.MaxLANMembers, Settings: linkSettings})
 }
 
 // Kind is the LAN link kind.
@@ -47,7 +47,8 @@ func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Memb
 	for _, t := range m.Tunnels {
 		members = append(members, dataplane.LANMember{Ifindex: t.Attrs().Index, Tunnel: true})
 	}
-	return dataplane.AttachLAN(members, dataplane.LANOptions{MaxEntries: l.Table, Aging: l.Ageing})
+	s := settingsOf(l)
+	return dataplane.AttachLAN(members, dataplane.LANOptions{MaxEntries: s.Table, Aging: s.Ageing})
 }
 
 // Leave takes the program off every member; the LAN's table goes with the last one.

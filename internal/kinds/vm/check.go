@@ -27,9 +27,9 @@ func check(n *spec.Network, nd *spec.Node) []*spec.Error {
 	mem := nd.Needs.Memory
 	vms := uint64(1 + len(nd.Engines)) // the node's VM and its engines' (engines.go)
 	switch {
-	case mem > 0 && mem < minMemory && nd.VM.Agent(): // the user's own initrd may need less
+	case mem > 0 && mem < minMemory && knobs(nd).Agent(): // the user's own initrd may need less
 		errs = append(errs, n.NodeError(nd, "memory", fmt.Sprintf("%d MiB is too little for a VM node", mem>>20), "give a VM at least 320M"))
-	case mem > 0 && mem < minMemoryFRR && nd.VM.Agent() && wantsFRR(nd):
+	case mem > 0 && mem < minMemoryFRR && knobs(nd).Agent() && wantsFRR(nd):
 		errs = append(errs, n.NodeError(nd, "memory", fmt.Sprintf("%d MiB is too little for a VM node that runs FRR", mem>>20), "give a VM with FRR at least 384M (its image is 20 MB larger)"))
 	case here && mem > hostMemory():
 		errs = append(errs, n.NodeError(nd, "memory", fmt.Sprintf("%d MiB is more than this machine has (%d MiB)", mem>>20, hostMemory()>>20), "give the VM less memory"))
@@ -38,7 +38,7 @@ func check(n *spec.Network, nd *spec.Node) []*spec.Error {
 			vms, guestMemory(nd)>>20, vms-1, hostMemory()>>20), "give fewer engines, or each VM less memory"))
 	}
 	errs = append(errs, checkEngines(n, nd)...)
-	s := nd.VM
+	s := knobs(nd)
 	if s == nil {
 		return errs
 	}

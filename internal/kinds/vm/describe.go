@@ -24,7 +24,7 @@ func (Kind) Describe(ctx context.Context, env *kinds.Env, in kinds.Instance) (ki
 	if note := engineNote(env, in.Name); note != "" {
 		d.Notes = append(d.Notes, note)
 	}
-	if n := env.Plan.Node(in.Name); n != nil && !n.VM.Agent() {
+	if n := env.Plan.Node(in.Name); n != nil && !knobs(n.Node).Agent() {
 		d.Notes = append(d.Notes, "the user's own initrd or disk: no trellis agent")
 		return d, nil
 	}

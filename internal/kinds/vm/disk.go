@@ -31,7 +31,7 @@ func overlayPath(env *kinds.Env, name string) string {
 // it, as a container starts from its files) and returns QEMU's options for it; none for a node
 // without a disk.
 func diskArgs(ctx context.Context, env *kinds.Env, n *plan.Node) ([]string, error) {
-	if n.VM == nil || n.VM.Disk == "" {
+	if knobs(n.Node) == nil || knobs(n.Node).Disk == "" {
 		return nil, nil
 	}
 	if _, err := exec.LookPath(QEMUImg); err != nil {
@@ -40,9 +40,9 @@ func diskArgs(ctx context.Context, env *kinds.Env, n *plan.Node) ([]string, erro
 	// Checked again as QEMU is to read it: the file may have changed since it was parsed, and
 	// a qcow2 image that names another file (a backing file: any file or device of the machine)
 	// is refused.
-	format, err := spec.DiskFormat(n.VM.Disk)
-	if err == nil && format != n.VM.DiskFormat {
-		err = fmt.Errorf("%s is %s now, not %s as when the file was read", n.VM.Disk, format, n.VM.DiskFormat)
+	format, err := spec.DiskFormat(knobs(n.Node).Disk)
+	if err == nil && format != knobs(n.Node).DiskFormat {
+		err = fmt.Errorf("%s is %s now, not %s as when the file was read", knobs(n.Node).Disk, format, knobs(n.Node).DiskFormat)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("VM %s: disk: %w", n.Name, err)
@@ -54,9 +54,9 @@ func diskArgs(ctx context.Context, env *kinds.Env, n *plan.Node) ([]string, erro
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}
-	c := exec.CommandContext(ctx, QEMUImg, "create", "-q", "-f", "qcow2", "-b", n.VM.Disk, "-F", n.VM.DiskFormat, path)
+	c := exec.CommandContext(ctx, QEMUImg, "create", "-q", "-f", "qcow2", "-b", knobs(n.Node).Disk, "-F", knobs(n.Node).DiskFormat, path)
 	if out, err := c.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("overlay of %s: %s: %v: %s", n.VM.Disk, QEMUImg, err, strings.TrimSpace(string(out)))
+		return nil, fmt.Errorf("overlay of %s: %s: %v: %s", knobs(n.Node).Disk, QEMUImg, err, strings.TrimSpace(string(out)))
 	}
 	return []string{"-drive", "file=" + path + ",format=qcow2,if=virtio", "-boot", "c"}, nil
 }

@@ -29,7 +29,7 @@ func TestDiskOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := &kinds.Env{Store: &state.Store{Dir: filepath.Join(dir, "state"), ID: "s"}, Plan: &plan.Plan{NetID: "n1"}}
-	n := &plan.Node{Node: &spec.Node{Name: "v", VM: &spec.VMSettings{Disk: disk, DiskFormat: "raw"}}}
+	n := &plan.Node{Node: &spec.Node{Name: "v", Settings: spec.NewKindSettings(&Settings{Disk: disk, DiskFormat: "raw"})}}
 	args, err := diskArgs(context.Background(), env, n)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestDiskOverlay(t *testing.T) {
 	if args, err := diskArgs(context.Background(), env, &plan.Node{Node: &spec.Node{Name: "w"}}); err != nil || args != nil {
 		t.Errorf("a VM without a disk: %q, %v; want nothing", args, err)
 	}
-	if b := boot(image.Image{Kernel: "/cache/vmlinuz", Initrd: "/cache/initrd"}, "v", n.VM); b != nil {
+	if b := boot(image.Image{Kernel: "/cache/vmlinuz", Initrd: "/cache/initrd"}, "v", knobs(n.Node)); b != nil {
 		t.Errorf("boot options %q for a VM with its own disk, want none", b)
 	}
 }

@@ -101,7 +101,7 @@ func setupEngines(ctx context.Context, env *kinds.Env, n *plan.Node, pids []int)
 			return fmt.Errorf("engine VM %d of %s: %w (its console: %s)", i, n.Name, err,
 				filepath.Join(env.Store.LogDir(env.Plan.Network), feName(n.Name, i)+".console"))
 		}
-		if err := tune(pid, n.VM); err != nil {
+		if err := tune(pid, knobs(n.Node)); err != nil {
 			return err
 		}
 	}

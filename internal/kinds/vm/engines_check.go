@@ -15,11 +15,11 @@ func checkEngines(n *spec.Network, nd *spec.Node) []*spec.Error {
 		return nil
 	}
 	var errs []*spec.Error
-	if ic := interconnect(nd.VM); ic != spec.InterconnectTap {
+	if ic := interconnect(knobs(nd)); ic != InterconnectTap {
 		errs = append(errs, n.NodeError(nd, "vm.interconnect", "engines on a VM node need the tap interconnect, not "+ic,
 			"remove interconnect (tap is the default), or remove engines"))
 	}
-	if !nd.VM.Agent() {
+	if !knobs(nd).Agent() {
 		errs = append(errs, n.NodeError(nd, "vm.initrd", "engines on a VM node need the trellis agent in each guest, which the own initrd lacks",
 			"remove initrd, or remove engines"))
 	}

@@ -52,7 +52,7 @@ func (Kind) Prepare(ctx context.Context, env *kinds.Env) error {
 		need[false] = true
 	} else {
 		for _, n := range env.Plan.Nodes {
-			if n.Kind == Name && n.VM.Agent() {
+			if n.Kind == Name && knobs(n.Node).Agent() {
 				need[wantsFRR(n.Node)] = true
 			}
 		}

@@ -46,12 +46,12 @@ func guestMemory(n *spec.Node) uint64 {
 	if n.Needs.Memory > 0 {
 		return max(n.Needs.Memory, minMemory)
 	}
-	return spec.DefaultVMMemory
+	return DefaultMemory
 }
 
 // quotaReserve tells whether node n's reservation is a CPU quota (pinned vCPUs) rather than
 // SCHED_DEADLINE.
-func quotaReserve(s *spec.VMSettings) bool {
+func quotaReserve(s *Settings) bool {
 	return s != nil && s.Reserve > 0 && len(s.PinVCPU) > 0
 }
 
@@ -61,8 +61,8 @@ func limits(n *spec.Node, accel string) cgroup.Limits {
 	if accel == "tcg" {
 		l.Memory += tcgBufferMiB << 20
 	}
-	if quotaReserve(n.VM) {
-		l.CPUs, l.Period = n.VM.Reserve*float64(vcpus(n)), n.VM.Period
+	if quotaReserve(knobs(n)) {
+		l.CPUs, l.Period = knobs(n).Reserve*float64(vcpus(n)), knobs(n).Period
 	}
 	// The engine VMs of a node (engines.go) share its group, each with what the node's has.
 	if k := uint64(1 + len(n.Engines)); k > 1 {
@@ -78,19 +78,19 @@ func limits(n *spec.Node, accel string) cgroup.Limits {
 
 // quotaNote says in inspect what CPU quota stands for a reservation, or "".
 func quotaNote(n *plan.Node) string {
-	if n == nil || !quotaReserve(n.VM) {
+	if n == nil || !quotaReserve(knobs(n.Node)) {
 		return ""
 	}
 	l := limits(n.Node, Accel())
 	return fmt.Sprintf("reserve %g%% %s of each of %d pinned vCPUs as the cgroup CPU quota %s per %s (not SCHED_DEADLINE)",
-		n.VM.Reserve*100, n.VM.Period, vcpus(n.Node), time.Duration(l.CPUs*float64(l.Period)).Round(time.Microsecond), l.Period)
+		knobs(n.Node).Reserve*100, knobs(n.Node).Period, vcpus(n.Node), time.Duration(l.CPUs*float64(l.Period)).Round(time.Microsecond), l.Period)
 }
 
 // createGroup makes node n's control group with its limits. Where the host has no usable
 // cgroups, a VM without limits that need one starts without a group.
 func createGroup(env *kinds.Env, n *plan.Node) (*cgroup.Group, error) {
 	h, err := hierarchy()
-	if errors.Is(err, cgroup.ErrNoCgroups) && n.Needs.CPU == 0 && n.Pids == 0 && n.Cpuset == "" && !quotaReserve(n.VM) {
+	if errors.Is(err, cgroup.ErrNoCgroups) && n.Needs.CPU == 0 && n.Pids == 0 && n.Cpuset == "" && !quotaReserve(knobs(n.Node)) {
 		return nil, nil
 	}
 	if err != nil {

@@ -33,9 +33,9 @@ func TestLimits(t *testing.T) {
 		{"more vCPUs than cores: a quota of all of them",
 			spec.Node{Needs: spec.Capacity{CPU: 4}}, "kvm", cgroup.Limits{CPUs: 2, Memory: 640 * mib}, ""},
 		{"reserve without pinning: SCHED_DEADLINE, no quota",
-			spec.Node{VM: &spec.VMSettings{Reserve: 0.5, Period: 10 * time.Millisecond}}, "kvm", cgroup.Limits{Memory: 640 * mib}, ""},
+			spec.Node{Settings: spec.NewKindSettings(&Settings{Reserve: 0.5, Period: 10 * time.Millisecond})}, "kvm", cgroup.Limits{Memory: 640 * mib}, ""},
 		{"reserve of pinned vCPUs: a quota over the period",
-			spec.Node{Needs: spec.Capacity{CPU: 2}, VM: &spec.VMSettings{PinVCPU: []int{1}, Reserve: 0.5, Period: 20 * time.Millisecond}}, "kvm",
+			spec.Node{Needs: spec.Capacity{CPU: 2}, Settings: spec.NewKindSettings(&Settings{PinVCPU: []int{1}, Reserve: 0.5, Period: 20 * time.Millisecond})}, "kvm",
 			cgroup.Limits{CPUs: 1, Period: 20 * time.Millisecond, Memory: 640 * mib}, "cgroup CPU quota 20ms per 20ms"},
 	}
 	for _, c := range cases {

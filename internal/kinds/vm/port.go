@@ -30,13 +30,13 @@ func (Kind) Port(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 	if dev == nil || dev.Attrs().MTU != want {
 		// hotplug unplugs the NIC before it deletes its devices: QEMU may end when a
 		// device it uses goes first.
-		if err := hotplug(ctx, env, n.Name, newPort(p, mtu, n.VM)); err != nil {
+		if err := hotplug(ctx, env, n.Name, newPort(p, mtu, knobs(n.Node))); err != nil {
 			return nil, fmt.Errorf("port %s for %s: %w", p.Name, p, err)
 		}
 		if dev, err = netdev.ByName(p.Name); err != nil || dev == nil {
 			return nil, fmt.Errorf("port %s for %s: QEMU made no tap (%v)", p.Name, p, err)
 		}
-		if err := tune(in.PID, n.VM); err != nil { // the new NIC's vhost threads
+		if err := tune(in.PID, knobs(n.Node)); err != nil { // the new NIC's vhost threads
 			return nil, err
 		}
 	}
@@ -59,7 +59,7 @@ func (Kind) Configure(ctx context.Context, env *kinds.Env, in kinds.Instance, n 
 }
 
 func configure(ctx context.Context, env *kinds.Env, n *plan.Node, p plan.Port, mtu int, placed []string, whole bool) error {
-	if !n.VM.Agent() { // the user's guest configures its own interfaces
+	if !knobs(n.Node).Agent() { // the user's guest configures its own interfaces
 		return nil
 	}
 	c, err := dial(ctx, env, n.Name)

@@ -11,7 +11,6 @@ import (
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/image"
 	"github.com/trellisnet/trellis/internal/plan"
-	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/vmsock"
 )
 
@@ -62,12 +61,12 @@ type vmPort struct {
 	MTU          int
 	Queues       int        // queue pairs (multiqueue virtio-net), 0 = one
 	QueueSize    int        // receive queue size, 0 = QEMU's
-	Interconnect string     // spec.InterconnectTap, ...Macvtap or ...Bridge
+	Interconnect string     // InterconnectTap, ...Macvtap or ...Bridge
 	files        []*os.File // the queues of its tap or macvtap, one per queue pair (wire)
 	vhost        []*os.File // its vhost-net devices, one per queue pair, if the host has them
 }
 
-func newPort(p plan.Port, mtu int, s *spec.VMSettings) vmPort {
+func newPort(p plan.Port, mtu int, s *Settings) vmPort {
 	vp := vmPort{Port: p, MTU: mtu, Interconnect: interconnect(s)}
 	if s != nil {
 		vp.Queues, vp.QueueSize = s.Queues, s.QueueSize
@@ -90,7 +89,7 @@ func args(img image.Image, mark, runAs string, sock func(what string) string, co
 		"-S", "-display", "none", "-nodefaults", "-no-user-config", "-no-reboot",
 		"-sandbox", sandbox, "-runas", runAs,
 	}
-	a = append(a, boot(img, n.Name, n.VM)...)
+	a = append(a, boot(img, n.Name, knobs(n.Node))...)
 	a = append(a,
 		"-serial", "file:"+consoleLog,
 		"-chardev", "socket,id=agent,path="+sock(vmsock.Agent)+",server=on,wait=off",
@@ -121,7 +120,7 @@ func args(img image.Image, mark, runAs string, sock func(what string) string, co
 // boot returns the -kernel, -initrd and -append options: trellis's image, or the user's own
 // kernel (with trellis's initramfs unless they give theirs) and extra command line; none for a
 // VM that boots its own disk.
-func boot(img image.Image, node string, s *spec.VMSettings) []string {
+func boot(img image.Image, node string, s *Settings) []string {
 	if s != nil && s.Disk != "" { // the disk's own boot loader and kernel (diskArgs)
 		return nil
 	}
@@ -145,7 +144,7 @@ func boot(img image.Image, node string, s *spec.VMSettings) []string {
 // tapName is the name of the tap trellis makes for a port: the port itself, or with the bridge
 // interconnect a tap beside it.
 func (p vmPort) tapName() string {
-	if p.Interconnect == spec.InterconnectBridge {
+	if p.Interconnect == InterconnectBridge {
 		return wireName(p.Name, guestLetter)
 	}
 	return p.Name

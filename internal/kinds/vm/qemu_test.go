@@ -14,16 +14,16 @@ func TestQEMUDevices(t *testing.T) {
 	port := plan.Port{Name: "tr0a0b0cp7", Ifname: "eth1", MAC: "02:00:00:00:00:07"}
 	cases := []struct {
 		name       string
-		vm         *spec.VMSettings
+		vm         *Settings
 		fds, vhost []string
 		netdev     string
 		deviceTail string
 	}{
 		{"one queue", nil, []string{"3"}, nil, "tap,id=tr0a0b0cp7,fd=3", ",id=nic-eth1,host_mtu=1400"},
-		{"two queues", &spec.VMSettings{Queues: 2}, []string{"3", "4"}, nil,
+		{"two queues", &Settings{Queues: 2}, []string{"3", "4"}, nil,
 			"tap,id=tr0a0b0cp7,fds=3:4", ",host_mtu=1400,mq=on,vectors=6"},
 		{"vhost-net", nil, []string{"3"}, []string{"4"}, "tap,id=tr0a0b0cp7,fd=3,vhost=on,vhostfd=4", ",host_mtu=1400"},
-		{"hot-plugged, two queues and vhost-net", &spec.VMSettings{Interconnect: "macvtap", Queues: 2, QueueSize: 512},
+		{"hot-plugged, two queues and vhost-net", &Settings{Interconnect: "macvtap", Queues: 2, QueueSize: 512},
 			[]string{"x-q0", "x-q1"}, []string{"x-v0", "x-v1"},
 			"tap,id=tr0a0b0cp7,fds=x-q0:x-q1,vhost=on,vhostfds=x-v0:x-v1", ",mq=on,vectors=6,rx_queue_size=512"},
 	}
@@ -43,7 +43,7 @@ func TestQEMUDevices(t *testing.T) {
 func TestTapName(t *testing.T) {
 	port := plan.Port{Name: "tr0a0b0cp7"}
 	for ic, want := range map[string]string{"tap": "tr0a0b0cp7", "macvtap": "tr0a0b0cp7", "bridge": "tr0a0b0cm7"} {
-		if got := newPort(port, 0, &spec.VMSettings{Interconnect: ic}).tapName(); got != want {
+		if got := newPort(port, 0, &Settings{Interconnect: ic}).tapName(); got != want {
 			t.Errorf("%s: tap %s, want %s", ic, got, want)
 		}
 	}
@@ -99,15 +99,15 @@ func TestBoot(t *testing.T) {
 	const cmd = "console=ttyS0 panic=-1 quiet trellis.node=r1"
 	cases := []struct {
 		name string
-		vm   *spec.VMSettings
+		vm   *Settings
 		want []string
 	}{
 		{"trellis's image", nil, []string{"-kernel", "/cache/vmlinuz", "-initrd", "/cache/initrd", "-append", cmd}},
-		{"user's kernel, trellis's initramfs", &spec.VMSettings{Kernel: "/k", Append: "nokaslr"},
+		{"user's kernel, trellis's initramfs", &Settings{Kernel: "/k", Append: "nokaslr"},
 			[]string{"-kernel", "/k", "-initrd", "/cache/initrd", "-append", cmd + " nokaslr"}},
-		{"user's kernel and initrd", &spec.VMSettings{Kernel: "/k", Initrd: "/i"},
+		{"user's kernel and initrd", &Settings{Kernel: "/k", Initrd: "/i"},
 			[]string{"-kernel", "/k", "-initrd", "/i", "-append", cmd}},
-		{"knobs only", &spec.VMSettings{Queues: 2}, []string{"-kernel", "/cache/vmlinuz", "-initrd", "/cache/initrd", "-append", cmd}},
+		{"knobs only", &Settings{Queues: 2}, []string{"-kernel", "/cache/vmlinuz", "-initrd", "/cache/initrd", "-append", cmd}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

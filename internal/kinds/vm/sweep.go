@@ -10,7 +10,6 @@ import (
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
-	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/vmsock"
 )
 
@@ -152,7 +151,7 @@ func mayHaveWires(plans []*plan.Plan) bool {
 			continue
 		}
 		for _, n := range p.Nodes {
-			if n.Kind == Name && interconnect(n.VM) != spec.InterconnectTap {
+			if n.Kind == Name && interconnect(knobs(n.Node)) != InterconnectTap {
 				return true
 			}
 		}

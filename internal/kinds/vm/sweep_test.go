@@ -17,9 +17,9 @@ import (
 func TestSweepListsDevicesOnlyForWires(t *testing.T) {
 	container := &plan.Node{Node: &spec.Node{Name: "c", Kind: "container"}}
 	tap := &plan.Node{Node: &spec.Node{Name: "t", Kind: Name}}
-	tapSet := &plan.Node{Node: &spec.Node{Name: "t", Kind: Name, VM: &spec.VMSettings{Interconnect: spec.InterconnectTap}}}
-	bridged := &plan.Node{Node: &spec.Node{Name: "b", Kind: Name, VM: &spec.VMSettings{Interconnect: spec.InterconnectBridge}}}
-	macvtap := &plan.Node{Node: &spec.Node{Name: "m", Kind: Name, VM: &spec.VMSettings{Interconnect: spec.InterconnectMacvtap}}}
+	tapSet := &plan.Node{Node: &spec.Node{Name: "t", Kind: Name, Settings: spec.NewKindSettings(&Settings{Interconnect: InterconnectTap})}}
+	bridged := &plan.Node{Node: &spec.Node{Name: "b", Kind: Name, Settings: spec.NewKindSettings(&Settings{Interconnect: InterconnectBridge})}}
+	macvtap := &plan.Node{Node: &spec.Node{Name: "m", Kind: Name, Settings: spec.NewKindSettings(&Settings{Interconnect: InterconnectMacvtap})}}
 	nodes := func(ns ...*plan.Node) *plan.Plan { return &plan.Plan{NetID: "n1", Nodes: ns} }
 	for _, c := range []struct {
 		name     string

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/spec"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,7 +21,7 @@ const (
 // SCHED_DEADLINE reservation for each vCPU thread (pinned vCPUs have theirs as their cgroup's
 // CPU quota instead, limits.go). It is applied again after a port is
 // hot-plugged, since vhost threads come with ports.
-func tune(pid int, s *spec.VMSettings) error {
+func tune(pid int, s *Settings) error {
 	if s == nil {
 		return nil
 	}

@@ -31,7 +31,21 @@ import (
 // Name is the kind's name in topology files.
 const Name = "vm"
 
-func init() { kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check, VM: true}) }
+func init() {
+	kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check, Settings: nodeSettings, Engines: true, EngineVMs: true, Refuse: refusals,
+		DefaultMemory: DefaultMemory})
+}
+
+// DefaultMemory is a VM's guest memory without `memory:`, in a cluster or not.
+const DefaultMemory = 512 << 20
+
+// refusals word why a VM node takes no rootfs or image.
+var refusals = map[string]spec.Refusal{
+	"rootfs": {Msg: "a vm node boots its own disk, not a directory",
+		Fix: "remove `rootfs:`, and give the VM its own root file system with `vm: {disk: IMAGE}`"},
+	"image": {Msg: "a vm node boots its own disk, not a container image",
+		Fix: "remove `image:`, and give the VM its own root file system with `vm: {disk: IMAGE}`"},
+}
 
 // NotReady is the digest Running gives a VM whose set-up did not finish.
 const NotReady = "not-ready"
@@ -87,7 +101,7 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	in := kinds.Instance{Kind: Name, Name: n.Name, Digest: n.Digest}
 	var img image.Image
 	var err error
-	if n.VM.Agent() { // the user's own kernel and initrd need none of trellis's image
+	if knobs(n.Node).Agent() { // the user's own kernel and initrd need none of trellis's image
 		if img, err = guestImage(ctx, env, wantsFRR(n.Node)); err != nil {
 			return in, err
 		}
@@ -138,8 +152,8 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 			return in, err
 		}
 	}
-	if !n.VM.Agent() { // no agent to wait for: the node runs when QEMU does
-		if err := tune(in.PID, n.VM); err != nil {
+	if !knobs(n.Node).Agent() { // no agent to wait for: the node runs when QEMU does
+		if err := tune(in.PID, knobs(n.Node)); err != nil {
 			return in, err
 		}
 		return in, markReady(env, n.Name, in.PID)
@@ -150,7 +164,7 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	if err := setupEngines(ctx, env, n, fes); err != nil {
 		return in, err
 	}
-	if err := tune(in.PID, n.VM); err != nil {
+	if err := tune(in.PID, knobs(n.Node)); err != nil {
 		return in, err
 	}
 	return in, markReady(env, n.Name, in.PID)
@@ -233,7 +247,7 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 	if err := removeGroup(env, in.Name); err != nil {
 		return err
 	}
-	if n := env.Plan.Node(in.Name); n != nil && interconnect(n.VM) != spec.InterconnectTap {
+	if n := env.Plan.Node(in.Name); n != nil && interconnect(knobs(n.Node)) != InterconnectTap {
 		for _, p := range ports(env.Plan, n) {
 			if err := unwire(p.Name); err != nil {
 				return err
@@ -246,7 +260,7 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 // Exec runs the node's start commands in the guest, each through /bin/sh, with their output
 // in /var/log/trellis-exec.log there. A command that fails is named in the error.
 func (Kind) Exec(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node) error {
-	if len(n.Exec) == 0 || !n.VM.Agent() {
+	if len(n.Exec) == 0 || !knobs(n.Node).Agent() {
 		return nil
 	}
 	c, err := dial(ctx, env, n.Name)
@@ -278,7 +292,7 @@ func (Kind) Run(ctx context.Context, env *kinds.Env, in kinds.Instance, argv []s
 			return 0, err
 		}
 	}
-	if n := env.Plan.Node(in.Name); n != nil && !n.VM.Agent() {
+	if n := env.Plan.Node(in.Name); n != nil && !knobs(n.Node).Agent() {
 		return 0, fmt.Errorf("%w: %s boots the user's own initrd or disk; its serial console is logged to NODE.console in the network's log directory", ErrNoAgent, in.Name)
 	}
 	c, err := dial(ctx, env, in.Name)
@@ -322,7 +336,7 @@ func ports(p *plan.Plan, n *plan.Node) []vmPort {
 	for _, l := range p.Links {
 		for _, port := range l.Ports {
 			if port.Node == n.Name {
-				out = append(out, newPort(port, l.MTU, n.VM))
+				out = append(out, newPort(port, l.MTU, knobs(n.Node)))
 			}
 		}
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/trellisnet/trellis/internal/kinds/bridge"
 	"github.com/trellisnet/trellis/internal/netdev"
-	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/vishvananda/netlink"
 )
 
@@ -46,9 +45,9 @@ func wireRE(netID string) *regexp.Regexp {
 }
 
 // interconnect of a port: the node's, tap by default.
-func interconnect(s *spec.VMSettings) string {
+func interconnect(s *Settings) string {
 	if s == nil || s.Interconnect == "" {
-		return spec.InterconnectTap
+		return InterconnectTap
 	}
 	return s.Interconnect
 }
@@ -63,7 +62,7 @@ func wire(p *vmPort) error {
 	}
 	var err error
 	switch p.Interconnect {
-	case spec.InterconnectTap:
+	case InterconnectTap:
 		p.files, err = openTap(p.Name, p.Queues, p.MTU)
 	default:
 		p.files, err = wireVeth(*p)
@@ -88,7 +87,7 @@ func wireVeth(p vmPort) ([]*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrWire, err)
 	}
-	if p.Interconnect == spec.InterconnectBridge {
+	if p.Interconnect == InterconnectBridge {
 		if err := makeBridge(p, lower); err != nil {
 			return nil, err
 		}
@@ -189,7 +188,7 @@ func makeBridge(p vmPort, lower netlink.Link) error {
 
 // joinBridge puts the tap of a bridge port, which QEMU holds, into the port's bridge.
 func joinBridge(p vmPort) error {
-	if p.Interconnect != spec.InterconnectBridge {
+	if p.Interconnect != InterconnectBridge {
 		return nil
 	}
 	br, err := netlink.LinkByName(wireName(p.Name, bridgeLetter))

@@ -1,4 +1,4 @@
-package spec
+package vm
 
 import (
 	"fmt"
@@ -6,12 +6,34 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/spec"
 	"gopkg.in/yaml.v3"
 )
 
-// VMSettings are a VM node's tuning knobs, under its `vm:` key: the knobs of the KVM virtual
-// router paper (docs/vm.md). Zero values leave the host's defaults.
-type VMSettings struct {
+// The kind's own settings, under a node's `vm:` key (spec/settings.go): read here, checked by
+// check, kept by the spec layer as an opaque value that knobs gives back.
+var nodeSettings = &spec.NodeSettings{
+	Key:  "vm",
+	What: "VM settings",
+	Parse: func(r *spec.Reader, v *yaml.Node) spec.Settings {
+		if s := readSettings(r, v); s != nil {
+			return s
+		}
+		return nil // not a typed nil: the node has no settings
+	},
+	New: func() spec.Settings { return &Settings{} },
+}
+
+// knobs returns the VM settings of node nd, or nil.
+func knobs(nd *spec.Node) *Settings {
+	s, _ := nd.KindSettings().(*Settings)
+	return s
+}
+
+// Settings are a VM node's tuning knobs, under its `vm:` key: the knobs of the KVM virtual
+// router paper (docs/vm.md). Zero values leave the host's defaults. Their JSON is part of the
+// node's digest (plan.Digest): a field added must be `omitempty`, or every running VM restarts.
+type Settings struct {
 	PinVCPU   []int         `json:",omitempty"` // cores the vCPU threads may run on
 	PinIO     []int         `json:",omitempty"` // cores QEMU's I/O threads (main loop, monitor, vhost) may run on
 	PrioVCPU  int           `json:",omitempty"` // SCHED_FIFO priority (1-99) of the vCPU threads
@@ -24,12 +46,12 @@ type VMSettings struct {
 	// that is the port), InterconnectMacvtap, InterconnectBridge (docs/vm.md).
 	Interconnect string `json:",omitempty"`
 	// Kernel, Initrd and Append are the user's own kernel and initramfs (absolute paths) and
-	// extra kernel command line (vmboot.go). No Initrd: trellis's initramfs with its agent.
+	// extra kernel command line (settings_boot.go). No Initrd: trellis's initramfs with its agent.
 	Kernel string `json:",omitempty"`
 	Initrd string `json:",omitempty"`
 	Append string `json:",omitempty"`
 	// Disk is the user's own disk image (absolute path), which the guest boots through its
-	// firmware, written to through an overlay (vmboot.go); DiskFormat is its format.
+	// firmware, written to through an overlay (settings_boot.go); DiskFormat is its format.
 	Disk       string `json:",omitempty"`
 	DiskFormat string `json:",omitempty"`
 }
@@ -44,47 +66,52 @@ const (
 // DefaultReservePeriod is the period of a reservation that names none.
 const DefaultReservePeriod = 10 * time.Millisecond
 
-func (p *parser) vmSettings(nd *Node, v *yaml.Node, field string) *VMSettings {
-	f, ok := p.fields(v, field, "pin", "priority", "reserve", "queues", "queue_size", "interconnect", "kernel", "initrd", "append", "disk")
+// readSettings reads `vm:`; nil if it is not a mapping.
+func readSettings(p *spec.Reader, v *yaml.Node) *Settings {
+	field := p.Field
+	f, ok := p.Fields(v, field, "pin", "priority", "reserve", "queues", "queue_size", "interconnect", "kernel", "initrd", "append", "disk")
 	if !ok {
 		return nil
 	}
-	s := &VMSettings{}
+	s := &Settings{}
 	for k, val := range f {
-		nd.lines["vm."+k] = val.Line
+		p.Line("vm."+k, val.Line)
 	}
 	if v := f["pin"]; v != nil {
-		s.PinVCPU, s.PinIO = p.vmPair(v, field+".pin", p.cores)
+		s.PinVCPU, s.PinIO = vmPair(p, v, field+".pin", cores)
 	}
 	if v := f["priority"]; v != nil {
-		one := func(n *yaml.Node, fld string) []int {
-			return []int{p.intIn(n, fld, 1, 99, "give a SCHED_FIFO priority from 1 to 99")}
+		one := func(p *spec.Reader, n *yaml.Node, fld string) []int {
+			return []int{intIn(p, n, fld, 1, 99, "give a SCHED_FIFO priority from 1 to 99")}
 		}
-		vc, io := p.vmPair(v, field+".priority", one)
+		vc, io := vmPair(p, v, field+".priority", one)
 		s.PrioVCPU, s.PrioIO = first(vc), first(io)
 	}
 	if v := f["reserve"]; v != nil {
-		s.Reserve, s.Period = p.reserve(v, field+".reserve")
+		s.Reserve, s.Period = reserve(p, v, field+".reserve")
 	}
 	if v := f["queues"]; v != nil {
-		s.Queues = p.intIn(v, field+".queues", 1, 16, "give 1 to 16 queue pairs")
+		s.Queues = intIn(p, v, field+".queues", 1, 16, "give 1 to 16 queue pairs")
 	}
 	if v := f["queue_size"]; v != nil {
-		s.QueueSize = p.intIn(v, field+".queue_size", 256, 1024, "give 256, 512 or 1024 (QEMU's sizes)")
+		s.QueueSize = intIn(p, v, field+".queue_size", 256, 1024, "give 256, 512 or 1024 (QEMU's sizes)")
 		if s.QueueSize&(s.QueueSize-1) != 0 {
-			p.fail(v, field+".queue_size", fmt.Sprintf("%d is not a power of two", s.QueueSize), "give 256, 512 or 1024")
+			p.Fail(v, field+".queue_size", fmt.Sprintf("%d is not a power of two", s.QueueSize), "give 256, 512 or 1024")
 		}
 	}
 	if v := f["interconnect"]; v != nil {
-		s.Interconnect = p.interconnect(v, field+".interconnect")
+		s.Interconnect = interconnectOf(p, v, field+".interconnect")
 	}
-	p.vmBoot(s, f, field)
+	readBoot(p, s, f, field)
+	if !s.Agent() {
+		refuseAgentKeys(p)
+	}
 	return s
 }
 
-// interconnect reads tap, macvtap or bridge.
-func (p *parser) interconnect(n *yaml.Node, field string) string {
-	s, ok := p.str(n, field)
+// interconnectOf reads tap, macvtap or bridge.
+func interconnectOf(p *spec.Reader, n *yaml.Node, field string) string {
+	s, ok := p.Str(n, field)
 	if !ok {
 		return ""
 	}
@@ -92,7 +119,7 @@ func (p *parser) interconnect(n *yaml.Node, field string) string {
 	case InterconnectTap, InterconnectMacvtap, InterconnectBridge:
 		return s
 	}
-	p.fail(n, field, fmt.Sprintf("%q is not an interconnect", s), "give tap, macvtap or bridge")
+	p.Fail(n, field, fmt.Sprintf("%q is not an interconnect", s), "give tap, macvtap or bridge")
 	return ""
 }
 
@@ -104,29 +131,29 @@ func first(xs []int) int {
 }
 
 // vmPair reads `{vcpu: X, io: Y}`, each with read.
-func (p *parser) vmPair(v *yaml.Node, field string, read func(*yaml.Node, string) []int) (vcpu, io []int) {
-	f, ok := p.fields(v, field, "vcpu", "io")
+func vmPair(p *spec.Reader, v *yaml.Node, field string, read func(*spec.Reader, *yaml.Node, string) []int) (vcpu, io []int) {
+	f, ok := p.Fields(v, field, "vcpu", "io")
 	if !ok {
 		return nil, nil
 	}
 	if n := f["vcpu"]; n != nil {
-		vcpu = read(n, field+".vcpu")
+		vcpu = read(p, n, field+".vcpu")
 	}
 	if n := f["io"]; n != nil {
-		io = read(n, field+".io")
+		io = read(p, n, field+".io")
 	}
 	return vcpu, io
 }
 
 // cores reads a list of CPU numbers: [0, 1] or a single number.
-func (p *parser) cores(n *yaml.Node, field string) []int {
+func cores(p *spec.Reader, n *yaml.Node, field string) []int {
 	items := []*yaml.Node{n}
 	if n.Kind == yaml.SequenceNode {
 		items = n.Content
 	}
 	var out []int
 	for _, it := range items {
-		if c := p.intIn(it, field, 0, 1023, "give CPU numbers as the kernel counts them, e.g. [0, 1]"); c >= 0 {
+		if c := intIn(p, it, field, 0, 1023, "give CPU numbers as the kernel counts them, e.g. [0, 1]"); c >= 0 {
 			out = append(out, c)
 		}
 	}
@@ -134,41 +161,41 @@ func (p *parser) cores(n *yaml.Node, field string) []int {
 }
 
 // intIn reads an integer from lo to hi; -1 if it is not one (the problem is recorded).
-func (p *parser) intIn(n *yaml.Node, field string, lo, hi int, fix string) int {
-	s, ok := p.str(n, field)
+func intIn(p *spec.Reader, n *yaml.Node, field string, lo, hi int, fix string) int {
+	s, ok := p.Str(n, field)
 	if !ok {
 		return -1
 	}
 	v, err := strconv.Atoi(s)
 	if err != nil || v < lo || v > hi {
-		p.fail(n, field, fmt.Sprintf("%q is not a whole number from %d to %d", s, lo, hi), fix)
+		p.Fail(n, field, fmt.Sprintf("%q is not a whole number from %d to %d", s, lo, hi), fix)
 		return -1
 	}
 	return v
 }
 
 // reserve reads `50%` or `50% 20ms`: the share of a core and the period.
-func (p *parser) reserve(n *yaml.Node, field string) (float64, time.Duration) {
-	s, ok := p.str(n, field)
+func reserve(p *spec.Reader, n *yaml.Node, field string) (float64, time.Duration) {
+	s, ok := p.Str(n, field)
 	if !ok {
 		return 0, 0
 	}
 	const fix = "write a share of a core with an optional period, e.g. `50%` or `35% 20ms`"
 	parts := strings.Fields(s)
 	if len(parts) == 0 || len(parts) > 2 || !strings.HasSuffix(parts[0], "%") {
-		p.fail(n, field, fmt.Sprintf("%q is not a reservation", s), fix)
+		p.Fail(n, field, fmt.Sprintf("%q is not a reservation", s), fix)
 		return 0, 0
 	}
 	pct, err := strconv.ParseFloat(strings.TrimSuffix(parts[0], "%"), 64)
 	if err != nil || pct <= 0 || pct > 100 {
-		p.fail(n, field, fmt.Sprintf("%q is not a share from 0 to 100%%", parts[0]), fix)
+		p.Fail(n, field, fmt.Sprintf("%q is not a share from 0 to 100%%", parts[0]), fix)
 		return 0, 0
 	}
 	period := DefaultReservePeriod
 	if len(parts) == 2 {
 		period, err = time.ParseDuration(parts[1])
 		if err != nil || period < time.Millisecond || period > time.Second {
-			p.fail(n, field, fmt.Sprintf("%q is not a period from 1ms to 1s", parts[1]), fix)
+			p.Fail(n, field, fmt.Sprintf("%q is not a period from 1ms to 1s", parts[1]), fix)
 			return 0, 0
 		}
 	}
