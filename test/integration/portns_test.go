@@ -6,13 +6,17 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/metrics"
+	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -138,6 +142,7 @@ func TestPortNamespace(t *testing.T) {
 		t.Errorf("b's pings over the link that duplicates all it sends got no duplicate:\n%s", out)
 	}
 	checkPortNSCapture(t, e.state)
+	checkPortNSMetrics(t, e.state)
 
 	mustTrellis(t, e.state, "link", "pns", "a:eth1--b:eth1", "down")
 	if err := tryPing(t, e.state, "pns", "a", "10.0.0.2"); err == nil {
@@ -149,6 +154,40 @@ func TestPortNamespace(t *testing.T) {
 	mustTrellis(t, e.state, "down", "pns")
 	assertNoNewPortNS(t, before)
 	e.assertClean()
+}
+
+// checkPortNSMetrics scrapes the metrics (in process, as `trellis serve` does): every port of
+// pns is up, a's pings were counted, and the duplicates of b's frames over the bridge link too.
+func checkPortNSMetrics(t *testing.T, stateDir string) {
+	t.Helper()
+	st, err := state.Open(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := httptest.NewRecorder()
+	metrics.New(st).Handler().ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
+	sample := func(name, node, ifname string) (float64, bool) {
+		for _, line := range strings.Split(rr.Body.String(), "\n") {
+			if strings.HasPrefix(line, name+"{") && strings.Contains(line, `network="pns"`) &&
+				strings.Contains(line, `node="`+node+`"`) && strings.Contains(line, `interface="`+ifname+`"`) {
+				f := strings.Fields(line)
+				v, err := strconv.ParseFloat(f[len(f)-1], 64)
+				return v, err == nil
+			}
+		}
+		return 0, false
+	}
+	for _, ep := range []struct{ node, ifname string }{{"a", "eth1"}, {"a", "eth2"}, {"b", "eth1"}, {"b", "eth2"}, {"b", "eth3"}, {"c", "eth1"}, {"c", "eth3"}} {
+		if v, ok := sample("trellis_port_up", ep.node, ep.ifname); !ok || v != 1 {
+			t.Errorf("metrics: trellis_port_up of %s:%s is %v (found %v), want 1", ep.node, ep.ifname, v, ok)
+		}
+	}
+	if v, _ := sample("trellis_port_tx_frames_total", "a", "eth1"); v == 0 {
+		t.Error("metrics: a:eth1 sent no frame, after a's pings")
+	}
+	if v, _ := sample("trellis_port_impairment_duplicates_total", "b", "eth2"); v == 0 {
+		t.Error("metrics: the link that duplicates all b sends duplicated nothing")
+	}
 }
 
 // checkPortNSCapture captures a's echo request and b's reply on the shortbridge link, whose
