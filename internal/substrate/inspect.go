@@ -146,12 +146,15 @@ func InspectWith(st *state.Store, name string, rd *Reader) (*NetworkInfo, error)
 		return nil, err
 	}
 	defer ports.in.close()
-	_ = ports.in.do(func() error { // impairment counters are read where the ports are
+	err = ports.in.do(func() error { // impairment counters are read where the ports are
 		for _, l := range rec.Plan.Links {
 			info.Links = append(info.Links, linkInfo(l, ports.devs, seen))
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
 	if tk, err := kinds.TunnelKind(rec.Plan.Tunnel); err == nil {
 		if c, ok := tk.(interface {
 			Counters(*kinds.Env) *dataplane.EGRECounters
