@@ -185,19 +185,25 @@ func Run(ctx context.Context, p *Plan, w io.Writer, opts Options) (int, error) {
 	return write(ctx, pw, frames, errc, opts.Count)
 }
 
-// openTap opens the socket of tap t: on a port in the root namespace, or on a node's
-// interface from inside the node's network namespace (the socket stays bound to it).
+// openTap opens the socket of tap t: on a port in the root namespace or in its network's port
+// namespace (substrate.PortNSEnv), or on a node's interface from inside the node's network
+// namespace (the socket stays bound to where it was opened).
 func openTap(t Tap, filter []bpf.RawInstruction) (*socket, error) {
 	if t.PID == 0 {
-		dev, err := netdev.ByName(t.Port)
-		if err != nil || dev == nil {
-			return nil, errors.Join(fmt.Errorf("capture: port %s is not there (is the node running?)", t.Port), err)
-		}
-		s, err := openSocket(dev.Attrs().Index, filter)
+		pns, ok, err := substrate.OpenPortNS(plan.DeviceNetID(t.Port))
 		if err != nil {
 			return nil, fmt.Errorf("capture: port %s: %w", t.Port, err)
 		}
-		return s, nil
+		if !ok {
+			return openPort(t, filter)
+		}
+		defer pns.Close()
+		var s *socket
+		err = netnsutil.Do(pns, func() (err error) {
+			s, err = openPort(t, filter)
+			return err
+		})
+		return s, err
 	}
 	ns, err := netns.GetFromPid(t.PID)
 	if err != nil {
@@ -217,6 +223,19 @@ func openTap(t Tap, filter []bpf.RawInstruction) (*socket, error) {
 		return nil, fmt.Errorf("capture: interface %s in its node: %w", t.Port, err)
 	}
 	s.inside = true
+	return s, nil
+}
+
+// openPort opens the socket of tap t on its port, in the calling thread's namespace.
+func openPort(t Tap, filter []bpf.RawInstruction) (*socket, error) {
+	dev, err := netdev.ByName(t.Port)
+	if err != nil || dev == nil {
+		return nil, errors.Join(fmt.Errorf("capture: port %s is not there (is the node running?)", t.Port), err)
+	}
+	s, err := openSocket(dev.Attrs().Index, filter)
+	if err != nil {
+		return nil, fmt.Errorf("capture: port %s: %w", t.Port, err)
+	}
 	return s, nil
 }
 

@@ -35,6 +35,7 @@ type network struct {
 	// peer to find their namespace by), by node and interface name.
 	direct map[string]map[string]rtnl.Stats
 	usage  map[string]kinds.Usage // what its running nodes use, for kinds that tell it
+	ports  *portNS                // its port namespace's devices, if it has one (portns.go)
 }
 
 // read reads every network: the records, one dump of the root namespace's devices and (if a
@@ -53,6 +54,7 @@ func (c *Collector) read() (*snapshot, error) {
 	nets := make([]*network, len(recs))
 	for i, rec := range recs {
 		nets[i] = &network{rec: rec}
+		nets[i].ports = readPortNS(nets[i])
 		if running, rerr := substrate.Running(c.st, rec.Plan); rerr == nil {
 			nets[i].running = running
 		}
@@ -129,7 +131,7 @@ func (c *Collector) readNodes(nets []*network, devs map[string]rtnl.Link) {
 			for _, p := range l.Ports {
 				d, ok := devs[p.Name]
 				j := byNode[p.Node]
-				if j != nil && substrate.Wired(l) {
+				if j != nil && (substrate.Wired(l) || n.ports != nil) {
 					j.direct = true
 					continue
 				}
@@ -258,6 +260,10 @@ func (c *Collector) readNetwork(s *snapshot, n *network) {
 // side (zero if the node does not run).
 func (c *Collector) readPort(s *snapshot, n *network, machine string, l *plan.Link, port plan.Port) {
 	lv := []string{n.rec.Name, port.Node, l.Name, port.Ifname, machine}
+	if n.ports != nil {
+		c.readPortIn(s, n, lv, port)
+		return
+	}
 	if substrate.Wired(l) { // no port: the counters of the node's interface, the veth's own
 		st, ok := n.direct[port.Node][port.Ifname]
 		s.out.add(famPortUp, boolValue(ok), lv...)

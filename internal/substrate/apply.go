@@ -31,6 +31,7 @@ type applier struct {
 	made   map[string]bool // ports made by this apply, configured already (listed only)
 	// carriers are the joined ports to bring up or down once every link is joined.
 	carriers []carrier
+	portNS   portsIn // where the network's ports are (portns.go)
 	// What this apply did, for the progress lines.
 	stopped, removed, started, joined, carried atomic.Int64
 }
@@ -47,6 +48,10 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 			return err
 		}
 	}
+	if err := a.openPorts(); err != nil {
+		return err
+	}
+	defer a.portNS.close()
 	p := env.Plan
 	steps := []struct {
 		what  string
@@ -60,7 +65,7 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 			}
 			return sweep(env, a.recorded, a.running)
 		}, &a.stopped},
-		{"devices removed", 1, func(int) error { return a.removeGone(ctx) }, &a.removed},
+		{"devices removed", 1, func(int) error { return a.portNS.do(func() error { return a.removeGone(ctx) }) }, &a.removed},
 		{"nodes started", len(p.Nodes), func(i int) error { return a.startNode(ctx, p.Nodes[i]) }, &a.started},
 		{"links made or changed", len(p.Links), func(i int) error { return a.link(ctx, p.Links[i]) }, &a.joined},
 		{"ports brought up or down", 1, func(int) error { return a.setCarriers(ctx) }, &a.carried},

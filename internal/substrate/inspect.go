@@ -141,8 +141,19 @@ func InspectWith(st *state.Store, name string, rd *Reader) (*NetworkInfo, error)
 	for i, n := range rec.Plan.Nodes {
 		info.Nodes[i].Engines = enginesInfo(st, rec.NetID, n, root.devs)
 	}
-	for _, l := range rec.Plan.Links {
-		info.Links = append(info.Links, linkInfo(l, root, seen))
+	ports, err := portDevices(rec.NetID, rec.Plan, root)
+	if err != nil {
+		return nil, err
+	}
+	defer ports.in.close()
+	err = ports.in.do(func() error { // impairment counters are read where the ports are
+		for _, l := range rec.Plan.Links {
+			info.Links = append(info.Links, linkInfo(l, ports.devs, seen))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if tk, err := kinds.TunnelKind(rec.Plan.Tunnel); err == nil {
 		if c, ok := tk.(kinds.Counter); ok {

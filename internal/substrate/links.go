@@ -14,11 +14,16 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// link converges one link: it makes the ports that are missing (a new link or member, or a
+// link converges one link where the network's ports are (linkHere).
+func (a *applier) link(ctx context.Context, l *plan.Link) error {
+	return a.portNS.do(func() error { return a.linkHere(ctx, l) })
+}
+
+// linkHere converges one link: it makes the ports that are missing (a new link or member, or a
 // node started anew), and if anything of the link is new or changed, ensures its tunnels, then
 // sets its shapers, joins its connector, sets impairments and finally the carrier state. A link
 // that is unchanged and whole is not touched.
-func (a *applier) link(ctx context.Context, l *plan.Link) error {
+func (a *applier) linkHere(ctx context.Context, l *plan.Link) error {
 	var ol *plan.Link
 	if a.old != nil && a.old.Tunnel == a.env.Plan.Tunnel {
 		ol = a.old.Link(l.Name)
@@ -207,6 +212,11 @@ type carrier struct {
 // the lock. While links are made in parallel the lock is always held, so the writes are left
 // for this moment, when trellis alone takes it.
 func (a *applier) setCarriers(ctx context.Context) error {
+	return a.portNS.do(func() error { return a.setCarriersHere(ctx) })
+}
+
+// setCarriersHere is setCarriers on the calling thread.
+func (a *applier) setCarriersHere(ctx context.Context) error {
 	for _, c := range a.carriers {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -63,6 +63,10 @@ func remove(st *state.Store, rec *state.Record) error {
 	if err := sweep(env, recorded(rec, rec.Plan), nil); err != nil {
 		return err
 	}
+	// The ports in the network's port namespace (if it has one) go with it.
+	if err := removePortNS(rec.NetID); err != nil {
+		return err
+	}
 	for _, p := range []*plan.Plan{rec.Plan, rec.Target} {
 		if err := guardEngines(st, p, false, nil); err != nil {
 			return err

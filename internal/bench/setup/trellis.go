@@ -81,16 +81,7 @@ func (h *Harness) addTrellisNet(g *Rig, name, connector string, relay bool, chan
 			return fmt.Errorf("network %s: %w", name, err)
 		}
 	}
-	// The first device that receives from the source is the source link's port in the root
-	// namespace, or on a link without ports (veth) the node's interface: steer its receive
-	// processing to the forwarding CPU, as for native.
-	ns, first := h.rootNS, b.plan.Links[0].Ports[0].Name
-	if dev, err := netdev.ByName(first); err != nil {
-		return err
-	} else if dev == nil {
-		ns, first = b.NS["nut"], "eth1"
-	}
-	if err := h.steer(ns, first); err != nil {
+	if err := h.steerFirst(b); err != nil {
 		return err
 	}
 	dst := SinkIP
@@ -101,6 +92,28 @@ func (h *Harness) addTrellisNet(g *Rig, name, connector string, relay bool, chan
 		}
 	}
 	return g.finish(b.NS["src"], "eth1", b.NS["nut"], "eth1", b.NS["sink"], "eth1", dst)
+}
+
+// steerFirst steers the receive processing of the first device that receives from the source
+// to the forwarding CPU, as for native: the source link's port, in the root namespace or in the
+// network's port namespace (substrate.PortNSEnv), or on a link without ports (veth) the node's
+// interface.
+func (h *Harness) steerFirst(b *BenchNet) error {
+	first := b.plan.Links[0].Ports[0].Name
+	pns, ok, err := substrate.OpenPortNS(b.plan.NetID)
+	if err != nil {
+		return err
+	}
+	if ok {
+		defer pns.Close()
+		return h.steer(pns, first)
+	}
+	if dev, err := netdev.ByName(first); err != nil {
+		return err
+	} else if dev == nil {
+		return h.steer(b.NS["nut"], "eth1")
+	}
+	return h.steer(h.rootNS, first)
 }
 
 // BenchNet is a bench network that trellis has brought up.

@@ -1,0 +1,216 @@
+package substrate
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/trellisnet/trellis/internal/netnsutil"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Port namespaces (issue 26, item 2). A bpf_redirect_peer or bpf_redirect looks its target up
+// by ifindex in the namespace of the port the frame arrived on (skb_do_redirect ->
+// dev_get_by_index_rcu), in a hash of 256 buckets chained through the devices: with every port
+// of every network in the root namespace (4096 at 1024 networks) each lookup walks about 16
+// devices. With PortNSEnv set to "network", a new network's ports live instead in a network
+// namespace of the network's own, PortNSName(netID) under /run/netns, which trellis makes with
+// the network's first port and deletes at `down` (which finds it by the network's id, also
+// after a killed `up`). Everything that works on ports runs on a thread inside it (withPorts).
+// A network keeps where its ports are for its whole life: the namespace exists or it does not.
+
+// PortNSEnv selects where a new network's ports live: "network" (a namespace per network) or
+// unset/"root" (the root namespace, the default).
+const PortNSEnv = "TRELLIS_PORT_NETNS"
+
+// netnsDir is where named network namespaces are bound (as `ip netns add` does).
+const netnsDir = "/run/netns"
+
+// ErrPortNS wraps failures to make, open or delete a port namespace.
+var ErrPortNS = errors.New("port namespace")
+
+// PortNSName names network netID's port namespace ("trp" and the id: trellis never makes
+// another namespace of that form).
+func PortNSName(netID string) string { return "trp" + netID }
+
+// portNSWanted tells whether new networks get a port namespace (PortNSEnv); an unknown value
+// is an error naming the variable.
+func portNSWanted() (bool, error) {
+	switch v := os.Getenv(PortNSEnv); v {
+	case "", "root":
+		return false, nil
+	case "network":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%w: %s=%q: want \"network\" or \"root\"", ErrPortNS, PortNSEnv, v)
+	}
+}
+
+// OpenPortNS opens network netID's port namespace: ok is false (and no error) if the network
+// has none, its ports being in the root namespace.
+func OpenPortNS(netID string) (ns netns.NsHandle, ok bool, err error) {
+	ns, err = netns.GetFromPath(filepath.Join(netnsDir, PortNSName(netID)))
+	if errors.Is(err, unix.ENOENT) {
+		return netns.None(), false, nil
+	}
+	if err != nil {
+		return netns.None(), false, fmt.Errorf("%w %s: %w", ErrPortNS, PortNSName(netID), err)
+	}
+	return ns, true, nil
+}
+
+// makePortNS makes network netID's port namespace, bound under /run/netns, with its loopback
+// up, and returns a handle to it (the existing one if it is there already).
+func makePortNS(netID string) (netns.NsHandle, error) {
+	if ns, ok, err := OpenPortNS(netID); ok || err != nil {
+		return ns, err
+	}
+	runtime.LockOSThread()
+	origin, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return netns.None(), err
+	}
+	defer origin.Close()
+	ns, err := netns.NewNamed(PortNSName(netID)) // enters it
+	if serr := netns.Set(origin); serr != nil {
+		// The thread stays locked: the runtime discards it with the goroutine.
+		return netns.None(), fmt.Errorf("%w %s: returning to the root namespace: %w", ErrPortNS, PortNSName(netID), serr)
+	}
+	runtime.UnlockOSThread()
+	if err != nil {
+		return netns.None(), fmt.Errorf("%w %s: %w", ErrPortNS, PortNSName(netID), err)
+	}
+	return ns, nil
+}
+
+// removePortNS deletes network netID's port namespace if it has one: the kernel deletes the
+// ports in it (and their peers, the nodes' interfaces) once nothing holds it.
+func removePortNS(netID string) error {
+	err := netns.DeleteNamed(PortNSName(netID))
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) { // not mounted, or no file
+		if rerr := os.Remove(filepath.Join(netnsDir, PortNSName(netID))); rerr != nil && !os.IsNotExist(rerr) {
+			return fmt.Errorf("%w %s: %w", ErrPortNS, PortNSName(netID), rerr)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w %s: %w", ErrPortNS, PortNSName(netID), err)
+	}
+	return nil
+}
+
+// portsIn is where a network's ports are: ns if set, else the root namespace (the zero value).
+type portsIn struct {
+	set bool
+	ns  netns.NsHandle
+}
+
+// do runs f where the ports are: on a thread inside the port namespace, or as it is.
+func (p portsIn) do(f func() error) error {
+	if !p.set {
+		return f()
+	}
+	return netnsutil.Do(p.ns, f)
+}
+
+// close releases the handle.
+func (p portsIn) close() {
+	if p.set {
+		p.ns.Close()
+	}
+}
+
+// ErrPortNSUnsupported is returned for a network whose ports live in a port namespace and that
+// asks for what does not follow them there yet.
+var ErrPortNSUnsupported = errors.New("not supported with ports in a namespace of their own")
+
+// openPorts finds where the network's ports are: in its port namespace if it has one; in a new
+// one if it is a new network and PortNSEnv asks for it; else in the root namespace. With a port
+// namespace, the plan must have only what follows the ports there (portNSRefusal).
+func (a *applier) openPorts() error {
+	ns, ok, err := OpenPortNS(a.env.Plan.NetID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		want, err := portNSWanted()
+		if err != nil || !want || a.old != nil {
+			return err
+		}
+	}
+	if err := portNSRefusal(a.env.Plan); err != nil {
+		if ok {
+			ns.Close()
+		}
+		return err
+	}
+	if !ok {
+		if ns, err = makePortNS(a.env.Plan.NetID); err != nil {
+			return err
+		}
+	}
+	a.portNS = portsIn{set: true, ns: ns}
+	return nil
+}
+
+// portNSRefusal names the first part of plan p that cannot work with its ports in a port
+// namespace yet: tunnels (their underlay is the root namespace's), delay lines, engines, eBPF
+// data planes and nodes of kinds other than container (a VM's tap is made in the root).
+func portNSRefusal(p *plan.Plan) error {
+	refuse := func(what string) error {
+		return fmt.Errorf("network %s (%s=network): %s: %w; unset %s to put this network's ports in the root namespace",
+			p.Network, PortNSEnv, what, ErrPortNSUnsupported, PortNSEnv)
+	}
+	if p.Tunnel != "" {
+		return refuse("tunnel " + p.Tunnel)
+	}
+	for _, n := range p.Nodes {
+		switch {
+		case n.Kind != "container":
+			return refuse("node " + n.Name + " of kind " + n.Kind)
+		case len(n.FEPorts) > 0:
+			return refuse("node " + n.Name + "'s engines")
+		case n.Dataplane != nil:
+			return refuse("node " + n.Name + "'s eBPF data plane")
+		}
+	}
+	for _, l := range p.Links {
+		for _, port := range l.Ports {
+			if port.Impair.Delays() {
+				return refuse("link " + l.Name + "'s delay at " + port.String())
+			}
+		}
+	}
+	return nil
+}
+
+// portsDevs are a network's port devices and where they are: root's, or those of the
+// network's port namespace (read there).
+type portsDevs struct {
+	devs rootDevices
+	in   portsIn
+}
+
+// portDevices reads the devices of network netID's port namespace if it has one; else the
+// ports are root's.
+func portDevices(netID string, p *plan.Plan, root rootDevices) (portsDevs, error) {
+	ns, ok, err := OpenPortNS(netID)
+	if err != nil || !ok {
+		return portsDevs{devs: root}, err
+	}
+	out := portsDevs{in: portsIn{set: true, ns: ns}}
+	err = out.in.do(func() (err error) {
+		out.devs, err = readRootDevices(shaped(p))
+		return err
+	})
+	if err != nil {
+		ns.Close()
+		return portsDevs{}, fmt.Errorf("%w %s: %w", ErrPortNS, PortNSName(netID), err)
+	}
+	return out, nil
+}

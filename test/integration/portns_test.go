@@ -1,0 +1,309 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trellisnet/trellis/internal/metrics"
+	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/substrate"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// portNSTopo has a link of each connector whose ports carry something of trellis's: a
+// shortbridge with a rate cap (a shaper on its ports), a bridge with an impairment (every frame
+// b sends is duplicated) and a LAN of three.
+const portNSTopo = `name: pns
+nodes:
+  a:
+    addresses:
+      eth1: [10.0.0.1/24]
+      eth2: [10.0.2.1/24]
+  b:
+    addresses:
+      eth1: [10.0.0.2/24]
+      eth2: [10.0.1.1/24]
+      eth3: [10.0.2.2/24]
+  c:
+    addresses:
+      eth1: [10.0.1.2/24]
+      eth3: [10.0.2.3/24]
+links:
+  - endpoints: [a:eth1, b:eth1]
+    rate: 10mbit
+  - endpoints: [b:eth2, c:eth1]
+    connector: bridge
+    duplicate: 100%
+  - endpoints: [a:eth2, b:eth3, c:eth3]
+    name: lan
+    connector: lan
+`
+
+// portNSEntries lists the port namespaces (trp...) bound under /run/netns.
+func portNSEntries(t *testing.T) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	entries, err := os.ReadDir("/run/netns")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "trp") {
+			out[e.Name()] = true
+		}
+	}
+	return out
+}
+
+// assertNoNewPortNS fails if a port namespace not in before is bound under /run/netns.
+func assertNoNewPortNS(t *testing.T, before map[string]bool) {
+	t.Helper()
+	for name := range portNSEntries(t) {
+		if !before[name] {
+			t.Errorf("port namespace %s is left under /run/netns", name)
+		}
+	}
+}
+
+// TestPortNamespace (issue 26, item 2): with TRELLIS_PORT_NETNS=network a network's ports are
+// in a namespace of the network's own, not in the root namespace, and everything that works
+// on ports follows them: connectors (shortbridge, bridge, LAN), the rate's shaper, an
+// impairment, the carrier (link down/up), inspect and capture; down removes the namespace.
+// On 5ddc709 the variable was not read and the ports were in the root namespace.
+func TestPortNamespace(t *testing.T) {
+	e := start(t)
+	before := portNSEntries(t)
+	t.Setenv(substrate.PortNSEnv, "network")
+	mustTrellis(t, e.state, "up", writeTopo(t, portNSTopo))
+	info := inspect(t, e.state, "pns")
+	nsName := substrate.PortNSName(info.NetID)
+	ns, err := netns.GetFromName(nsName)
+	if err != nil {
+		t.Fatalf("the network's port namespace %s: %v", nsName, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ports := 0
+	for _, l := range info.Links {
+		for _, ep := range l.Endpoints {
+			ports++
+			if _, err := netlink.LinkByName(ep.Port); err == nil {
+				t.Errorf("port %s of %s is in the root namespace", ep.Port, l.Name)
+			}
+			dev, err := h.LinkByName(ep.Port)
+			if err != nil {
+				t.Errorf("port %s of %s is not in %s: %v", ep.Port, l.Name, nsName, err)
+				continue
+			}
+			if ep.State != "up" {
+				t.Errorf("inspect says port %s is %q, want up", ep.Port, ep.State)
+			}
+			if l.Rate != "" && l.Rate != "-" {
+				qs, err := h.QdiscList(dev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tbf := false
+				for _, q := range qs {
+					_, tbf = q.(*netlink.Tbf)
+					if tbf {
+						break
+					}
+				}
+				if !tbf {
+					t.Errorf("port %s of the capped link %s has no shaper (qdiscs %v)", ep.Port, l.Name, qs)
+				}
+			}
+		}
+	}
+	if ports != 7 {
+		t.Errorf("inspect lists %d ports, want 7", ports)
+	}
+	ping(t, e.state, "pns", "a", "10.0.0.2")           // shortbridge
+	ping(t, e.state, "pns", "a", "10.0.2.3")           // LAN
+	pingEventually(t, e.state, "pns", "b", "10.0.1.2") // bridge
+	if out, _, _ := execIn(t, e.state, "pns", "b", "ping", "-c", "3", "-i", "0.2", "-W", "1", "10.0.1.2"); !strings.Contains(out, "DUP!") {
+		t.Errorf("b's pings over the link that duplicates all it sends got no duplicate:\n%s", out)
+	}
+	checkPortNSCapture(t, e.state)
+	checkPortNSMetrics(t, e.state)
+
+	mustTrellis(t, e.state, "link", "pns", "a:eth1--b:eth1", "down")
+	if err := tryPing(t, e.state, "pns", "a", "10.0.0.2"); err == nil {
+		t.Error("a reaches b over a link that is down")
+	}
+	mustTrellis(t, e.state, "link", "pns", "a:eth1--b:eth1", "up")
+	pingEventually(t, e.state, "pns", "a", "10.0.0.2")
+
+	mustTrellis(t, e.state, "down", "pns")
+	assertNoNewPortNS(t, before)
+	e.assertClean()
+}
+
+// checkPortNSMetrics scrapes the metrics (in process, as `trellis serve` does): every port of
+// pns is up, a's pings were counted, and the duplicates of b's frames over the bridge link too.
+func checkPortNSMetrics(t *testing.T, stateDir string) {
+	t.Helper()
+	st, err := state.Open(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := httptest.NewRecorder()
+	metrics.New(st).Handler().ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
+	sample := func(name, node, ifname string) (float64, bool) {
+		for _, line := range strings.Split(rr.Body.String(), "\n") {
+			if strings.HasPrefix(line, name+"{") && strings.Contains(line, `network="pns"`) &&
+				strings.Contains(line, `node="`+node+`"`) && strings.Contains(line, `interface="`+ifname+`"`) {
+				f := strings.Fields(line)
+				v, err := strconv.ParseFloat(f[len(f)-1], 64)
+				return v, err == nil
+			}
+		}
+		return 0, false
+	}
+	for _, ep := range []struct{ node, ifname string }{{"a", "eth1"}, {"a", "eth2"}, {"b", "eth1"}, {"b", "eth2"}, {"b", "eth3"}, {"c", "eth1"}, {"c", "eth3"}} {
+		if v, ok := sample("trellis_port_up", ep.node, ep.ifname); !ok || v != 1 {
+			t.Errorf("metrics: trellis_port_up of %s:%s is %v (found %v), want 1", ep.node, ep.ifname, v, ok)
+		}
+	}
+	if v, _ := sample("trellis_port_tx_frames_total", "a", "eth1"); v == 0 {
+		t.Error("metrics: a:eth1 sent no frame, after a's pings")
+	}
+	if v, _ := sample("trellis_port_impairment_duplicates_total", "b", "eth2"); v == 0 {
+		t.Error("metrics: the link that duplicates all b sends duplicated nothing")
+	}
+}
+
+// checkPortNSCapture captures a's echo request and b's reply on the shortbridge link, whose
+// ports are in the port namespace.
+func checkPortNSCapture(t *testing.T, state string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "pns.pcapng")
+	capture := exec.Command(trellisBin, "--state-dir", state, "capture", "pns", "a:eth1--b:eth1", "-c", "2", "-w", file, "icmp")
+	var errOut bytes.Buffer
+	capture.Stderr = &errOut
+	if err := capture.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- capture.Wait() }()
+	for i := 0; i < 50; i++ {
+		tryPing(t, state, "pns", "a", "10.0.0.2")
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("capture: %v\n%s", err, errOut.String())
+			}
+			out, err := exec.Command("tcpdump", "-n", "-r", file).CombinedOutput()
+			if err != nil {
+				t.Fatalf("tcpdump -r: %v\n%s", err, out)
+			}
+			if !strings.Contains(string(out), "10.0.0.1 > 10.0.0.2: ICMP echo request") {
+				t.Errorf("the capture holds:\n%s\nwant a's echo request", out)
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	_ = capture.Process.Kill()
+	<-done
+	t.Fatalf("capture caught no two frames in 50 pings: %s", errOut.String())
+}
+
+// TestPortNamespaceRefusals: what does not follow ports into a port namespace yet (a delay
+// line here) is refused before anything is made, naming the variable.
+func TestPortNamespaceRefusals(t *testing.T) {
+	e := start(t)
+	before := portNSEntries(t)
+	t.Setenv(substrate.PortNSEnv, "network")
+	_, errOut, err := trellis(t, e.state, "up", writeTopo(t, rateTopo("pnsdelay", "    delay: 10ms\n")))
+	if err == nil || !strings.Contains(errOut, substrate.PortNSEnv) || !strings.Contains(errOut, "delay") {
+		t.Errorf("up of a delayed link with ports in a namespace: err %v, stderr %q; want a refusal naming %s and the delay", err, errOut, substrate.PortNSEnv)
+	}
+	assertNoNewPortNS(t, before)
+	e.assertClean()
+}
+
+// TestPortNamespaceKillDuringUp: an `up` killed (SIGKILL) while it makes a 200-node chain's
+// ports in the network's port namespace (once the first ports are there, and a while later)
+// leaves all that `trellis down` removes: the namespace, with the ports in it, too.
+func TestPortNamespaceKillDuringUp(t *testing.T) {
+	for _, after := range []int{1, 100} {
+		t.Run(fmt.Sprintf("after%dports", after), func(t *testing.T) {
+			e := start(t)
+			before := portNSEntries(t)
+			t.Setenv(substrate.PortNSEnv, "network")
+			cmd := exec.Command(trellisBin, "--state-dir", e.state, "up", writeTopo(t, chainTopo("chain", 200)))
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			made := waitPorts(t, after, cmd)
+			_ = killProcess(cmd.Process)
+			_ = cmd.Wait()
+			t.Logf("killed with %d ports made: %v", made, snapshot(t).oursCount())
+			if made < after {
+				t.Errorf("up made %d ports in its port namespace, want at least %d before the kill", made, after)
+			}
+			if out, errOut, err := trellis(t, e.state, "down", "chain"); err != nil {
+				t.Errorf("trellis down chain after up was killed: %v\n%s%s", err, out, errOut)
+			}
+			assertNoNewPortNS(t, before)
+			e.assertClean()
+		})
+	}
+}
+
+// waitPorts waits (at most a minute, scaled) until a new port namespace holds at least n
+// devices besides its loopback, or cmd ended, and returns how many it holds.
+func waitPorts(t *testing.T, n int, cmd *exec.Cmd) int {
+	t.Helper()
+	deadline := time.Now().Add(time.Duration(float64(time.Minute) * timeScale()))
+	for time.Now().Before(deadline) {
+		for name := range portNSEntries(t) {
+			if got := devicesIn(name); got >= n {
+				return got
+			}
+		}
+		if cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return 0
+}
+
+// devicesIn counts the devices of named network namespace name besides its loopback (0 if it
+// cannot be read).
+func devicesIn(name string) int {
+	ns, err := netns.GetFromName(name)
+	if err != nil {
+		return 0
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return 0
+	}
+	defer h.Close()
+	links, err := h.LinkList()
+	if err != nil {
+		return 0
+	}
+	return len(links) - 1
+}
