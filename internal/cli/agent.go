@@ -84,7 +84,7 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 			if withPlacer {
 				done := make(chan struct{})
 				go func() {
-					placer.Run(ctx, placer.Config{Store: s, ID: fmt.Sprintf("%s/%d", m.Name, os.Getpid()), Log: log})
+					placer.Run(ctx, placer.Config{Store: s, ID: fmt.Sprintf("%s/%d", m.Name, os.Getpid()), Log: log, SessionTTL: ttl})
 					close(done)
 				}()
 				defer func() { <-done }()

@@ -95,7 +95,7 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 	noteDelays(nil, p, log)
 	p = rec.Plan
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
-	running, err := leftovers(env)
+	running, err := leftovers(ctx, env)
 	if err != nil {
 		return nil, err
 	}
@@ -290,10 +290,14 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 // leftovers returns the nodes of a network being created that run already (an earlier up was
 // killed after its record went). If none runs, the ports of a network of the same name that
 // went down a moment ago may still be there, going with their namespaces: it waits for them.
-func leftovers(env *kinds.Env) (map[string]kinds.Instance, error) {
+// A Snapshot in ctx (WithSnapshot) that holds none of the network's devices spares the listing.
+func leftovers(ctx context.Context, env *kinds.Env) (map[string]kinds.Instance, error) {
 	running, err := runningNodes(env)
 	if err != nil || len(running) > 0 {
 		return running, err
+	}
+	if s := SnapshotFrom(ctx); s != nil && len(s.devices(env.Plan.NetID)) == 0 {
+		return running, nil
 	}
 	return running, deleteDevices(env.Plan.NetID, portsGone)
 }
