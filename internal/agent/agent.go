@@ -98,7 +98,7 @@ func newAgent(cfg Config) *Agent {
 		cfg.Parallel = runtime.NumCPU()
 	}
 	return &Agent{cfg: cfg, log: cfg.Log.With("machine", cfg.Machine.Name), workers: map[string]*worker{},
-		slots: make(chan struct{}, cfg.Parallel), snaps: newSnapshots()}
+		slots: make(chan struct{}, cfg.Parallel), snaps: newSnapshots(cfg.State)}
 }
 
 // limit runs f when fewer than Config.Parallel others run (applies of the machine's networks),

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
@@ -17,15 +18,15 @@ const snapshotMaxAge = 5 * time.Second
 // snapshots hands the applies of the machine's networks one listing of the machine's devices
 // (substrate.Snapshot), taken again when the last one is older than what an apply needs.
 type snapshots struct {
-	take func() (*substrate.Snapshot, error) // substrate.TakeSnapshot; a variable for tests
+	take func() (*substrate.Snapshot, error) // substrate.TakeSnapshot of the state directory
 	now  func() time.Time
 
 	mu   sync.Mutex
 	last *substrate.Snapshot
 }
 
-func newSnapshots() *snapshots {
-	return &snapshots{take: substrate.TakeSnapshot, now: time.Now}
+func newSnapshots(st *state.Store) *snapshots {
+	return &snapshots{take: func() (*substrate.Snapshot, error) { return substrate.TakeSnapshot(st.ID) }, now: time.Now}
 }
 
 // after returns a snapshot taken after since (when the network's last apply or removal

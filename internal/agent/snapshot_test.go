@@ -14,7 +14,7 @@ import (
 
 // fakeSnapshots counts the listings, at a clock the test moves.
 func fakeSnapshots(now *time.Time, takes *int) *snapshots {
-	s := newSnapshots()
+	s := newSnapshots(nil)
 	s.now = func() time.Time { return *now }
 	s.take = func() (*substrate.Snapshot, error) {
 		*takes++

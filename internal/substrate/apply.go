@@ -283,7 +283,7 @@ func (a *applier) listDevices(ctx context.Context) error {
 	s := SnapshotFrom(ctx)
 	if s == nil {
 		var err error
-		if s, err = TakeSnapshot(); err != nil {
+		if s, err = listSnapshot(); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,11 @@
 package substrate
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/netdev"
@@ -20,24 +24,68 @@ import (
 // node died), which the apply finds missing and fails on, and then the caller applies again
 // without a snapshot.
 
-// Snapshot is the machine's substrate devices, by network id, as listed at one moment.
+//
+// It also holds which networks have processes on the machine: a network new to the machine
+// (created) first looks for nodes of an earlier life of its network id, reading every
+// process's command line once per node kind, and for its devices; with neither in the
+// snapshot, it has none.
+
+// Snapshot is the machine's substrate devices, by network id, as listed at one moment, and the
+// networks of one state directory that have processes then.
 type Snapshot struct {
 	Taken time.Time
 	byNet map[string][]string
+	procs map[string]bool // network ids named in a process's command line (procNets)
 }
 
-// TakeSnapshot lists the machine's substrate devices.
-func TakeSnapshot() (*Snapshot, error) {
-	taken := time.Now() // before the listing: a device made during it counts as after
-	all, err := netdev.List()
+// TakeSnapshot lists the machine's substrate devices and the processes of state directory
+// stateID's networks.
+func TakeSnapshot(stateID string) (*Snapshot, error) {
+	s, err := listSnapshot()
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(all))
-	for i, d := range all {
-		names[i] = d.Attrs().Name
+	if s.procs, err = procNets(stateID); err != nil {
+		return nil, err
 	}
-	return snapshotOf(taken, names), nil
+	return s, nil
+}
+
+// procNets returns the network ids that follow state id stateID and one separator ("\x00" or
+// "/") in any process's command line: the node kinds mark every process they start with both
+// (a node init's ARG0 STATE-ID NET-ID NAME DIGEST, a VM's guest=trellis-STATE-ID/NET-ID/...).
+// It finds more than the kinds would (any command line naming them), never fewer.
+func procNets(stateID string) (map[string]bool, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil {
+			netsIn(cmdline, stateID, out)
+		}
+	}
+	return out, nil
+}
+
+// netsIn adds to out the network ids that follow stateID and a separator in cmdline.
+func netsIn(cmdline []byte, stateID string, out map[string]bool) {
+	const idLen = 6 // plan's network ids
+	for rest := cmdline; ; {
+		i := bytes.Index(rest, []byte(stateID))
+		if i < 0 {
+			return
+		}
+		rest = rest[i+len(stateID):]
+		if len(rest) > idLen && (rest[0] == 0 || rest[0] == '/') {
+			out[string(rest[1:1+idLen])] = true
+		}
+	}
 }
 
 func snapshotOf(taken time.Time, names []string) *Snapshot {
@@ -53,6 +101,9 @@ func snapshotOf(taken time.Time, names []string) *Snapshot {
 // devices returns the devices of network netID in the snapshot.
 func (s *Snapshot) devices(netID string) []string { return s.byNet[netID] }
 
+// empty tells whether network netID had neither devices nor processes in the snapshot.
+func (s *Snapshot) empty(netID string) bool { return len(s.byNet[netID]) == 0 && !s.procs[netID] }
+
 type snapshotKey struct{}
 
 // WithSnapshot returns a context whose applies (Up, UpKeepLive) find the network's devices in
@@ -66,4 +117,18 @@ func WithSnapshot(ctx context.Context, s *Snapshot) context.Context {
 func SnapshotFrom(ctx context.Context) *Snapshot {
 	s, _ := ctx.Value(snapshotKey{}).(*Snapshot)
 	return s
+}
+
+// listSnapshot lists the machine's devices only (what an apply without a snapshot needs).
+func listSnapshot() (*Snapshot, error) {
+	taken := time.Now() // before the listing: a device made during it counts as after
+	all, err := netdev.List()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(all))
+	for i, d := range all {
+		names[i] = d.Attrs().Name
+	}
+	return snapshotOf(taken, names), nil
 }

@@ -48,3 +48,42 @@ func TestListDevicesUsesSnapshot(t *testing.T) {
 		t.Fatal("a context without a snapshot gave one")
 	}
 }
+
+func TestNetsIn(t *testing.T) {
+	const st = "5f3a9c"
+	tests := []struct {
+		name    string
+		cmdline string
+		want    []string
+	}{
+		{"node init", "trellis-node-init\x005f3a9c\x00ab12cd\x00r1\x00d1g3st\x00", []string{"ab12cd"}},
+		{"VM", "/usr/bin/qemu-system-x86_64\x00-name\x00guest=trellis-vm/5f3a9c/0000ff/r2/d,debug-threads=on\x00", []string{"0000ff"}},
+		{"twice", "x\x005f3a9c\x00000001\x00y guest=trellis-vm/5f3a9c/000002/", []string{"000001", "000002"}},
+		{"another state directory", "trellis-node-init\x00aaaaaa\x00ab12cd\x00r1\x00d\x00", nil},
+		{"state id at the end", "sleep\x005f3a9c", nil},
+		{"state id within a word", "x5f3a9cy000001", nil},
+	}
+	for _, tt := range tests {
+		got := map[string]bool{}
+		netsIn([]byte(tt.cmdline), st, got)
+		want := map[string]bool{}
+		for _, id := range tt.want {
+			want[id] = true
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, want)
+		}
+	}
+}
+
+// A network with a process or a device in the snapshot is not empty: create looks for its
+// leftovers.
+func TestSnapshotEmpty(t *testing.T) {
+	s := snapshotOf(time.Now(), []string{"tr0000aap1"})
+	s.procs = map[string]bool{"0000bb": true}
+	for id, want := range map[string]bool{"0000aa": false, "0000bb": false, "0000cc": true} {
+		if s.empty(id) != want {
+			t.Errorf("empty(%s) = %v, want %v", id, !want, want)
+		}
+	}
+}

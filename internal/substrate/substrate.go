@@ -290,14 +290,15 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 // leftovers returns the nodes of a network being created that run already (an earlier up was
 // killed after its record went). If none runs, the ports of a network of the same name that
 // went down a moment ago may still be there, going with their namespaces: it waits for them.
-// A Snapshot in ctx (WithSnapshot) that holds none of the network's devices spares the listing.
+// A Snapshot in ctx (WithSnapshot) in which the network has no process and no device spares
+// both searches.
 func leftovers(ctx context.Context, env *kinds.Env) (map[string]kinds.Instance, error) {
+	if s := SnapshotFrom(ctx); s != nil && s.empty(env.Plan.NetID) {
+		return map[string]kinds.Instance{}, nil
+	}
 	running, err := runningNodes(env)
 	if err != nil || len(running) > 0 {
 		return running, err
-	}
-	if s := SnapshotFrom(ctx); s != nil && len(s.devices(env.Plan.NetID)) == 0 {
-		return running, nil
 	}
 	return running, deleteDevices(env.Plan.NetID, portsGone)
 }
