@@ -44,7 +44,7 @@ func TestListDevicesUsesSnapshot(t *testing.T) {
 	if !maps.Equal(a.known, want) || !a.listed {
 		t.Fatalf("known %v listed %v, want %v listed", a.known, a.listed, want)
 	}
-	if SnapshotFrom(context.Background()) != nil {
+	if SnapshotFrom(context.Background()) != nil || SnapshotFrom(WithSnapshot(context.Background(), nil)) != nil {
 		t.Fatal("a context without a snapshot gave one")
 	}
 }

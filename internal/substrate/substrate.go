@@ -99,6 +99,9 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 	if err != nil {
 		return nil, err
 	}
+	if s := SnapshotFrom(ctx); s != nil && !s.empty(p.NetID) {
+		ctx = WithSnapshot(ctx, nil) // leftovers may have deleted devices it holds: apply lists
+	}
 	if err := apply(ctx, env, nil, rec, running); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("interrupted (%w); run `trellis up` again to finish, or `trellis down %s`", err, p.Network)
