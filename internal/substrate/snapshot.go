@@ -23,12 +23,11 @@ import (
 // network's last apply or removal ended; the kernel may still delete a port by itself (its
 // node died), which the apply finds missing and fails on, and then the caller applies again
 // without a snapshot.
-
 //
 // It also holds which networks have processes on the machine: a network new to the machine
-// (created) first looks for nodes of an earlier life of its network id, reading every
-// process's command line once per node kind, and for its devices; with neither in the
-// snapshot, it has none.
+// (created) first looks for nodes of an earlier life of its network id, scanning every
+// process once per node kind, and for its devices; with neither in the snapshot, it has none.
+// Processes too are started only by the network's own apply.
 
 // Snapshot is the machine's substrate devices, by network id, as listed at one moment, and the
 // networks of one state directory that have processes then.
