@@ -59,6 +59,7 @@ type Agent struct {
 	workers map[string]*worker
 	wg      sync.WaitGroup
 	slots   chan struct{} // one per apply under way (Config.Parallel)
+	snaps   *snapshots    // the machine's devices, one listing shared by many applies
 }
 
 // Run registers the machine and converges it until ctx ends, then stops renewing the
@@ -97,7 +98,7 @@ func newAgent(cfg Config) *Agent {
 		cfg.Parallel = runtime.NumCPU()
 	}
 	return &Agent{cfg: cfg, log: cfg.Log.With("machine", cfg.Machine.Name), workers: map[string]*worker{},
-		slots: make(chan struct{}, cfg.Parallel)}
+		slots: make(chan struct{}, cfg.Parallel), snaps: newSnapshots(cfg.State)}
 }
 
 // limit runs f when fewer than Config.Parallel others run (applies of the machine's networks),

@@ -28,6 +28,10 @@ type worker struct {
 	latest  *cluster.Placement
 	deleted bool
 
+	// ended is when the network's last apply or removal on the machine ended (run's goroutine
+	// only): a snapshot of the machine's devices taken later holds the network's as they are.
+	ended time.Time
+
 	rmu           sync.Mutex     // guards the two below: reports come from run and from the counters
 	reported      cluster.Status // the last report, to write only what changed
 	reportedLease clientv3.LeaseID
@@ -99,7 +103,10 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 		// The generation's own file name: applied again (a restart, the same generation placed
 		// anew), it keeps what the tenant set live (`link`); a new generation applies the file's.
 		err = w.a.limit(ctx, func() (err error) {
-			res, err = substrate.UpKeepLive(ctx, st, sn, me, Source(w.tenant, w.network, p.Generation), &steps)
+			res, err = w.apply(ctx, func(ctx context.Context) (*substrate.Result, error) {
+				steps.Reset()
+				return substrate.UpKeepLive(ctx, st, sn, me, Source(w.tenant, w.network, p.Generation), &steps)
+			})
 			return err
 		})
 		if later(err) {
@@ -123,6 +130,24 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 		}
 	}
 	return w.report(ctx, &status)
+}
+
+// apply runs up with a snapshot of the machine's devices shared with the other networks'
+// applies (substrate.WithSnapshot). If that fails for a reason that later does not cover, it
+// runs up again once with none, listing the devices itself: the kernel may have deleted some of
+// the network's since the snapshot (a node died and took its ports), which the apply found
+// missing. Without a snapshot (the listing failed) it runs up once, listing itself.
+func (w *worker) apply(ctx context.Context, up func(context.Context) (*substrate.Result, error)) (*substrate.Result, error) {
+	defer func() { w.ended = time.Now() }()
+	snap, err := w.a.snaps.after(w.ended)
+	if err == nil {
+		res, err := up(substrate.WithSnapshot(ctx, snap))
+		if err == nil || later(err) || ctx.Err() != nil {
+			return res, err
+		}
+		w.a.log.Warn("apply with the shared device listing failed; applying again with a listing of its own", "network", w.name, "err", err)
+	}
+	return up(ctx)
 }
 
 // later tells whether an apply that failed with err is tried again (run's backoff) rather
@@ -158,7 +183,9 @@ func (w *worker) remove(ctx context.Context) error {
 		return nil
 	}
 	if rec != nil {
-		if err := w.a.limit(ctx, func() error { return substrate.Down(st, w.name) }); err != nil {
+		err := w.a.limit(ctx, func() error { return substrate.Down(st, w.name) })
+		w.ended = time.Now()
+		if err != nil {
 			return err
 		}
 		w.a.log.Info("network removed from the machine", "network", w.name)

@@ -62,8 +62,8 @@ func (r *runner) cluster() error {
 		return err
 	}
 	res.Failover = fo
-	r.logf("   machine %s lost (%d nodes of %d networks): placed again and converged after %.2fs (lease %gs)\n",
-		fo.Machine, fo.Nodes, fo.Networks, fo.Seconds, res.LeaseSeconds)
+	r.logf("   machine %s lost (%d nodes of %d networks): placed again after %.2fs and converged after %.2fs (lease %gs)\n",
+		fo.Machine, fo.Nodes, fo.Networks, fo.PlacedSeconds, fo.Seconds, res.LeaseSeconds)
 	r.rep.Cluster = res
 	return nil
 }

@@ -41,12 +41,33 @@ func (r *runner) failover(bed *setup.ClusterBed, nets int) (*result.ClusterFailo
 	start := time.Now()
 	bed.Lose(lost)
 	for i := range nets {
+		if err := waitPlaced(ctx, bed.Store, fmt.Sprintf("c%d", i), name); err != nil {
+			return nil, err
+		}
+	}
+	fo.PlacedSeconds = time.Since(start).Seconds()
+	for i := range nets {
 		if err := waitAway(ctx, bed.Store, fmt.Sprintf("c%d", i), name); err != nil {
 			return nil, err
 		}
 	}
 	fo.Seconds = time.Since(start).Seconds()
 	return fo, nil
+}
+
+// waitPlaced waits until network net's placement puts no node on machine lost.
+func waitPlaced(ctx context.Context, s *cluster.Store, net, lost string) error {
+	for {
+		p, err := s.Placement(ctx, clusterTenant, net)
+		if err == nil && p != nil && !placedOn(p, lost) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("network %s not placed again without %s: %w (%v)", net, lost, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // waitAway waits until network net is placed on no node of machine lost and converged.

@@ -84,7 +84,7 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 			if withPlacer {
 				done := make(chan struct{})
 				go func() {
-					placer.Run(ctx, placer.Config{Store: s, ID: fmt.Sprintf("%s/%d", m.Name, os.Getpid()), Log: log})
+					placer.Run(ctx, placer.Config{Store: s, ID: fmt.Sprintf("%s/%d", m.Name, os.Getpid()), Log: log, SessionTTL: ttl})
 					close(done)
 				}()
 				defer func() { <-done }()
@@ -99,7 +99,7 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 	cmd.Flags().Float64Var(&m.Cores, "cores", 0, "cores offered to nodes (default: all)")
 	cmd.Flags().StringVar(&memory, "memory", "", "memory offered to nodes, e.g. 16G (default: all)")
 	cmd.Flags().StringVar(&rate, "rate", "", "NIC rate, e.g. 10gbit (default: the interface's speed, else not limited)")
-	cmd.Flags().DurationVar(&ttl, "lease", agent.DefaultLeaseTTL, "how long the machine stays registered without its agent")
+	cmd.Flags().DurationVar(&ttl, "lease", agent.DefaultLeaseTTL, "how long the machine stays registered without its agent (with --placer, also the placer's election lease)")
 	cmd.Flags().StringVar(&listen, "listen", ":7445", "address of the agent's endpoint for exec and link (HTTPS, mutual TLS: --cert must be a server certificate too, naming the underlay address); \"\" for none")
 	cmd.Flags().DurationVar(&counters, "counters", 10*time.Second, "how often to report the networks' port counters in etcd (written only when they changed; 0: never)")
 	cmd.Flags().BoolVar(&withPlacer, "placer", false, "also run a placer in this process (one leader among all placers; see trellis placer): the certificate needs the placers' role, trellis machine add --placer")

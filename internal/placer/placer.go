@@ -22,7 +22,8 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// SessionTTL is the placer's election lease: a leader that dies is replaced this long after.
+// SessionTTL is the placer's election lease (Config.SessionTTL's default): a leader that dies
+// is replaced this long after.
 const SessionTTL = 5 * time.Second
 
 // resyncEvery is how often the leader checks every network even when no watch fired.
@@ -33,6 +34,11 @@ type Config struct {
 	Store *cluster.Store
 	ID    string // who this placer is, written as its candidacy (e.g. machine name and pid)
 	Log   *slog.Logger
+	// SessionTTL is the election lease, whole seconds (0: SessionTTL). A placer that runs in
+	// an agent (`trellis agent --placer`) has the agent's lease: when its machine is lost, the
+	// machine's nodes are placed again once both leases expired, so a longer election lease
+	// would delay the failover (a leader's 5 s against the machine's 3 s lease was 2 s of it).
+	SessionTTL time.Duration
 
 	beforeWrite func(tenant, network string) // see placer.beforeWrite
 }
@@ -64,7 +70,7 @@ func Run(ctx context.Context, cfg Config) error {
 func lead(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// The session outlives ctx until Close, which revokes its lease: a placer that stops hands
 	// over at once instead of after SessionTTL.
-	sess, err := concurrency.NewSession(cfg.Store.Client(), concurrency.WithTTL(int(SessionTTL/time.Second)),
+	sess, err := concurrency.NewSession(cfg.Store.Client(), concurrency.WithTTL(cfg.sessionSeconds()),
 		concurrency.WithContext(context.WithoutCancel(ctx)))
 	if err != nil {
 		return err
@@ -101,6 +107,14 @@ func lead(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("lost leadership: stopped writing", "term", fence.Rev, "err", err)
 	}
 	return err
+}
+
+// sessionSeconds is the election lease in whole seconds, at least 1 (etcd's leases are).
+func (cfg Config) sessionSeconds() int {
+	if cfg.SessionTTL <= 0 {
+		return int(SessionTTL / time.Second)
+	}
+	return max(1, int((cfg.SessionTTL+time.Second-1)/time.Second))
 }
 
 // sessionErr is err, or ErrNotLeader if the session ended (its lease expired or was revoked).

@@ -305,3 +305,20 @@ func TestPassBatches(t *testing.T) {
 		t.Errorf("%d networks placed in %d transactions, want 2", n, len(revs))
 	}
 }
+
+func TestSessionSeconds(t *testing.T) {
+	tests := []struct {
+		ttl  time.Duration
+		want int
+	}{
+		{0, 5},
+		{3 * time.Second, 3},
+		{2500 * time.Millisecond, 3},
+		{100 * time.Millisecond, 1},
+	}
+	for _, tt := range tests {
+		if got := (Config{SessionTTL: tt.ttl}).sessionSeconds(); got != tt.want {
+			t.Errorf("SessionTTL %v: %d s, want %d", tt.ttl, got, tt.want)
+		}
+	}
+}

@@ -186,7 +186,7 @@ func (a *applier) stopNodes(ctx context.Context) error {
 func (a *applier) removeGone(ctx context.Context) error {
 	p := a.env.Plan
 	if a.old == nil {
-		if err := a.listDevices(); err != nil {
+		if err := a.listDevices(ctx); err != nil {
 			return err
 		}
 	} else {
@@ -282,17 +282,19 @@ func hasTunnel(l *plan.Link, t plan.Tunnel) bool {
 	return false
 }
 
-// listDevices finds the network's devices in the substrate.
-func (a *applier) listDevices() error {
-	all, err := netdev.List()
-	if err != nil {
-		return err
+// listDevices finds the network's devices in the substrate: in ctx's Snapshot if it has one,
+// else by listing the machine's.
+func (a *applier) listDevices(ctx context.Context) error {
+	s := SnapshotFrom(ctx)
+	if s == nil {
+		var err error
+		if s, err = listSnapshot(); err != nil {
+			return err
+		}
 	}
 	a.known, a.listed = map[string]bool{}, true
-	for _, d := range all {
-		if plan.DeviceNetID(d.Attrs().Name) == a.env.Plan.NetID {
-			a.known[d.Attrs().Name] = true
-		}
+	for _, name := range s.devices(a.env.Plan.NetID) {
+		a.known[name] = true
 	}
 	return nil
 }

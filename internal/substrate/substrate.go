@@ -95,9 +95,12 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 	noteDelays(nil, p, log)
 	p = rec.Plan
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
-	running, err := leftovers(env)
+	running, err := leftovers(ctx, env)
 	if err != nil {
 		return nil, err
+	}
+	if s := SnapshotFrom(ctx); s != nil && !s.empty(p.NetID) {
+		ctx = WithSnapshot(ctx, nil) // leftovers may have deleted devices it holds: apply lists
 	}
 	if err := apply(ctx, env, nil, rec, running); err != nil {
 		if ctx.Err() != nil {
@@ -306,7 +309,12 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 // leftovers returns the nodes of a network being created that run already (an earlier up was
 // killed after its record went). If none runs, the ports of a network of the same name that
 // went down a moment ago may still be there, going with their namespaces: it waits for them.
-func leftovers(env *kinds.Env) (map[string]kinds.Instance, error) {
+// A Snapshot in ctx (WithSnapshot) in which the network has no process and no device spares
+// both searches.
+func leftovers(ctx context.Context, env *kinds.Env) (map[string]kinds.Instance, error) {
+	if s := SnapshotFrom(ctx); s != nil && s.empty(env.Plan.NetID) {
+		return map[string]kinds.Instance{}, nil
+	}
 	running, err := runningNodes(env)
 	if err != nil || len(running) > 0 {
 		return running, err

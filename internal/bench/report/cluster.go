@@ -32,6 +32,9 @@ func clusterSection(b *strings.Builder, rep *result.Report, _ string) {
 		fmt.Fprintf(b, "\nFailover: machine %s lost (its agent killed, its cable pulled) while it held %d nodes of %d\n"+
 			"networks; every network placed on the other machines and converged there after %ss (lease %gs).\n",
 			f.Machine, f.Nodes, f.Networks, result.FormatF(f.Seconds, 2), c.LeaseSeconds)
+		if f.PlacedSeconds > 0 {
+			fmt.Fprintf(b, "Every network's placement had left the lost machine after %ss.\n", result.FormatF(f.PlacedSeconds, 2))
+		}
 	}
 	b.WriteString("\n")
 }

@@ -29,4 +29,8 @@ type ClusterFailover struct {
 	Nodes    int     `json:"nodes"`    // nodes the machine held
 	Networks int     `json:"networks"` // networks it held nodes of
 	Seconds  float64 `json:"seconds"`
+	// PlacedSeconds is until every network's placement left the machine (its lease expired
+	// and the placer placed its nodes again), before they converged (Seconds); 0 in results
+	// from before it was measured.
+	PlacedSeconds float64 `json:"placed_seconds,omitempty"`
 }
