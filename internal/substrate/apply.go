@@ -282,11 +282,11 @@ func hasTunnel(l *plan.Link, t plan.Tunnel) bool {
 	return false
 }
 
-// listDevices finds the network's devices in the substrate: in ctx's Snapshot if it has one,
-// else by listing the machine's.
+// listDevices finds the network's devices in the substrate: in ctx's Snapshot if it has one
+// and the network's ports are in the root namespace, else by listing where its ports are.
 func (a *applier) listDevices(ctx context.Context) error {
 	s := SnapshotFrom(ctx)
-	if s == nil {
+	if s == nil || a.portNS.set { // a snapshot lists the root namespace, not a port namespace
 		var err error
 		if s, err = listSnapshot(); err != nil {
 			return err
