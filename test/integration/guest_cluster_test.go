@@ -6,7 +6,7 @@ package integration
 // each running `trellis agent --placer`, their network cards on taps of a bridge (the underlay
 // switch, 198.18.0.0/24) in a namespace of the test's own on the host, where the etcd member
 // runs too. A chain spread over the three is placed, converges, and pings across two EGRE
-// tunnels between the guests' kernels (the GRE frames are seen on the bridge); then the QEMU of
+// tunnels between the guests' kernels (their GRE frames are seen on the taps); then the QEMU of
 // the guest holding c is killed (a machine lost with its kernel), c is placed again on another
 // guest and reachable again, and the time that took is logged. Opt-in (TRELLIS_GUEST_CLUSTER=6.1):
 // docs/guest-kernel.md says how long it takes.
@@ -21,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/agent"
 	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
 	"github.com/trellisnet/trellis/internal/cluster/pki"
@@ -78,7 +77,6 @@ func TestGuestCluster(t *testing.T) {
 		in("link", "set", tap, "master", "ul", "up")
 	}
 	c := etcdtest.StartWith(t, 1, etcdtest.Options{Host: etcdAddr, Netns: ns})
-	registerNetwork(agent.LocalName("t1", "chain")) // the guests' state, for the host's snapshot: none of it here
 	k8 := &clusterOf{etcd: c, s: cluster.New(c.Client()), agents: make([]*agentProc, guestMachines+1)}
 
 	guests := make([]*guestMachine, guestMachines+1)
@@ -127,7 +125,8 @@ func TestGuestCluster(t *testing.T) {
 	if len(p.Machines) != guestMachines {
 		t.Fatalf("chain placed on %v, want the three guests", p.Nodes)
 	}
-	capture := (&machines{t: t, ul: ns}).captureGRE(t, 0, "ul")
+	// b's guest is where both tunnels end: its tap carries a->b and b->c.
+	capture := (&machines{t: t, ul: ns}).captureGRE(t, 0, fmt.Sprintf("tap%d", where(p, "b")))
 	took := waitFor(t, 2*time.Minute, "a pings c across two EGRE tunnels", func() (bool, string) {
 		err := ping(t)
 		return err == nil, fmt.Sprint(err, "\n", k8.logs())
@@ -186,8 +185,8 @@ func startGuestMachine(t *testing.T, ctx context.Context, wg *sync.WaitGroup, k 
 	return g
 }
 
-// checkGuestEGRE checks that the capture on the bridge saw EGRE frames between the guests'
-// underlay addresses: the tunnels are the guests' kernels' own.
+// checkGuestEGRE checks that the capture on b's tap saw EGRE frames from a's guest to b's and
+// from b's to c's: the tunnels are the guests' kernels' own.
 func checkGuestEGRE(t *testing.T, frames []capturedFrame, p *cluster.Placement) {
 	t.Helper()
 	pairs := map[string]bool{}
@@ -199,7 +198,7 @@ func checkGuestEGRE(t *testing.T, frames []capturedFrame, p *cluster.Placement) 
 	a, b, c := p.Machines[p.Nodes["a"]].Address, p.Machines[p.Nodes["b"]].Address, p.Machines[p.Nodes["c"]].Address
 	for _, want := range []string{fmt.Sprintf("%v>%v", a, b), fmt.Sprintf("%v>%v", b, c)} {
 		if !pairs[want] {
-			t.Errorf("no EGRE frame %s on the bridge (seen: %v)", want, pairs)
+			t.Errorf("no EGRE frame %s on b's tap (seen: %v)", want, pairs)
 		}
 	}
 }
