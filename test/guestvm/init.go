@@ -190,11 +190,11 @@ func runCommand(s spec) error {
 	if lo, err := netlink.LinkByName("lo"); err == nil {
 		netlink.LinkSetUp(lo)
 	}
-	up := uplink
 	if s.Address != "" {
-		up = func() error { return nic(s.Address) }
-	}
-	if err := up(); err != nil {
+		if err := nic(s.Address); err != nil { // without it the guest is no use to its test
+			return err
+		}
+	} else if err := uplink(); err != nil {
 		fmt.Fprintf(os.Stderr, "guestvm: the guest's uplink: %v\n", err)
 	}
 	if ctl, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil {
@@ -284,7 +284,7 @@ func nic(address string) error {
 		return fmt.Errorf("the network card: %w", err)
 	}
 	if err := netlink.AddrAdd(l, addr); err != nil {
-		return err
+		return fmt.Errorf("the network card's address: %w", err)
 	}
 	return netlink.LinkSetUp(l)
 }

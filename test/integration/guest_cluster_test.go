@@ -40,7 +40,20 @@ type guestMachine struct {
 	name   string
 	cancel context.CancelFunc
 	log    *lockedBuffer // its console: kernel messages and the agent's log
-	done   chan error    // guestvm.Run's error when QEMU has ended
+	done   chan struct{} // closed when QEMU has ended, err set
+	err    error         // guestvm.Run's
+}
+
+// ended fails the test if a guest's QEMU has ended (it should run until the test kills it).
+func ended(t *testing.T, guests []*guestMachine) {
+	t.Helper()
+	for _, g := range guests[1:] {
+		select {
+		case <-g.done:
+			t.Fatalf("guest %s ended: %v\n%s", g.name, g.err, g.log)
+		default:
+		}
+	}
 }
 
 func TestGuestCluster(t *testing.T) {
@@ -96,6 +109,7 @@ func TestGuestCluster(t *testing.T) {
 		k8.agents[i] = &agentProc{log: g.log}
 	}
 	waitFor(t, 8*time.Minute, "three guests booted and their agents registered", func() (bool, string) {
+		ended(t, guests)
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		ms, _, err := k8.s.Machines(ctx)
@@ -168,7 +182,7 @@ func startGuestMachine(t *testing.T, ctx context.Context, wg *sync.WaitGroup, k 
 	name, addr := fmt.Sprintf("g%d", i), fmt.Sprintf("198.18.0.%d", i)
 	f := certAs(t, c.CA, c.Root.CA, cluster.AgentUser(name), pki.Client|pki.Server, []string{addr})
 	ctx, cancel := context.WithCancel(ctx)
-	g := &guestMachine{name: name, cancel: cancel, log: &lockedBuffer{}, done: make(chan error, 1)}
+	g := &guestMachine{name: name, cancel: cancel, log: &lockedBuffer{}, done: make(chan struct{})}
 	cfg := guestvm.Config{
 		Kernel: k, Init: initBin, Memory: "1G", CPUs: 1, Timeout: 20 * time.Minute, Console: g.log,
 		Hostname: name, Netns: ns,
@@ -179,8 +193,8 @@ func startGuestMachine(t *testing.T, ctx context.Context, wg *sync.WaitGroup, k 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, err := guestvm.Run(ctx, cfg)
-		g.done <- err
+		_, g.err = guestvm.Run(ctx, cfg)
+		close(g.done)
 	}()
 	return g
 }
