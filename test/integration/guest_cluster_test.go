@@ -59,7 +59,7 @@ func ended(t *testing.T, guests []*guestMachine) {
 func TestGuestCluster(t *testing.T) {
 	release := os.Getenv(guestClusterEnv)
 	if release == "" {
-		testkit.Skipf(t, "opt-in: %s=6.1 runs the cluster on three guests of Linux 6.1 (about N minutes under TCG; docs/guest-kernel.md)", guestClusterEnv)
+		testkit.Skipf(t, "opt-in: %s=6.1 runs the cluster on three guests of Linux 6.1 (minutes under TCG; docs/guest-kernel.md)", guestClusterEnv)
 	}
 	testkit.RequireTool(t, "ip", "scripts/setup.sh installs iproute2")
 	whole := time.Now()
