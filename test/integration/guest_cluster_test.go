@@ -141,12 +141,17 @@ func TestGuestCluster(t *testing.T) {
 	}
 	// b's guest is where both tunnels end: its tap carries a->b and b->c.
 	capture := (&machines{t: t, ul: ns}).captureGRE(t, 0, fmt.Sprintf("tap%d", where(p, "b")))
-	took := waitFor(t, 2*time.Minute, "a pings c across two EGRE tunnels", func() (bool, string) {
-		err := ping(t)
-		return err == nil, fmt.Sprint(err, "\n", k8.logs())
-	})
+	first := time.Now()
+	for ping(t) != nil {
+		if time.Since(first) > 2*time.Minute {
+			frames := capture.stop(t)
+			inspect, _ := cli(t, "inspect", "chain")
+			t.Fatalf("a does not reach c across the guests within 2 minutes; %d GRE frames on b's tap %v\n%s\n%s", len(frames), grePairs(frames), inspect, k8.logs())
+		}
+		time.Sleep(time.Second)
+	}
 	checkGuestEGRE(t, capture.stop(t), p)
-	t.Logf("a reached c across the guests after %v", took.Round(time.Millisecond))
+	t.Logf("a reached c across the guests after %v", time.Since(first).Round(time.Millisecond))
 
 	lost := where(p, "c")
 	lostAt := time.Now()
@@ -165,7 +170,7 @@ func TestGuestCluster(t *testing.T) {
 		err := ping(t)
 		return err == nil, fmt.Sprint(err, "\n", k8.logs())
 	})
-	t.Logf("guest g%d's QEMU killed: c placed again on %s after %v, a reached it again after %v (lease 5s)",
+	t.Logf("guest m%d's QEMU killed: c placed again on %s after %v, a reached it again after %v (lease 5s)",
 		lost, q.Nodes["c"], placed.Round(time.Millisecond), time.Since(lostAt).Round(time.Millisecond))
 
 	if out, err := cli(t, "down", "chain"); err != nil || out != "network chain is down\n" {
@@ -174,12 +179,12 @@ func TestGuestCluster(t *testing.T) {
 	t.Logf("the whole run, building the guest's init and booting included: %v", time.Since(whole).Round(time.Second))
 }
 
-// startGuestMachine boots guest i (machine gI, 198.18.0.I on tap I of the bridge in namespace
+// startGuestMachine boots guest i (machine mI, 198.18.0.I on tap I of the bridge in namespace
 // ns) running `trellis agent --placer` with a certificate of its own, as trellis machine add
 // issues it.
 func startGuestMachine(t *testing.T, ctx context.Context, wg *sync.WaitGroup, k guestvm.Kernel, initBin, ns string, c *etcdtest.Cluster, i int) *guestMachine {
 	t.Helper()
-	name, addr := fmt.Sprintf("g%d", i), fmt.Sprintf("198.18.0.%d", i)
+	name, addr := fmt.Sprintf("m%d", i), fmt.Sprintf("198.18.0.%d", i) // m1..: where() reads the placement's names
 	f := certAs(t, c.CA, c.Root.CA, cluster.AgentUser(name), pki.Client|pki.Server, []string{addr})
 	ctx, cancel := context.WithCancel(ctx)
 	g := &guestMachine{name: name, cancel: cancel, log: &lockedBuffer{}, done: make(chan struct{})}
@@ -203,16 +208,22 @@ func startGuestMachine(t *testing.T, ctx context.Context, wg *sync.WaitGroup, k 
 // from b's to c's: the tunnels are the guests' kernels' own.
 func checkGuestEGRE(t *testing.T, frames []capturedFrame, p *cluster.Placement) {
 	t.Helper()
-	pairs := map[string]bool{}
-	for _, f := range frames {
-		if e, err := decodeEGRE(f.data); err == nil && e.proto == 47 {
-			pairs[e.src.String()+">"+e.dst.String()] = true
-		}
-	}
+	pairs := grePairs(frames)
 	a, b, c := p.Machines[p.Nodes["a"]].Address, p.Machines[p.Nodes["b"]].Address, p.Machines[p.Nodes["c"]].Address
 	for _, want := range []string{fmt.Sprintf("%v>%v", a, b), fmt.Sprintf("%v>%v", b, c)} {
 		if !pairs[want] {
 			t.Errorf("no EGRE frame %s on b's tap (seen: %v)", want, pairs)
 		}
 	}
+}
+
+// grePairs are the source>destination underlay addresses of the EGRE frames captured.
+func grePairs(frames []capturedFrame) map[string]bool {
+	pairs := map[string]bool{}
+	for _, f := range frames {
+		if e, err := decodeEGRE(f.data); err == nil && e.proto == 47 {
+			pairs[e.src.String()+">"+e.dst.String()] = true
+		}
+	}
+	return pairs
 }
