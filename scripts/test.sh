@@ -3,18 +3,24 @@
 # tests that create real namespaces, devices and eBPF programs (they need root).
 #
 # scripts/test.sh --kernel 6.1 runs the integration tests inside that kernel instead (Debian's
-# package, under QEMU with this machine's userspace: docs/guest-kernel.md).
+# package, under QEMU with this machine's userspace: docs/guest-kernel.md); --kernel 6.1
+# --cluster runs the cluster on three guests of that kernel (TestGuestCluster) instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-kernel=
+kernel= cluster=
 if [ "${1:-}" = --kernel ]; then
-	[ -n "${2:-}" ] || { echo "usage: scripts/test.sh [--kernel 6.1|RELEASE]" >&2; exit 2; }
+	[ -n "${2:-}" ] || { echo "usage: scripts/test.sh [--kernel 6.1|RELEASE [--cluster]]" >&2; exit 2; }
 	kernel=$2
+	[ "${3:-}" = --cluster ] && cluster=1
 fi
 source scripts/setup.sh
 # The CI marker (internal/testkit): a test that skips fails unless test/skips-allowed-in-ci.txt
 # lists it with the reason CI cannot run it, since this script installs what the tests need.
 export TRELLIS_CI=1
+if [ -n "$cluster" ]; then
+	echo "test: the cluster on three guests of Linux $kernel (a few minutes under software emulation)"
+	TRELLIS_GUEST_CLUSTER=$kernel exec go test -tags integration -count=1 -timeout 30m -v -run '^TestGuestCluster$' ./test/integration
+fi
 if [ -n "$kernel" ]; then
 	echo "test: the integration tests in Linux $kernel (a guest under QEMU; hours under software emulation)"
 	TRELLIS_GUEST_KERNEL=$kernel exec go test -tags integration -count=1 -timeout 7h -v -run '^TestGuestKernel$' ./test/integration

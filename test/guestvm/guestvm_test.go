@@ -53,3 +53,21 @@ func TestDefaultsAndArgs(t *testing.T) {
 		t.Error("no command: no error")
 	}
 }
+
+func TestNIC(t *testing.T) {
+	c := Config{Argv: []string{"/bin/true"}, Init: "/bin/true", NIC: &NIC{Tap: "tap1", MAC: "52:54:00:12:00:01"}}
+	if err := c.defaults(); err == nil || !strings.Contains(err.Error(), "a network card needs a tap, a MAC and an address") {
+		t.Errorf("a card without an address: %v", err)
+	}
+	c.NIC.Address = "198.18.0.1/24"
+	c.defaults()
+	if c.Hostname != "guest" {
+		t.Errorf("default host name %q", c.Hostname)
+	}
+	args := strings.Join(c.qemuArgs("/w/initrd", "/w/results"), " ")
+	for _, want := range []string{"-netdev tap,id=ul,ifname=tap1,script=no,downscript=no", "-device virtio-net-pci,netdev=ul,mac=52:54:00:12:00:01"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("QEMU's arguments %q lack %q", args, want)
+		}
+	}
+}

@@ -26,11 +26,13 @@ import (
 
 // spec is what the host asks the guest to run (results/spec.json).
 type spec struct {
-	Argv    []string
-	Env     []string
-	Dir     string
-	Modules string // the kernel package's lib/modules/RELEASE, a path in the host's root
-	Release string
+	Argv     []string
+	Env      []string
+	Dir      string
+	Modules  string // the kernel package's lib/modules/RELEASE, a path in the host's root
+	Release  string
+	Hostname string
+	Address  string // eth0's address when the guest has a network card (Config.NIC)
 }
 
 // Files of the results directory (a 9p share of a host directory, /run/guestvm in the guest).
@@ -184,11 +186,15 @@ func mount(src, dir, fs string, flags uintptr, data string) error {
 // runCommand sets up what a machine has at boot (host name, loopback, cgroup controllers
 // delegated from the root as systemd does), runs the command, and writes its status.
 func runCommand(s spec) error {
-	unix.Sethostname([]byte("guest"))
+	unix.Sethostname([]byte(s.Hostname))
 	if lo, err := netlink.LinkByName("lo"); err == nil {
 		netlink.LinkSetUp(lo)
 	}
-	if err := uplink(); err != nil {
+	if s.Address != "" {
+		if err := nic(s.Address); err != nil { // without it the guest is no use to its test
+			return err
+		}
+	} else if err := uplink(); err != nil {
 		fmt.Fprintf(os.Stderr, "guestvm: the guest's uplink: %v\n", err)
 	}
 	if ctl, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil {
@@ -258,6 +264,29 @@ func uplink() error {
 	}
 	gw, _ := netlink.ParseAddr("198.18.255.1/32")
 	return netlink.RouteAdd(&netlink.Route{LinkIndex: d.Attrs().Index, Gw: gw.IP})
+}
+
+// nic gives the guest's network card (eth0, which virtio_net names so: the initramfs loaded it)
+// its address and brings it up.
+func nic(address string) error {
+	addr, err := netlink.ParseAddr(address)
+	if err != nil {
+		return err
+	}
+	var l netlink.Link
+	for i := 0; ; i++ { // the card's probe may still run
+		if l, err = netlink.LinkByName("eth0"); err == nil || i == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("the network card: %w", err)
+	}
+	if err := netlink.AddrAdd(l, addr); err != nil {
+		return fmt.Errorf("the network card's address: %w", err)
+	}
+	return netlink.LinkSetUp(l)
 }
 
 // reapUntil waits for every child (pid 1 inherits the orphans: a zombie left would look like a

@@ -15,15 +15,16 @@ import (
 // virtio, and overlayfs. Those the kernel has built in are left out.
 var bootModules = []string{"virtio_pci", "9pnet_virtio", "9p", "overlay"}
 
-// writeInitramfs writes the guest's initramfs: init as /init, the boot modules and their
-// dependencies in /modules (in load order in /modules.txt), and the directories init mounts on.
-func writeInitramfs(path, init string, k Kernel) error {
+// writeInitramfs writes the guest's initramfs: init as /init, the modules (bootModules, and
+// virtio_net for a guest with a network card) and their dependencies in /modules (in load order
+// in /modules.txt), and the directories init mounts on.
+func writeInitramfs(path, init string, k Kernel, modules []string) error {
 	builtin, err := builtinModules(k)
 	if err != nil {
 		return err
 	}
 	var want []string
-	for _, m := range bootModules {
+	for _, m := range modules {
 		if !builtin[m] {
 			want = append(want, m)
 		}

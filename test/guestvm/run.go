@@ -40,7 +40,22 @@ type Config struct {
 	// directory, removed after the run).
 	Work     string
 	Console  io.Writer // the guest's serial console as it comes (kernel messages and the command's output)
-	QEMUArgs []string  // more QEMU arguments: network cards, for guests that talk to each other
+	QEMUArgs []string  // more QEMU arguments
+	Hostname string    // the guest's host name (default "guest")
+	// NIC, if set, gives the guest a network card on a host tap device, for guests that talk to
+	// each other (a bridge of their taps is their switch): the guest's eth0, with NIC.Address,
+	// instead of the dummy uplink a guest has without it.
+	NIC *NIC
+	// Netns runs QEMU in this named network namespace (ip netns), where NIC.Tap is.
+	Netns string
+}
+
+// NIC is a guest's network card: a virtio-net device on the host's tap device Tap (made
+// beforehand, e.g. ip tuntap add dev TAP mode tap, and attached to a bridge), with MAC address
+// MAC (each guest on one bridge needs its own), and Address (a prefix, 198.18.0.1/24) on the
+// guest's eth0.
+type NIC struct {
+	Tap, MAC, Address string
 }
 
 // Result is what a run gave.
@@ -77,10 +92,14 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return Result{}, err
 	}
 	initrd := filepath.Join(work, "initrd")
-	if err := writeInitramfs(initrd, c.Init, c.Kernel); err != nil {
+	modules := bootModules
+	s := spec{Argv: c.Argv, Env: c.Env, Dir: c.Dir, Modules: c.Kernel.Modules(), Release: c.Kernel.Release, Hostname: c.Hostname}
+	if c.NIC != nil {
+		modules, s.Address = append(modules[:len(modules):len(modules)], "virtio_net"), c.NIC.Address
+	}
+	if err := writeInitramfs(initrd, c.Init, c.Kernel, modules); err != nil {
 		return Result{}, err
 	}
-	s := spec{Argv: c.Argv, Env: c.Env, Dir: c.Dir, Modules: c.Kernel.Modules(), Release: c.Kernel.Release}
 	data, _ := json.Marshal(s)
 	if err := os.WriteFile(filepath.Join(results, specFile), data, 0o644); err != nil {
 		return Result{}, err
@@ -88,7 +107,11 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	start := time.Now()
-	q := exec.CommandContext(ctx, "qemu-system-x86_64", c.qemuArgs(initrd, results)...)
+	argv := append([]string{"qemu-system-x86_64"}, c.qemuArgs(initrd, results)...)
+	if c.Netns != "" {
+		argv = append([]string{"ip", "netns", "exec", c.Netns}, argv...) // it execs QEMU: one process
+	}
+	q := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	stop, followed := make(chan struct{}), make(chan struct{})
 	if c.Console == nil {
 		c.Console = io.Discard
@@ -129,6 +152,12 @@ func (c *Config) defaults() error {
 	}
 	if c.Dir == "" {
 		c.Dir = "/"
+	}
+	if c.Hostname == "" {
+		c.Hostname = "guest"
+	}
+	if n := c.NIC; n != nil && (n.Tap == "" || n.MAC == "" || n.Address == "") {
+		return fmt.Errorf("guestvm: a network card needs a tap, a MAC and an address: %+v", *n)
 	}
 	env := strings.Join(c.Env, "\n")
 	if !strings.Contains("\n"+env, "\nPATH=") {
@@ -176,6 +205,10 @@ func (c *Config) qemuArgs(initrd, results string) []string {
 		"-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
 		"-fsdev", "local,id=results,path=" + results + ",security_model=none,multidevs=remap",
 		"-device", "virtio-9p-pci,fsdev=results,mount_tag=results",
+	}
+	if n := c.NIC; n != nil {
+		args = append(args, "-netdev", "tap,id=ul,ifname="+n.Tap+",script=no,downscript=no",
+			"-device", "virtio-net-pci,netdev=ul,mac="+n.MAC)
 	}
 	return append(args, c.QEMUArgs...)
 }

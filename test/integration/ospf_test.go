@@ -3,6 +3,8 @@
 package integration
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -25,6 +27,7 @@ func TestOSPFRingConverges(t *testing.T) {
 	began := time.Now()
 	mustTrellis(t, e.state, "up", filepath.Join(root, "examples/ospf-ring/ring.yaml"))
 	check := exec.Command(filepath.Join(root, "examples/ospf-ring/check.sh"), trellisBin, e.state)
+	check.Env = append(os.Environ(), fmt.Sprintf("TIMEOUT=%.0f", 60*timeScale())) // its wait, as the machine's speed allows
 	out, err := check.CombinedOutput()
 	if err != nil {
 		t.Fatalf("check.sh: %v\n%s", err, out)
