@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/trellisnet/trellis/internal/bench"
-	"github.com/trellisnet/trellis/internal/bench/embed"
+	"github.com/trellisnet/trellis/internal/bench/embedsim"
 	"github.com/trellisnet/trellis/internal/bench/report"
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/bench/setup"
@@ -161,7 +161,7 @@ func (bf *benchFlags) run(cmd *cobra.Command, stateDir string) error {
 		return runErr
 	}
 	if runEmbed && runErr == nil {
-		rep.Embed, runErr = embed.RunCLI(ctx, embed.Options{Quick: bf.quick, Traces: bf.traces, WriteTrace: bf.wtrace, Log: opt.Log}, bf.out)
+		rep.Embed, runErr = embedsim.RunCLI(ctx, embedsim.Options{Quick: bf.quick, Traces: bf.traces, WriteTrace: bf.wtrace, Log: opt.Log}, bf.out)
 	}
 	return bf.write(cmd.OutOrStdout(), rep, runErr)
 }
@@ -218,7 +218,7 @@ func (bf *benchFlags) options(f *pflag.FlagSet) (opt bench.Options, runEmbed boo
 			}
 		}
 	}
-	opt.Parts, runEmbed = embed.TakePart(opt.Parts)
+	opt.Parts, runEmbed = embedsim.TakePart(opt.Parts)
 	return opt, runEmbed, opt.Check()
 }
 

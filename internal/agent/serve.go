@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/cluster"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
@@ -56,7 +56,7 @@ type result struct {
 }
 
 func (a *Agent) decode(r *http.Request, into any, do func() (any, error)) result {
-	if err := json.NewDecoder(io.LimitReader(r.Body, 2*node.MaxOutput)).Decode(into); err != nil {
+	if err := json.NewDecoder(io.LimitReader(r.Body, 2*noderuntime.MaxOutput)).Decode(into); err != nil {
 		return result{err: refuse(http.StatusBadRequest, "bad request: %v", err)}
 	}
 	v, err := do()
@@ -142,7 +142,7 @@ func (a *Agent) exec(r *http.Request, req *ExecRequest) (*ExecResult, error) {
 	if err != nil || rec == nil {
 		return nil, refuse(http.StatusServiceUnavailable, "network %s is not (yet) on machine %s: %v", req.Network, me, err)
 	}
-	running, err := node.Find(a.cfg.State.ID, rec.NetID)
+	running, err := noderuntime.Find(a.cfg.State.ID, rec.NetID)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func (a *Agent) exec(r *http.Request, req *ExecRequest) (*ExecResult, error) {
 		timeout = time.Duration(req.Timeout * float64(time.Second))
 	}
 	a.log.Info("exec", "tenant", tenant, "network", req.Network, "node", req.Node, "argv", req.Argv)
-	res, err := node.Run(r.Context(), pid, req.Argv, req.Stdin, timeout)
+	res, err := noderuntime.Run(r.Context(), pid, req.Argv, req.Stdin, timeout)
 	if err != nil {
 		return nil, err
 	}

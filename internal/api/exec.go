@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
@@ -65,7 +65,7 @@ func (s *Server) exec(ctx context.Context, in *execInput) (*execOutput, error) {
 	if timeout == 0 {
 		timeout = defaultExecTimeout
 	}
-	res, err := node.Run(ctx, pid, in.Body.Argv, in.Body.Stdin, time.Duration(timeout*float64(time.Second)))
+	res, err := noderuntime.Run(ctx, pid, in.Body.Argv, in.Body.Stdin, time.Duration(timeout*float64(time.Second)))
 	if err != nil {
 		return nil, problemOf(fmt.Errorf("node %s: %w", in.Node, err))
 	}
@@ -84,7 +84,7 @@ func (s *Server) nodePID(network, name string) (int, error) {
 	if rec.Plan.Node(name) == nil {
 		return 0, fmt.Errorf("network %s: %w %q on this machine", network, ErrNoNode, name)
 	}
-	running, err := node.Find(s.st.ID, rec.NetID)
+	running, err := noderuntime.Find(s.st.ID, rec.NetID)
 	if err != nil {
 		return 0, err
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/trellisnet/trellis/internal/kinds"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
@@ -85,7 +85,7 @@ func (s *Server) terminal(ctx context.Context, in *terminalInput) (*terminalOutp
 	if len(argv) == 0 {
 		argv = []string{"/bin/sh", "-c", "command -v bash >/dev/null && exec bash || exec sh"}
 	}
-	cmd, err := node.Command(pid, argv...)
+	cmd, err := noderuntime.Command(pid, argv...)
 	if err != nil {
 		return nil, problemOf(err)
 	}
@@ -116,7 +116,7 @@ func (s *Server) runningNode(network, nodeName string) (int, error) {
 			}
 		}
 	}
-	running, err := node.Find(s.st.ID, rec.NetID)
+	running, err := noderuntime.Find(s.st.ID, rec.NetID)
 	if err != nil {
 		return 0, err
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/trellisnet/trellis/internal/bench/measure"
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/bench/setup"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
@@ -238,7 +238,7 @@ func feCounts(fePorts []map[string]string) []uint64 {
 
 // nodeOutput runs a command in the node whose init is pid and returns its output.
 func nodeOutput(pid int, argv ...string) (string, error) {
-	cmd, err := node.Command(pid, argv...)
+	cmd, err := noderuntime.Command(pid, argv...)
 	if err != nil {
 		return "", err
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/bench/setup"
-	"github.com/trellisnet/trellis/internal/engines"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/enginehelper"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
@@ -59,7 +59,7 @@ func (r *runner) mirrorDelays(st *state.Store, name string) error {
 func addRoutes(nut, nEngines int, prefixes []string, st *state.Store, netID string) (*result.MirrorResult, error) {
 	var fes []netns.NsHandle
 	if nEngines > 0 {
-		found, err := engines.Find(st.ID, netID)
+		found, err := enginehelper.Find(st.ID, netID)
 		if err != nil {
 			return nil, err
 		}
@@ -79,7 +79,7 @@ func addRoutes(nut, nEngines int, prefixes []string, st *state.Store, netID stri
 	for _, p := range prefixes {
 		fmt.Fprintf(&b, "route add %s via 10.8.2.2\n", p)
 	}
-	cmd, err := node.Command(nut, "ip", "-batch", "-")
+	cmd, err := noderuntime.Command(nut, "ip", "-batch", "-")
 	if err != nil {
 		return nil, err
 	}

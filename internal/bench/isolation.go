@@ -15,7 +15,7 @@ import (
 	"github.com/trellisnet/trellis/internal/bench/measure"
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/bench/setup"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/spec"
 	"golang.org/x/sys/unix"
 )
@@ -113,7 +113,7 @@ type isoMeasure struct {
 // isoCell runs flow 2 for dur while the generator offers rate on network A.
 func (r *runner) isoCell(g *setup.Rig, b *setup.BenchNet, iperf string, rate float64, dur time.Duration) (isoMeasure, error) {
 	var m isoMeasure
-	srv, err := node.Command(b.PIDs["sink"], iperf, "-s", "-1", "-p", "5201")
+	srv, err := noderuntime.Command(b.PIDs["sink"], iperf, "-s", "-1", "-p", "5201")
 	if err != nil {
 		return m, err
 	}
@@ -125,7 +125,7 @@ func (r *runner) isoCell(g *setup.Rig, b *setup.BenchNet, iperf string, rate flo
 		return m, fmt.Errorf("iperf3 server: %w", err)
 	}
 	secs := strconv.FormatFloat(dur.Seconds(), 'f', 1, 64)
-	cli, err := node.Command(b.PIDs["src"], iperf, "-c", setup.SinkIP.String(), "-p", "5201", "-u", "-b", flow2Rate, "-l", flow2Len, "-t", secs, "--json")
+	cli, err := noderuntime.Command(b.PIDs["src"], iperf, "-c", setup.SinkIP.String(), "-p", "5201", "-u", "-b", flow2Rate, "-l", flow2Len, "-t", secs, "--json")
 	if err != nil {
 		return m, err
 	}

@@ -10,13 +10,13 @@ import (
 
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/bench/setup"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
-// limitCores is the CPU limit of the limits part's held node.
+// limitCores is the CPU limit of the limits part's held noderuntime.
 const limitCores = 0.5
 
 // limitsTopology is a node held to limitCores (cpu) and one without a limit.
@@ -47,7 +47,7 @@ func (r *runner) limits() error {
 	if err != nil {
 		return err
 	}
-	pids, err := node.Find(st.ID, rec.NetID)
+	pids, err := noderuntime.Find(st.ID, rec.NetID)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func (r *runner) limits() error {
 	for rep := 0; rep < r.opt.Repeat; rep++ {
 		var loads []*exec.Cmd
 		for _, name := range []string{"free", "held"} {
-			cmd, err := node.Command(pids[name], "sh", "-c", spin)
+			cmd, err := noderuntime.Command(pids[name], "sh", "-c", spin)
 			if err == nil {
 				err = cmd.Start()
 			}

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/trellisnet/trellis/internal/bench/result"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/state"
 )
 
@@ -68,7 +68,7 @@ func idleMemory(st *state.Store, name string, before memUse) (*result.NodeMemory
 	if err != nil || rec == nil {
 		return nil, fmt.Errorf("network %s: no record (%v)", name, err)
 	}
-	pids, err := node.Find(st.ID, rec.NetID)
+	pids, err := noderuntime.Find(st.ID, rec.NetID)
 	if err != nil || len(pids) == 0 {
 		return nil, fmt.Errorf("network %s: no nodes found (%v)", name, err)
 	}

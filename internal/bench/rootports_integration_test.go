@@ -16,17 +16,17 @@ import (
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/bench/setup"
 	"github.com/trellisnet/trellis/internal/netnsutil"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
-// TestMain lets the test binary run commands in nodes (node.JoinArg), as trellis does.
+// TestMain lets the test binary run commands in nodes (noderuntime.JoinArg), as trellis does.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == node.JoinArg {
-		node.JoinMain(os.Args[2:])
+	if len(os.Args) > 1 && os.Args[1] == noderuntime.JoinArg {
+		noderuntime.JoinMain(os.Args[2:])
 	}
 	os.Exit(m.Run())
 }

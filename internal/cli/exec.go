@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/kinds"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/state"
 	"golang.org/x/term"
 )
@@ -58,7 +58,7 @@ then its output shows; -i passes standard input.`,
 			if done, err := runThroughKind(cmd, st, rec, args[1], args[2:], stdin); done || err != nil {
 				return err
 			}
-			running, err := node.Find(st.ID, rec.NetID)
+			running, err := noderuntime.Find(st.ID, rec.NetID)
 			if err != nil {
 				return err
 			}
@@ -69,15 +69,15 @@ then its output shows; -i passes standard input.`,
 			argv := args[2:]
 			if len(argv) == 0 {
 				argv = []string{"/bin/bash"}
-				if !node.HasProgram(pid, "/bin/bash") { // a node with `rootfs:` may lack it
+				if !noderuntime.HasProgram(pid, "/bin/bash") { // a node with `rootfs:` may lack it
 					argv = []string{"/bin/sh"}
 				}
 			}
-			c, err := node.Command(pid, argv...)
+			c, err := noderuntime.Command(pid, argv...)
 			if err != nil {
 				return err
 			}
-			// Become the command (node.Command: JoinMain, then the enter program): the terminal,
+			// Become the command (noderuntime.Command: JoinMain, then the enter program): the terminal,
 			// signals and exit code pass through.
 			return syscall.Exec(c.Path, c.Args, c.Env)
 		},

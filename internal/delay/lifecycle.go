@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/helperproc"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 )
 
 // LineArg0 is the name a delay line runs under; with the arguments after it (LineMarker) it
@@ -36,8 +36,8 @@ func LineMarker(stateID, netID string, c LineConfig) []string {
 
 // Lines returns the running delay lines of network netID of state directory stateID, by hold
 // end: pid and configuration digest.
-func Lines(stateID, netID string) (map[string]node.Marked, error) {
-	return node.FindMarked(LineArg0, stateID, netID, true)
+func Lines(stateID, netID string) (map[string]noderuntime.Marked, error) {
+	return noderuntime.FindMarked(LineArg0, stateID, netID, true)
 }
 
 // EnsureLine makes the delay line of configuration c run, unless it runs already: one of
@@ -74,7 +74,7 @@ func Kill(pids ...int) error {
 			return fmt.Errorf("%w: killing %d: %v", ErrLine, pid, err)
 		}
 	}
-	if err := node.WaitGone(pids...); err != nil {
+	if err := noderuntime.WaitGone(pids...); err != nil {
 		return fmt.Errorf("%w: %v", ErrLine, err)
 	}
 	return nil

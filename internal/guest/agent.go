@@ -10,12 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/node/nodeinit"
+	"github.com/trellisnet/trellis/internal/noderuntime/nodeinit"
 	"golang.org/x/sys/unix"
 )
 
 // Main is the agent: the guest's first process. mirror serves the route mirror's port (nil:
-// none; internal/engines.ServeGuest, given by the caller, as engines needs kinds that need
+// none; internal/enginehelper.ServeGuest, given by the caller, as engines needs kinds that need
 // this package). It never returns; if it cannot serve, it says why on the console and powers
 // the guest off, which ends QEMU (-no-reboot), so the host sees the node gone.
 func Main(mirror func(port io.ReadWriter) error) {
@@ -72,7 +72,7 @@ func serve(mirror func(port io.ReadWriter) error) error {
 
 type agent struct{ procs *procs }
 
-// MirrorPortName is the virtio-serial port of the route mirror (internal/engines, vmguest.go).
+// MirrorPortName is the virtio-serial port of the route mirror (internal/enginehelper, vmguest.go).
 const MirrorPortName = "trellis.mirror"
 
 // serveMirror serves the mirror port with mirror, on which a VM node's engines helper watches

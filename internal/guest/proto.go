@@ -4,7 +4,7 @@
 // (hostname, files, sysctls, loopback addresses), configure a virtual interface found by its MAC
 // address, and run commands. Requests and responses are JSON, one per line. Two more ports
 // serve interactive sessions (tty.go) and the route mirror of a VM node with engines
-// (internal/engines).
+// (internal/enginehelper).
 package guest
 
 import (

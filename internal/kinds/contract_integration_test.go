@@ -19,7 +19,7 @@ import (
 	_ "github.com/trellisnet/trellis/internal/kinds/all"
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/netnsutil"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
@@ -36,8 +36,8 @@ func TestMain(m *testing.M) {
 	switch {
 	case os.Getpid() == 1 && os.Args[0] == guest.InitPath: // the agent of the vm kind's guests
 		guest.Main(nil) // no VM node with engines here
-	case len(os.Args) > 1 && os.Args[1] == node.JoinArg:
-		node.JoinMain(os.Args[2:])
+	case len(os.Args) > 1 && os.Args[1] == noderuntime.JoinArg:
+		noderuntime.JoinMain(os.Args[2:])
 	}
 	os.Exit(m.Run())
 }
@@ -209,7 +209,7 @@ func nodeRun(t *testing.T, k kinds.Node, env *kinds.Env, in kinds.Instance, argv
 		}
 		return out.String(), err
 	}
-	cmd, err := node.Command(in.PID, argv...)
+	cmd, err := noderuntime.Command(in.PID, argv...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
-// Package netdev holds the few device operations that several kinds share: bringing a
-// substrate device up without letting the substrate speak on it, finding the underlay device,
-// running dumps again that the kernel interrupted, and telling "already gone" from real failures.
+// Package netdev writes the substrate's devices, for every kind (its readers are in rtnl, its
+// namespaces in netnsutil): bringing a substrate device up without letting the substrate speak
+// on it, finding the underlay device, listing and deleting devices, running dumps again that the
+// kernel interrupted, and telling "already gone" from real failures.
 package netdev
 
 import (

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/trellisnet/trellis/internal/cluster"
-	"github.com/trellisnet/trellis/internal/plan/embed"
+	"github.com/trellisnet/trellis/internal/plan/placement"
 	"github.com/trellisnet/trellis/internal/spec"
 )
 
@@ -33,7 +33,7 @@ type Use struct {
 //     node was placed there before: it stays, and runs again when the machine is back);
 //   - a node of prev (the network's placement so far) whose machine is registered stays;
 //   - the others are placed: with capacities (a node's cpu or memory) by the embedding
-//     algorithm of internal/plan/embed on what the machines offer minus load (cores, memory,
+//     algorithm of internal/plan/placement on what the machines offer minus load (cores, memory,
 //     NIC rate), so that no machine gets more than it offers; without, each on the machine
 //     with the fewest nodes (of every network), by name on a tie.
 //
@@ -124,13 +124,13 @@ func spread(n *spec.Network, names []string, load Load, out map[string]string) {
 // offers minus its load; memory counts in MiB and rates in Mbit/s there.
 func byCapacity(n *spec.Network, machines []*cluster.Machine, load Load, out map[string]string) error {
 	const mib, mbit = 1 << 20, 1e6
-	var ms []embed.Machine
+	var ms []placement.Machine
 	for _, m := range machines {
 		u := load[m.Name]
 		if u == nil {
 			u = &Use{}
 		}
-		em := embed.Machine{Name: m.Name, Cores: math.MaxFloat32}
+		em := placement.Machine{Name: m.Name, Cores: math.MaxFloat32}
 		if m.Cores > 0 {
 			em.Cores = math.Max(m.Cores-u.CPU, 0)
 		}
@@ -143,17 +143,17 @@ func byCapacity(n *spec.Network, machines []*cluster.Machine, load Load, out map
 		ms = append(ms, em)
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
-	var nodes []embed.NetNode
+	var nodes []placement.NetNode
 	for _, nd := range n.Nodes {
-		nodes = append(nodes, embed.NetNode{Name: nd.Name, CPU: nd.Needs.CPU, Memory: float64(nd.Needs.Memory) / mib, Machine: out[nd.Name]})
+		nodes = append(nodes, placement.NetNode{Name: nd.Name, CPU: nd.Needs.CPU, Memory: float64(nd.Needs.Memory) / mib, Machine: out[nd.Name]})
 	}
-	var links []embed.NetLink
+	var links []placement.NetLink
 	for _, l := range n.Links {
 		for i := 1; i < len(l.Endpoints); i++ { // a LAN counts as a star from its first member
-			links = append(links, embed.NetLink{A: l.Endpoints[0].Node, B: l.Endpoints[i].Node, Rate: float64(l.Rate) / mbit})
+			links = append(links, placement.NetLink{A: l.Endpoints[0].Node, B: l.Endpoints[i].Node, Rate: float64(l.Rate) / mbit})
 		}
 	}
-	placed, err := embed.PlaceNetwork(ms, nodes, links)
+	placed, err := placement.PlaceNetwork(ms, nodes, links)
 	if err != nil {
 		return fmt.Errorf("%w: %v (free capacity; memory in MiB, rates in Mbit/s)", ErrNoFit, err)
 	}

@@ -6,13 +6,13 @@ import (
 	"encoding/binary"
 	"math"
 
-	"github.com/trellisnet/trellis/internal/plan/embed"
+	"github.com/trellisnet/trellis/internal/plan/placement"
 	"github.com/trellisnet/trellis/internal/spec"
 )
 
 // Place assigns every node of a network to a host. A node that names its host goes there. If
 // the file gives capacities (a host's cpu, memory or rate, a node's cpu or memory), the others
-// are placed by the embedding algorithm (embed.PlaceNetwork): every host's capacity is
+// are placed by the embedding algorithm (placement.PlaceNetwork): every host's capacity is
 // respected, links are kept inside machines where they fit, and a network that does not fit is
 // refused with the host and resource that are short. Without capacities they go, in file
 // order, to the host with the fewest nodes so far (the first such in file order). Every machine
@@ -66,25 +66,25 @@ func hasCapacities(n *spec.Network) bool {
 // Mbit/s there. A host without a figure is not limited in it.
 func placeByCapacity(n *spec.Network) (map[string]string, error) {
 	const mib, mbit = 1 << 20, 1e6
-	var machines []embed.Machine
+	var machines []placement.Machine
 	for _, h := range n.Hosts {
-		m := embed.Machine{Name: h.Name, Cores: h.Capacity.CPU, Memory: float64(h.Capacity.Memory) / mib, NIC: float64(h.Capacity.Rate) / mbit}
+		m := placement.Machine{Name: h.Name, Cores: h.Capacity.CPU, Memory: float64(h.Capacity.Memory) / mib, NIC: float64(h.Capacity.Rate) / mbit}
 		if m.Cores == 0 {
 			m.Cores = math.MaxFloat32
 		}
 		machines = append(machines, m)
 	}
-	var nodes []embed.NetNode
+	var nodes []placement.NetNode
 	for _, nd := range n.Nodes {
-		nodes = append(nodes, embed.NetNode{Name: nd.Name, CPU: nd.Needs.CPU, Memory: float64(nd.Needs.Memory) / mib, Machine: nd.Host})
+		nodes = append(nodes, placement.NetNode{Name: nd.Name, CPU: nd.Needs.CPU, Memory: float64(nd.Needs.Memory) / mib, Machine: nd.Host})
 	}
-	var links []embed.NetLink
+	var links []placement.NetLink
 	for _, l := range n.Links {
 		for i := 1; i < len(l.Endpoints); i++ { // a LAN counts as a star from its first member
-			links = append(links, embed.NetLink{A: l.Endpoints[0].Node, B: l.Endpoints[i].Node, Rate: float64(l.Rate) / mbit})
+			links = append(links, placement.NetLink{A: l.Endpoints[0].Node, B: l.Endpoints[i].Node, Rate: float64(l.Rate) / mbit})
 		}
 	}
-	out, err := embed.PlaceNetwork(machines, nodes, links)
+	out, err := placement.PlaceNetwork(machines, nodes, links)
 	if err != nil {
 		return nil, n.NetworkError("hosts", "the network does not fit on its hosts: "+err.Error()+" (memory in MiB, rates in Mbit/s)",
 			"give the hosts more cpu, memory or rate, or the nodes and links less")

@@ -56,7 +56,7 @@ func (p *Plan) Endpoints(name string) map[string]bool {
 	return out
 }
 
-// FESysctls are what every forwarding engine (internal/engines; an engine VM too) gets before
+// FESysctls are what every forwarding engine (internal/enginehelper; an engine VM too) gets before
 // the node's own sysctls: it forwards, and it sends no redirects (it is not where the node's
 // neighbours should learn routes from).
 var FESysctls = map[string]string{

@@ -6,7 +6,7 @@ import (
 	"sort"
 
 	"github.com/trellisnet/trellis/internal/dataplane"
-	"github.com/trellisnet/trellis/internal/engines"
+	"github.com/trellisnet/trellis/internal/enginehelper"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/kinds/egre"
 	"github.com/trellisnet/trellis/internal/netdev"
@@ -15,7 +15,7 @@ import (
 	"github.com/trellisnet/trellis/internal/state"
 )
 
-// engineChanges lists the nodes whose forwarding engines (internal/engines) must be started,
+// engineChanges lists the nodes whose forwarding engines (internal/enginehelper) must be started,
 // replaced or stopped: those not running as plan p configures them. Nodes that restart are
 // not listed (their engines follow them).
 // recorded are the plans the network's record holds besides p (see enginesMayRun).
@@ -23,7 +23,7 @@ func engineChanges(st *state.Store, old, p *plan.Plan, recorded []*plan.Plan, ru
 	if !enginesMayRun(p, recorded) {
 		return nil, nil
 	}
-	pending, err := engines.Pending(st.Dir, st.ID, p, pids(running))
+	pending, err := enginehelper.Pending(st.Dir, st.ID, p, pids(running))
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (a *applier) convergeEngines(ctx context.Context) error {
 	if err := guardEngines(a.env.Store, p, true, nil); err != nil {
 		return err
 	}
-	if err := engines.Converge(ctx, a.env.Store.Dir, a.env.Store.ID, p, pids(a.running)); err != nil {
+	if err := enginehelper.Converge(ctx, a.env.Store.Dir, a.env.Store.ID, p, pids(a.running)); err != nil {
 		return err
 	}
 	keep := map[plan.VXLANPeer]bool{}
@@ -111,7 +111,7 @@ func guardEngines(st *state.Store, p *plan.Plan, add bool, keep map[plan.VXLANPe
 	})
 }
 
-// enginesMayRun tells whether helpers of forwarding engines (internal/engines) may run for
+// enginesMayRun tells whether helpers of forwarding engines (internal/enginehelper) may run for
 // the network of plan p, whose record holds the plans recorded besides p: only a node with
 // engines, or another machine's node whose engines this machine holds, has a helper, and a
 // change away from such a plan stops the helpers it no longer wants. With no recorded plan (a
@@ -148,12 +148,12 @@ func nodeOf(p *plan.Plan, name string) *plan.Node {
 
 // EnginesInfo describes a node's forwarding engines, for `trellis inspect`.
 type EnginesInfo struct {
-	Dispatch  string               `json:"dispatch"`
-	PID       int                  `json:"pid"`               // the helper holding them; 0: not running
-	ToControl uint64               `json:"to_control"`        // frames the classifier sent to the node itself
-	Policed   uint64               `json:"policed,omitempty"` // frames over a link's rate, dropped
-	Engines   []EngineInfo         `json:"engines"`
-	Mirror    engines.MirrorStatus `json:"mirror"`
+	Dispatch  string                    `json:"dispatch"`
+	PID       int                       `json:"pid"`               // the helper holding them; 0: not running
+	ToControl uint64                    `json:"to_control"`        // frames the classifier sent to the node itself
+	Policed   uint64                    `json:"policed,omitempty"` // frames over a link's rate, dropped
+	Engines   []EngineInfo              `json:"engines"`
+	Mirror    enginehelper.MirrorStatus `json:"mirror"`
 }
 
 // EngineInfo counts one engine's frames.
@@ -178,8 +178,8 @@ func enginesInfo(st *state.Store, netID string, n *plan.Node, devs map[string]rt
 	if n.Dispatch != nil {
 		ei.Dispatch = n.Dispatch.Mode
 	}
-	s, _ := engines.ReadStatus(st.Dir, netID, n.Name)
-	if found, err := engines.Find(st.ID, netID); err == nil {
+	s, _ := enginehelper.ReadStatus(st.Dir, netID, n.Name)
+	if found, err := enginehelper.Find(st.ID, netID); err == nil {
 		ei.PID = found[n.Name].PID
 	}
 	if s != nil && ei.PID != 0 {

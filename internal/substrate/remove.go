@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/delay"
-	"github.com/trellisnet/trellis/internal/engines"
+	"github.com/trellisnet/trellis/internal/enginehelper"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
@@ -40,7 +40,7 @@ func Down(st *state.Store, name string) error {
 func remove(st *state.Store, rec *state.Record) error {
 	ctx := context.Background()
 	env := &kinds.Env{Store: st, Plan: rec.Plan}
-	if err := engines.Remove(st.Dir, st.ID, rec.NetID); err != nil {
+	if err := enginehelper.Remove(st.Dir, st.ID, rec.NetID); err != nil {
 		return err
 	}
 	if err := delay.KillExcept(st.ID, rec.NetID, nil); err != nil {

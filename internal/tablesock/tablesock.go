@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/helperproc"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 )
 
 // Arg0 is the name a table server runs under; with the arguments after it (Marker) it marks
@@ -55,8 +55,8 @@ func Marker(stateID, netID string, c Config) []string {
 
 // Servers returns the running table servers of network netID of state directory stateID, by
 // node: pid and configuration digest.
-func Servers(stateID, netID string) (map[string]node.Marked, error) {
-	return node.FindMarked(Arg0, stateID, netID, true)
+func Servers(stateID, netID string) (map[string]noderuntime.Marked, error) {
+	return noderuntime.FindMarked(Arg0, stateID, netID, true)
 }
 
 // Ensure makes the table server of configuration c run, unless it runs already; one of
@@ -103,7 +103,7 @@ func kill(pids ...int) error {
 			return fmt.Errorf("%w: killing %d: %v", ErrServer, pid, err)
 		}
 	}
-	if err := node.WaitGone(pids...); err != nil {
+	if err := noderuntime.WaitGone(pids...); err != nil {
 		return fmt.Errorf("%w: %v", ErrServer, err)
 	}
 	return nil

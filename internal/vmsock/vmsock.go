@@ -20,7 +20,7 @@ import (
 var RunDir = "/run/trellis/vm"
 
 // The sockets of a VM: its monitor (QMP), its agent's port, its terminal port and its route
-// mirror port (internal/guest, internal/engines).
+// mirror port (internal/guest, internal/enginehelper).
 const (
 	Monitor = "qmp"
 	Agent   = "agent"

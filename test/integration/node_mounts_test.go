@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// A node's mount namespace is a copy of the spawner's base tree (internal/node/nodeinit,
+// A node's mount namespace is a copy of the spawner's base tree (internal/noderuntime/nodeinit,
 // base.go): the host's mounts that every node covers with its own (beneath /dev, /proc and /sys,
 // and the named network namespaces under /run/netns) are not in it, every mount in it is
 // private, and a mount the host makes while the node runs does not reach it. On 5ddc709 each

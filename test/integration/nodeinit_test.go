@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 )
 
 // An idle container node holds one of the host's tasks: its init, single-threaded once it has
-// set the node up (internal/node/pid1). It keeps nothing of trellis's caller open (only its
+// set the node up (internal/noderuntime/pid1). It keeps nothing of trellis's caller open (only its
 // standard input, output and error, /dev/null), ignores the signals the Go init ignored or
 // caught, and the kernel reaps the orphans it inherits; SIGKILL (down) ends it. On 8caf0ab the
 // Go init held three or four threads, its configuration pipe as standard input, and the
@@ -42,8 +42,8 @@ func TestNodeInitIsOneTask(t *testing.T) {
 		t.Fatalf("inspect lists nodes %v, want a and b", pids)
 	}
 	const wantTasks = 1
-	if node.InitTasks != wantTasks {
-		t.Errorf("node.InitTasks, what the host-limits check counts per node, is %d, want %d", node.InitTasks, wantTasks)
+	if noderuntime.InitTasks != wantTasks {
+		t.Errorf("node.InitTasks, what the host-limits check counts per node, is %d, want %d", noderuntime.InitTasks, wantTasks)
 	}
 	for name, pid := range pids {
 		if got := nodeTasks(t, pid); got != wantTasks {
@@ -69,7 +69,7 @@ func TestNodeInitIsOneTask(t *testing.T) {
 	}
 	time.Sleep(time.Second) // the signals delivered, the orphan ended
 	for name, pid := range pids {
-		if node.Gone(pid) {
+		if noderuntime.Gone(pid) {
 			t.Errorf("node %s: its init ended on a signal other than SIGKILL", name)
 		}
 		if z := zombieChildren(t, pid); len(z) > 0 {

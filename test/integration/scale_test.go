@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/testkit"
 )
 
@@ -63,8 +63,8 @@ func TestUpRefusesWhatPidMaxCannotHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// node.InitTasks per node: n nodes need more than pid_max holds at all.
-	n := max/node.InitTasks + 1
+	// noderuntime.InitTasks per node: n nodes need more than pid_max holds at all.
+	n := max/noderuntime.InitTasks + 1
 	if n > 20000 {
 		testkit.Skipf(t, "kernel.pid_max is %d: a network too large for it (%d nodes) takes too long to check; lower it (sysctl kernel.pid_max=4096) to run the test", max, n)
 	}

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/bench/embed"
+	"github.com/trellisnet/trellis/internal/bench/embedsim"
 )
 
 // Report holds every figure of a run, and the machine it ran on.
@@ -36,9 +36,9 @@ type Report struct {
 	Engines     []*EnginesRow    `json:"engines,omitempty"` // parallel forwarding engines
 	Cluster     *ClusterResult   `json:"cluster,omitempty"` // agents, placer and etcd over simulated machines
 	// EnginesMirror is how long the FIB took to reach every engine.
-	EnginesMirror []*MirrorResult `json:"engines_mirror,omitempty"`
-	Embed         []*embed.Result `json:"embed,omitempty"` // the offline embedding simulator
-	Notes         []string        `json:"notes,omitempty"`
+	EnginesMirror []*MirrorResult    `json:"engines_mirror,omitempty"`
+	Embed         []*embedsim.Result `json:"embed,omitempty"` // the offline embedding simulator
+	Notes         []string           `json:"notes,omitempty"`
 }
 
 // Machine describes where the run was made.

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/vishvananda/netns"
 )
@@ -27,7 +27,7 @@ import (
 //   - its simulated machines are the named network namespaces trbenchID-K-HOST;
 //   - every process it starts names the work directory in its command line (the trellis binary
 //     on the simulated machines, perf, the isolation part's load), except the trellis nodes,
-//     which carry their state directory's id (node.Marker), and the user-space relay, which
+//     which carry their state directory's id (noderuntime.Marker), and the user-space relay, which
 //     runs inside a node and dies with it.
 //
 // The id is the bench's pid and a random nonce, and the record holds the process's start time,
@@ -223,18 +223,18 @@ func killNodes(dir string) error {
 	}
 	var pids []int
 	for _, rec := range recs {
-		nodes, err := node.Find(st.ID, rec.NetID)
+		nodes, err := noderuntime.Find(st.ID, rec.NetID)
 		if err != nil {
 			return err
 		}
 		for _, pid := range nodes {
-			if err := node.Kill(pid); err != nil {
+			if err := noderuntime.Kill(pid); err != nil {
 				return fmt.Errorf("ending node process %d: %w", pid, err)
 			}
 			pids = append(pids, pid)
 		}
 	}
-	if err := node.WaitGone(pids...); err != nil {
+	if err := noderuntime.WaitGone(pids...); err != nil {
 		return err
 	}
 	for _, rec := range recs {
@@ -271,7 +271,7 @@ func killMentioning(dir string) error {
 		}
 		pids = append(pids, pid)
 	}
-	return node.WaitGone(pids...)
+	return noderuntime.WaitGone(pids...)
 }
 
 // netnsDir is where `ip netns add` binds named network namespaces.

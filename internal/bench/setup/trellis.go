@@ -17,7 +17,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/bench/measure"
 	"github.com/trellisnet/trellis/internal/netdev"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
@@ -171,7 +171,7 @@ func DownQuiet(st *state.Store, name string) error {
 // startRelay starts the user-space relay in node pid, pinned to the forwarding CPU: this
 // program (handed to nsenter open, as its fd 3: the node's mounts may hide its path) as
 // `trellis-bench __relay`, entered into the node's namespaces but its user namespace with
-// nsenter. It keeps the bench's capabilities (it is the bench's own code). It dies with the node.
+// nsenter. It keeps the bench's capabilities (it is the bench's own code). It dies with the noderuntime.
 func (h *Harness) startRelay(g *Rig, pid int) error {
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
@@ -192,7 +192,7 @@ func (h *Harness) startRelay(g *Rig, pid int) error {
 	}
 	defer exe.Close() // nsenter has its copy once started
 	cmd := exec.Command(nsenter, argv...)
-	cmd.Env = node.Env
+	cmd.Env = noderuntime.Env
 	cmd.ExtraFiles = []*os.File{exe}
 	out, err := cmd.StdoutPipe()
 	if err != nil {

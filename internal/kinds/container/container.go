@@ -1,5 +1,5 @@
 // Package container is the node kind "container": a node built by trellis itself from Linux
-// namespaces (internal/node), whose virtual interfaces are veth pairs with one end inside the
+// namespaces (internal/noderuntime), whose virtual interfaces are veth pairs with one end inside the
 // node and the other, the port, in the substrate.
 package container
 
@@ -13,7 +13,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/cgroup"
 	"github.com/trellisnet/trellis/internal/kinds"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
@@ -35,11 +35,11 @@ type Kind struct{}
 
 // Tasks is what a node holds of the host's tasks while idle: its init, one task. What the
 // node's own programs start comes on top, within its pids limit.
-func (Kind) Tasks(*plan.Node) int { return node.InitTasks }
+func (Kind) Tasks(*plan.Node) int { return noderuntime.InitTasks }
 
 // Running finds the network's node init processes by their markers in /proc.
 func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
-	found, err := node.FindRunning(env.Store.ID, env.Plan.NetID)
+	found, err := noderuntime.FindRunning(env.Store.ID, env.Plan.NetID)
 	if err != nil {
 		return nil, err
 	}
@@ -57,12 +57,12 @@ func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
 // Start starts the node's init process with its files, then sets the node's sysctls (except
 // those of interfaces that are link endpoints, which Port sets) and its loopback addresses.
 func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Instance, error) {
-	cfg := node.Config{Hostname: n.Name}
+	cfg := noderuntime.Config{Hostname: n.Name}
 	for _, f := range n.Files {
-		cfg.Files = append(cfg.Files, node.File{Path: f.Path, Content: f.Content, Mode: f.Mode, Owner: f.Owner})
+		cfg.Files = append(cfg.Files, noderuntime.File{Path: f.Path, Content: f.Content, Mode: f.Mode, Owner: f.Owner})
 	}
 	in := kinds.Instance{Kind: Name, Name: n.Name, Digest: n.Digest}
-	base, err := env.Store.AllocUIDs(env.Plan.Network, node.UIDBases)
+	base, err := env.Store.AllocUIDs(env.Plan.Network, noderuntime.UIDBases)
 	if err != nil {
 		return in, err
 	}
@@ -70,7 +70,7 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 	if err != nil {
 		return in, err
 	}
-	defer release() // once node.Start has returned: the node's /etc is mounted
+	defer release() // once noderuntime.Start has returned: the node's /etc is mounted
 	if opt.Cgroup, err = createGroup(env, n); err != nil {
 		return in, err
 	}
@@ -79,7 +79,7 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 		// leaves room for the node's processes.
 		cfg.TmpfsSize = max(n.Needs.Memory/4, 1<<20)
 	}
-	pid, err := node.Start(node.Marker(env.Store.ID, env.Plan.NetID, n.Name, n.Digest), cfg, opt)
+	pid, err := noderuntime.Start(noderuntime.Marker(env.Store.ID, env.Plan.NetID, n.Name, n.Digest), cfg, opt)
 	if err != nil {
 		if opt.Cgroup != nil {
 			opt.Cgroup.Remove()
@@ -104,24 +104,24 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 			return in, err
 		}
 	}
-	return in, node.MarkReady(pid)
+	return in, noderuntime.MarkReady(pid)
 }
 
 // etcTemplate holds (made once per network, and per root directory) the lower layer of node
 // n's /etc: a copy of the host's /etc, or of its rootfs's.
-func etcTemplate(n *plan.Node, base uint32) (opt node.Options, release func(), err error) {
-	opt = node.Options{UIDBase: base, Rootfs: n.Rootfs}
+func etcTemplate(n *plan.Node, base uint32) (opt noderuntime.Options, release func(), err error) {
+	opt = noderuntime.Options{UIDBase: base, Rootfs: n.Rootfs}
 	if n.Rootfs == "" {
-		opt.Etc, release, err = node.EtcTemplate("/etc", base)
+		opt.Etc, release, err = noderuntime.EtcTemplate("/etc", base)
 	} else {
-		opt.Etc, release, err = node.RootfsEtcTemplate(n.Rootfs, base)
+		opt.Etc, release, err = noderuntime.RootfsEtcTemplate(n.Rootfs, base)
 	}
 	return opt, release, err
 }
 
 // End kills the node's init without waiting for it to be gone (Stop waits).
 func (Kind) End(env *kinds.Env, in kinds.Instance) error {
-	if err := node.Kill(in.PID); err != nil {
+	if err := noderuntime.Kill(in.PID); err != nil {
 		return fmt.Errorf("ending node %s (pid %d): %w", in.Name, in.PID, err)
 	}
 	return nil
@@ -130,10 +130,10 @@ func (Kind) End(env *kinds.Env, in kinds.Instance) error {
 // Stop kills the node's init; the kernel ends every process of the node and frees its
 // namespaces, and with them its ports. Stop returns once the init is gone.
 func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
-	if err := node.Kill(in.PID); err != nil {
+	if err := noderuntime.Kill(in.PID); err != nil {
 		return fmt.Errorf("ending node %s (pid %d): %w", in.Name, in.PID, err)
 	}
-	if err := node.WaitGone(in.PID); err != nil {
+	if err := noderuntime.WaitGone(in.PID); err != nil {
 		return err
 	}
 	h, err := hierarchy()
@@ -172,7 +172,7 @@ func (Kind) Exec(ctx context.Context, env *kinds.Env, in kinds.Instance, n *plan
 	}
 	for i, line := range n.Exec {
 		fmt.Fprintf(logFile, "$ %s\n", line)
-		cmd, err := node.CommandAs(in.PID, execEnv(n), "/bin/sh", "-c", line)
+		cmd, err := noderuntime.CommandAs(in.PID, execEnv(n), "/bin/sh", "-c", line)
 		if err != nil {
 			return err
 		}

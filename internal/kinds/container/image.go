@@ -5,37 +5,37 @@ import (
 	"os"
 	"strings"
 
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 )
 
 // execEnv is how a node's exec: lines run: a node of an image's as imageEnv says, another's
 // with trellis's environment and the node's env:.
-func execEnv(n *plan.Node) node.RunAs {
+func execEnv(n *plan.Node) noderuntime.RunAs {
 	if n.Run != nil {
 		return imageEnv(n.Run)
 	}
 	if n.ImageSet == nil || len(n.ImageSet.Env) == 0 {
-		return node.RunAs{}
+		return noderuntime.RunAs{}
 	}
-	return node.RunAs{Env: spec.MergeEnv(node.Env, n.ImageSet.Env)}
+	return noderuntime.RunAs{Env: spec.MergeEnv(noderuntime.Env, n.ImageSet.Env)}
 }
 
 // imageEnv is how exec: lines run in a node of an image: with the image's environment (PATH
-// from node.Env if the image sets none, HOME too) and working directory, as the node's root.
-func imageEnv(run *spec.ImageRun) node.RunAs {
+// from noderuntime.Env if the image sets none, HOME too) and working directory, as the node's root.
+func imageEnv(run *spec.ImageRun) noderuntime.RunAs {
 	if run == nil {
-		return node.RunAs{}
+		return noderuntime.RunAs{}
 	}
 	env := append([]string{}, run.Env...)
-	for _, def := range node.Env {
+	for _, def := range noderuntime.Env {
 		k, _, _ := strings.Cut(def, "=")
 		if !hasVar(env, k) {
 			env = append(env, def)
 		}
 	}
-	return node.RunAs{Env: env, Dir: run.Dir}
+	return noderuntime.RunAs{Env: env, Dir: run.Dir}
 }
 
 func hasVar(env []string, k string) bool {
@@ -55,7 +55,7 @@ func mainProcess(pid int, run *spec.ImageRun, log *os.File, logPath string) erro
 	as := imageEnv(run)
 	as.User, as.Detach = run.User, true
 	fmt.Fprintf(log, "$ %s (the image's entrypoint and cmd, as %s)\n", strings.Join(run.Argv, " "), userOr(run.User))
-	cmd, err := node.CommandAs(pid, as, run.Argv...)
+	cmd, err := noderuntime.CommandAs(pid, as, run.Argv...)
 	if err != nil {
 		return err
 	}

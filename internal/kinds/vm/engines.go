@@ -22,7 +22,7 @@ import (
 // its own VM, the control node, which answers for the node's addresses, plus N engine VMs of
 // the same image, each with a copy of each of the node's interfaces (the same MAC, MTU and
 // addresses) on a tap of its own, named as the engines' substrate ends (plan.Node.FEPorts).
-// The engines helper (internal/engines) puts the classifier on the node's taps and the
+// The engines helper (internal/enginehelper) puts the classifier on the node's taps and the
 // dispatcher on the engine VMs' taps, as it does for container engines' veths: transit frames
 // are spread over the engine VMs, and what they send leaves through the node's ports, with
 // the node's MAC. Engine VMs share the node's control group and knobs, and go with the node.

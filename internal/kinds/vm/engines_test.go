@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/trellisnet/trellis/internal/engines"
+	"github.com/trellisnet/trellis/internal/enginehelper"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
@@ -78,7 +78,7 @@ func TestOrphanEngines(t *testing.T) {
 
 // The engines helper finds an engine VM's mirror port by the name this kind gives its QEMU.
 func TestEngineVMNames(t *testing.T) {
-	if got, want := engines.EngineVM("r", 3), feName("r", 3); got != want {
+	if got, want := enginehelper.EngineVM("r", 3), feName("r", 3); got != want {
 		t.Errorf("engines.EngineVM = %q, want the kind's %q", got, want)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/trellisnet/trellis/internal/kinds"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 )
 
 // findQEMU finds the QEMU processes of network netID of state stateID by their guest names:
@@ -47,7 +47,7 @@ func findQEMU(stateID, netID string) (map[string][]kinds.Instance, error) {
 			rest, _, _ = strings.Cut(rest, ",")
 			name, digest, ok := strings.Cut(rest, "/")
 			pid, err := strconv.Atoi(filepath.Base(filepath.Dir(d)))
-			if ok && err == nil && !node.Gone(pid) {
+			if ok && err == nil && !noderuntime.Gone(pid) {
 				out[name] = append(out[name], kinds.Instance{Kind: Name, Name: name, PID: pid, Digest: digest})
 			}
 		}

@@ -20,7 +20,7 @@ import (
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/image"
 	"github.com/trellisnet/trellis/internal/kinds"
-	"github.com/trellisnet/trellis/internal/node"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
@@ -197,7 +197,7 @@ func dial(ctx context.Context, env *kinds.Env, name string) (*guest.Client, erro
 // own nodes it is uid 65535, which no software there uses, and which sees no QEMU: their
 // PID namespaces hold only their own processes.
 func qemuUser(env *kinds.Env) (string, error) {
-	base, err := env.Store.AllocUIDs(env.Plan.Network, node.UIDBases)
+	base, err := env.Store.AllocUIDs(env.Plan.Network, noderuntime.UIDBases)
 	if err != nil {
 		return "", err
 	}
@@ -233,7 +233,7 @@ func (Kind) Stop(ctx context.Context, env *kinds.Env, in kinds.Instance) error {
 		}
 	}
 	os.Remove(readyPath(env, in.Name))
-	if err := node.WaitGone(pids...); err != nil {
+	if err := noderuntime.WaitGone(pids...); err != nil {
 		return err
 	}
 	for _, name := range names { // their sockets
