@@ -15,16 +15,15 @@
 package enginehelper
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
-	"github.com/trellisnet/trellis/internal/noderuntime"
+	"github.com/trellisnet/trellis/internal/helperproc/marked"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/vishvananda/netlink"
@@ -141,15 +140,14 @@ func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) (Config
 }
 
 // Digest identifies a configuration.
-func (c Config) Digest() string {
-	data, _ := json.Marshal(c) // a Config always marshals
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:6])
-}
+func (c Config) Digest() string { return marked.Digest(c) }
+
+// helpers is the kind of helper the engines' is.
+var helpers = marked.Kind{Arg0: Arg0, Err: ErrHelper, Timeout: 60 * time.Second}
 
 // Marker returns the helper's command line for configuration c.
 func Marker(stateID string, c Config) []string {
-	return []string{Arg0, stateID, c.NetID, c.Node, c.Digest()}
+	return helpers.Marker(stateID, c.NetID, c.Node, c)
 }
 
 // Helper is a running helper found in /proc.
@@ -160,7 +158,7 @@ type Helper struct {
 
 // Find returns the helpers of network netID of state directory stateID, by node name.
 func Find(stateID, netID string) (map[string]Helper, error) {
-	found, err := noderuntime.FindMarked(Arg0, stateID, netID, true)
+	found, err := helpers.Find(stateID, netID)
 	if err != nil {
 		return nil, err
 	}

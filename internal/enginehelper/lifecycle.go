@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
-	"time"
 
 	"github.com/trellisnet/trellis/internal/helperproc"
 	"github.com/trellisnet/trellis/internal/netdev"
-	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/plan"
 )
 
@@ -18,7 +15,7 @@ import (
 // programs attached and the control node's routes and neighbours mirrored. The helper outlives
 // trellis.
 func Start(ctx context.Context, stateID string, c Config) (int, error) {
-	pid, err := helperproc.Start(ctx, Marker(stateID, c), c, 60*time.Second)
+	pid, err := helperproc.Start(ctx, Marker(stateID, c), c, helpers.Timeout)
 	if err != nil {
 		return 0, fmt.Errorf("%w for node %s: %v", ErrHelper, c.Node, err)
 	}
@@ -26,17 +23,7 @@ func Start(ctx context.Context, stateID string, c Config) (int, error) {
 }
 
 // Kill ends helpers and waits until they are gone (their FEs go with them).
-func Kill(pids ...int) error {
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
-			return fmt.Errorf("%w: killing %d: %v", ErrHelper, pid, err)
-		}
-	}
-	if err := noderuntime.WaitGone(pids...); err != nil {
-		return fmt.Errorf("%w: %v", ErrHelper, err)
-	}
-	return nil
-}
+func Kill(pids ...int) error { return helpers.Kill(pids...) }
 
 // Pending lists the nodes of plan p whose engines are not running as configured (running gives
 // each running node's init pid), and the nodes whose helper should go, with why.

@@ -12,19 +12,14 @@ package tablesock
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"syscall"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/helperproc"
+	"github.com/trellisnet/trellis/internal/helperproc/marked"
 	"github.com/trellisnet/trellis/internal/noderuntime"
 )
 
-// Arg0 is the name a table server runs under; with the arguments after it (Marker) it marks
+// Arg0 is the name a table server runs under; with the arguments after it (its marker) it marks
 // the process as the server of one node of one network, which is how trellis finds it again.
 const Arg0 = "trellis-tables"
 
@@ -41,70 +36,26 @@ type Config struct {
 	Ports []string // the substrate devices of the node's ports, whose filters hold the program
 }
 
-// Digest identifies a server's configuration.
-func (c Config) Digest() string {
-	data, _ := json.Marshal(c) // always marshals
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:6])
-}
+// servers is the kind of helper a table server is.
+var servers = marked.Kind{Arg0: Arg0, Err: ErrServer, Timeout: 30 * time.Second}
 
-// Marker returns the command line of the table server of configuration c.
-func Marker(stateID, netID string, c Config) []string {
-	return []string{Arg0, stateID, netID, c.Node, c.Digest()}
-}
+// Digest identifies a server's configuration.
+func (c Config) Digest() string { return marked.Digest(c) }
 
 // Servers returns the running table servers of network netID of state directory stateID, by
 // node: pid and configuration digest.
 func Servers(stateID, netID string) (map[string]noderuntime.Marked, error) {
-	return noderuntime.FindMarked(Arg0, stateID, netID, true)
+	return servers.Find(stateID, netID)
 }
 
 // Ensure makes the table server of configuration c run, unless it runs already; one of
 // another configuration (the node or its ports changed) is ended first.
 func Ensure(ctx context.Context, stateID, netID string, c Config) error {
-	found, err := Servers(stateID, netID)
-	if err != nil {
-		return err
-	}
-	if m, ok := found[c.Node]; ok {
-		if m.Digest == c.Digest() {
-			return nil
-		}
-		if err := kill(m.PID); err != nil {
-			return err
-		}
-	}
-	if _, err := helperproc.Start(ctx, Marker(stateID, netID, c), c, 30*time.Second); err != nil {
-		return fmt.Errorf("%w of node %s: %v", ErrServer, c.Node, err)
-	}
-	return nil
+	return servers.Ensure(ctx, stateID, netID, c.Node, c, "of node "+c.Node)
 }
 
 // KillExcept ends the table servers of network netID whose node is not in keep (all of them
 // with keep nil): `down`, and an `up` that removes a node or its program.
 func KillExcept(stateID, netID string, keep map[string]bool) error {
-	found, err := Servers(stateID, netID)
-	if err != nil {
-		return err
-	}
-	var pids []int
-	for name, m := range found {
-		if !keep[name] {
-			pids = append(pids, m.PID)
-		}
-	}
-	return kill(pids...)
-}
-
-// kill ends table servers and waits until they are gone.
-func kill(pids ...int) error {
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
-			return fmt.Errorf("%w: killing %d: %v", ErrServer, pid, err)
-		}
-	}
-	if err := noderuntime.WaitGone(pids...); err != nil {
-		return fmt.Errorf("%w: %v", ErrServer, err)
-	}
-	return nil
+	return servers.KillExcept(stateID, netID, keep)
 }
