@@ -268,12 +268,7 @@ func (c *Collector) readPort(s *snapshot, n *network, machine string, l *plan.Li
 		st, ok := n.direct[port.Node][port.Ifname]
 		s.out.add(famPortUp, boolValue(ok), lv...)
 		if ok {
-			s.out.add(famRxFrames, st.RxPackets, lv...)
-			s.out.add(famTxFrames, st.TxPackets, lv...)
-			s.out.add(famRxBytes, st.RxBytes, lv...)
-			s.out.add(famTxBytes, st.TxBytes, lv...)
-			s.out.add(famRxDrops, st.RxDropped, lv...)
-			s.out.add(famTxDrops, st.TxDropped, lv...)
+			s.addStats(st, lv)
 		}
 		return
 	}
@@ -284,20 +279,13 @@ func (c *Collector) readPort(s *snapshot, n *network, machine string, l *plan.Li
 	}
 	st := n.ifaces[a.PeerNetNsID][port.Ifname]
 	s.out.add(famPortUp, boolValue(a.Flags&unix.IFF_UP != 0), lv...)
-	s.out.add(famRxFrames, st.RxPackets, lv...)
-	s.out.add(famTxFrames, st.TxPackets, lv...)
-	s.out.add(famRxBytes, st.RxBytes, lv...)
-	s.out.add(famTxBytes, st.TxBytes, lv...)
-	s.out.add(famRxDrops, st.RxDropped, lv...)
-	s.out.add(famTxDrops, st.TxDropped, lv...)
+	s.addStats(st, lv)
 	s.out.add(famShaper, s.shaper[a.Index], lv...)
 	if port.Impair.IsZero() {
 		return
 	}
 	if ic, err := dataplane.ReadImpairCounters(a.Index); err == nil {
-		s.out.add(famImpDrop, ic.Dropped, lv...)
-		s.out.add(famImpDup, ic.Duplicated, lv...)
-		s.out.add(famImpCorr, ic.Corrupted, lv...)
+		s.addImpair(ic, lv)
 	}
 }
 
@@ -338,4 +326,21 @@ func boolValue(b bool) uint64 {
 		return 1
 	}
 	return 0
+}
+
+// addStats adds an interface's counters.
+func (s *snapshot) addStats(st rtnl.Stats, lv []string) {
+	s.out.add(famRxFrames, st.RxPackets, lv...)
+	s.out.add(famTxFrames, st.TxPackets, lv...)
+	s.out.add(famRxBytes, st.RxBytes, lv...)
+	s.out.add(famTxBytes, st.TxBytes, lv...)
+	s.out.add(famRxDrops, st.RxDropped, lv...)
+	s.out.add(famTxDrops, st.TxDropped, lv...)
+}
+
+// addImpair adds an impairment's counters.
+func (s *snapshot) addImpair(ic dataplane.ImpairCounters, lv []string) {
+	s.out.add(famImpDrop, ic.Dropped, lv...)
+	s.out.add(famImpDup, ic.Duplicated, lv...)
+	s.out.add(famImpCorr, ic.Corrupted, lv...)
 }

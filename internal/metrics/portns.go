@@ -73,16 +73,9 @@ func (c *Collector) readPortIn(s *snapshot, n *network, lv []string, port plan.P
 	}
 	st := n.direct[port.Node][port.Ifname]
 	s.out.add(famPortUp, boolValue(a.Flags&unix.IFF_UP != 0), lv...)
-	s.out.add(famRxFrames, st.RxPackets, lv...)
-	s.out.add(famTxFrames, st.TxPackets, lv...)
-	s.out.add(famRxBytes, st.RxBytes, lv...)
-	s.out.add(famTxBytes, st.TxBytes, lv...)
-	s.out.add(famRxDrops, st.RxDropped, lv...)
-	s.out.add(famTxDrops, st.TxDropped, lv...)
+	s.addStats(st, lv)
 	s.out.add(famShaper, n.ports.shaper[a.Index], lv...)
 	if ic, ok := n.ports.impair[a.Index]; ok {
-		s.out.add(famImpDrop, ic.Dropped, lv...)
-		s.out.add(famImpDup, ic.Duplicated, lv...)
-		s.out.add(famImpCorr, ic.Corrupted, lv...)
+		s.addImpair(ic, lv)
 	}
 }
