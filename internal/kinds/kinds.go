@@ -42,7 +42,8 @@ type Instance struct {
 }
 
 // PartGone is the digest Running gives a node of which a part is not running (an engine VM of
-// a VM node was killed): never a plan's, so the reconciler starts the node again.
+// a VM node was killed), and the reconciler a node whose start commands an interrupted apply
+// did not finish: never a plan's, so the reconciler starts the node again.
 const PartGone = "part-gone"
 
 // Node is a node kind: it runs nodes and makes their virtual interfaces.

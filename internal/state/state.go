@@ -40,6 +40,9 @@ type Record struct {
 	Target  *plan.Plan     `json:",omitempty"` // what a live change under way is converging to
 	Names   *plan.Names    // the device names allocated to the network's objects
 	Nodes   map[string]int // node name -> pid of its init process
+	// Starting are the nodes whose start commands an apply began and has not finished: if it
+	// was interrupted, the next apply starts them again (a command list cannot be resumed).
+	Starting []string `json:",omitempty"`
 }
 
 // ErrBusy is returned by Lock when another trellis command holds the network's lock.

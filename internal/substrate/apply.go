@@ -52,6 +52,10 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 		return err
 	}
 	defer a.portNS.close()
+	restartUnfinished(a.running, rec)
+	if err := a.markStarting(rec); err != nil {
+		return err
+	}
 	p := env.Plan
 	steps := []struct {
 		what  string
@@ -102,9 +106,40 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 	if err := parallelShown(env.Log, "start commands", len(p.Nodes), func(i int) error { return a.exec(ctx, p.Nodes[i]) }); err != nil {
 		return err
 	}
-	rec.Plan, rec.Target, rec.Status = p, nil, state.Up
+	rec.Plan, rec.Target, rec.Status, rec.Starting = p, nil, state.Up, nil
 	rec.Names.Keep(p)
 	return env.Store.Save(rec)
+}
+
+// restartUnfinished marks the running nodes whose start commands an interrupted apply began
+// (rec.Starting) as not running as planned, so that this apply stops and starts them again and
+// runs their start commands from the first: what ran of them is not known.
+func restartUnfinished(running map[string]kinds.Instance, rec *state.Record) {
+	if rec == nil {
+		return
+	}
+	for _, name := range rec.Starting {
+		if in, ok := running[name]; ok {
+			in.Digest = kinds.PartGone
+			running[name] = in
+		}
+	}
+}
+
+// markStarting records the nodes this apply starts (rec.Starting) before it starts any: if it
+// is interrupted before their start commands have all run, the next apply starts them again.
+func (a *applier) markStarting(rec *state.Record) error {
+	var names []string
+	for _, n := range a.env.Plan.Nodes {
+		if in, ok := a.running[n.Name]; !ok || in.Digest != n.Digest {
+			names = append(names, n.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	rec.Starting = names
+	return a.env.Store.Save(rec)
 }
 
 // runningNodes finds the network's running nodes of every kind.
