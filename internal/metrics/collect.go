@@ -96,15 +96,21 @@ func (s *snapshot) readRoot() error {
 		return err
 	}
 	defer conn.Close()
+	s.devs, err = linksByName(conn)
+	return err
+}
+
+// linksByName lists the devices of conn's namespace, by name.
+func linksByName(conn *rtnl.Conn) (map[string]rtnl.Link, error) {
 	links, err := conn.Links(rtnl.Own)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.devs = make(map[string]rtnl.Link, len(links))
+	out := make(map[string]rtnl.Link, len(links))
 	for _, l := range links {
-		s.devs[l.Name] = l
+		out[l.Name] = l
 	}
-	return nil
+	return out, nil
 }
 
 // readNodes reads, for every node that runs, what it uses (its kind's Measurer) and the

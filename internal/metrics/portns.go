@@ -27,19 +27,15 @@ func readPortNS(n *network) *portNS {
 		return nil
 	}
 	defer ns.Close()
-	out := &portNS{devs: map[string]rtnl.Link{}, shaper: map[int]uint64{}, impair: map[int]dataplane.ImpairCounters{}}
+	out := &portNS{shaper: map[int]uint64{}, impair: map[int]dataplane.ImpairCounters{}}
 	err = netnsutil.Do(ns, func() error {
 		conn, err := rtnl.Dial()
 		if err != nil {
 			return err
 		}
 		defer conn.Close()
-		links, err := conn.Links(rtnl.Own)
-		if err != nil {
+		if out.devs, err = linksByName(conn); err != nil {
 			return err
-		}
-		for _, l := range links {
-			out.devs[l.Name] = l
 		}
 		if shaped(n.rec.Plan) {
 			if drops, err := conn.QdiscDrops("tbf"); err == nil {
