@@ -74,6 +74,9 @@ func TestWebImpairments(t *testing.T) {
 	if carrierUp(t, ports["a"]) || !carrierUp(t, ports["b"]) {
 		t.Errorf("after a:eth1's take down: a's port up %v, b's %v; want a's down only", carrierUp(t, ports["a"]), carrierUp(t, ports["b"]))
 	}
+	// The carrier goes before the change ends; until the page says done, the network is still
+	// being changed and a DELETE is rightly refused (409).
+	waitJS(t, ctx, "the take down done", `document.querySelector(".panel-link .msg").textContent === "a:eth1 down: done"`, 10*time.Second)
 	s.must(204, "DELETE", "/networks/"+name, "", "")
 	s.stop()
 	e.assertClean()
