@@ -5,7 +5,6 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -99,13 +98,13 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 	}
 	if err == nil {
 		var res *substrate.Result
-		var steps strings.Builder // the apply's steps and their times, logged with the result
 		// The generation's own file name: applied again (a restart, the same generation placed
 		// anew), it keeps what the tenant set live (`link`); a new generation applies the file's.
 		err = w.a.limit(ctx, func() (err error) {
 			res, err = w.apply(ctx, func(ctx context.Context) (*substrate.Result, error) {
-				steps.Reset()
-				return substrate.UpKeepLive(ctx, st, sn, me, Source(w.tenant, w.network, p.Generation), &steps)
+				// The apply's steps and their times go to the agent's log, with the network.
+				opt := substrate.Options{Log: w.a.log.With("network", w.name, "generation", p.Generation)}
+				return substrate.UpKeepLive(ctx, st, sn, me, Source(w.tenant, w.network, p.Generation), opt)
 			})
 			return err
 		})
@@ -114,7 +113,7 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 		}
 		if err == nil {
 			status.Took = res.Took.Seconds()
-			w.logResult(res, steps.String())
+			w.logResult(res)
 		}
 	}
 	if err != nil {
@@ -159,13 +158,12 @@ func later(err error) bool {
 	return errors.Is(err, state.ErrBusy) || errors.Is(err, netlink.ErrDumpInterrupted)
 }
 
-func (w *worker) logResult(res *substrate.Result, steps string) {
-	steps = strings.ReplaceAll(strings.TrimSpace(steps), "\n", "; ")
+func (w *worker) logResult(res *substrate.Result) {
 	switch {
 	case res.Created:
-		w.a.log.Info("network created", "network", w.name, "nodes", res.Nodes, "links", res.Links, "took", res.Took.Round(time.Millisecond), "steps", steps)
+		w.a.log.Info("network created", "network", w.name, "nodes", res.Nodes, "links", res.Links, "took", res.Took.Round(time.Millisecond))
 	case len(res.Changes) > 0:
-		w.a.log.Info("network changed", "network", w.name, "changes", len(res.Changes), "took", res.Took.Round(time.Millisecond), "steps", steps)
+		w.a.log.Info("network changed", "network", w.name, "changes", len(res.Changes), "took", res.Took.Round(time.Millisecond))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
@@ -138,7 +139,7 @@ func (s *Server) up(ctx context.Context, in *upInput) (*upOutput, error) {
 		return nil, err
 	}
 	var log, replugged bytes.Buffer
-	res, err := substrate.UpWith(s.base, s.st, n, host, in.File, &log, substrate.Options{Replug: in.Replug, Out: &replugged})
+	res, err := substrate.Up(s.base, s.st, n, host, in.File, substrate.Options{Replug: in.Replug, Log: logline.Logger(&replugged, &log)})
 	if s.opts.Observe != nil {
 		var took time.Duration
 		if res != nil {
@@ -225,8 +226,7 @@ func (s *Server) linkState(ctx context.Context, in *linkStateInput) (*linkStateO
 	if err := s.networkExists(in.Network); err != nil {
 		return nil, err
 	}
-	var log bytes.Buffer
-	if err := substrate.SetLinkState(s.base, s.st, in.Network, in.Link, in.Body.Endpoint, in.Body.State == "up", &log, substrate.Options{Replug: in.Replug}); err != nil {
+	if err := substrate.SetLinkState(s.base, s.st, in.Network, in.Link, in.Body.Endpoint, in.Body.State == "up", substrate.Options{Replug: in.Replug}); err != nil {
 		return nil, problemOf(err)
 	}
 	return &linkStateOutput{Body: in.Body}, nil

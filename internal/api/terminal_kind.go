@@ -32,7 +32,7 @@ func (s *Server) kindTerminal(network, nodeName string, in *terminalInput) (*ter
 	if !ok {
 		return nil, nil
 	}
-	env := &kinds.Env{Store: s.st, Plan: rec.Plan, Log: io.Discard}
+	env := &kinds.Env{Store: s.st, Plan: rec.Plan}
 	running, err := substrate.RunningNodes(s.st, rec)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/bench/setup"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
@@ -129,7 +130,7 @@ func (r *runner) upFile(st *state.Store, path string, data []byte, log io.Writer
 	}
 	// The bench's own context is not handed down: Ctrl-C ends the run after this step, not in
 	// the middle of a change that the deferred down would then have to finish.
-	res, err := substrate.Up(context.Background(), st, n, "", path, log)
+	res, err := substrate.Up(context.Background(), st, n, "", path, substrate.Options{Log: logline.Logger(nil, log)})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/trellisnet/trellis/internal/bench/measure"
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/bench/setup"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
@@ -122,7 +123,7 @@ func delayUp(st *state.Store, name, extra string, way *string) (*spec.Network, e
 		return nil, err
 	}
 	var log strings.Builder
-	if _, err := substrate.Up(context.Background(), st, n, "", name+".yaml", &log); err != nil {
+	if _, err := substrate.Up(context.Background(), st, n, "", name+".yaml", substrate.Options{Log: logline.Logger(nil, &log)}); err != nil {
 		return nil, fmt.Errorf("up with %q: %w", extra, err)
 	}
 	if strings.Contains(log.String(), "by netem") {

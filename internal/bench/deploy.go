@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,7 +102,7 @@ func (r *runner) deploy() error {
 				return err
 			}
 			t0 := time.Now()
-			_, err = substrate.Up(context.Background(), st, net, "", "(trellis-bench)", io.Discard)
+			_, err = substrate.Up(context.Background(), st, net, "", "(trellis-bench)", substrate.Options{})
 			up := time.Since(t0).Seconds()
 			if err != nil {
 				setup.DownQuiet(st, name)

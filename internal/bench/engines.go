@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"regexp"
@@ -128,7 +127,7 @@ func (r *runner) engines() (err error) {
 		if err != nil {
 			return err
 		}
-		if _, err := substrate.Up(context.Background(), st, n, "", name+".yaml", io.Discard); err != nil {
+		if _, err := substrate.Up(context.Background(), st, n, "", name+".yaml", substrate.Options{}); err != nil {
 			return fmt.Errorf("%s: up: %w", c, err)
 		}
 		row, err := r.enginesRow(st, name, c, meter)

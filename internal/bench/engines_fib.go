@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +36,7 @@ func (r *runner) mirrorDelays(st *state.Store, name string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := substrate.Up(context.Background(), st, net, "", name+".yaml", io.Discard); err != nil {
+		if _, err := substrate.Up(context.Background(), st, net, "", name+".yaml", substrate.Options{}); err != nil {
 			return err
 		}
 		rec, err := st.Load(name)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -80,7 +79,7 @@ func (r *runner) impair() (err error) {
 		if err != nil {
 			return err
 		}
-		up, err := substrate.Up(context.Background(), st, n, "", name+".yaml", io.Discard)
+		up, err := substrate.Up(context.Background(), st, n, "", name+".yaml", substrate.Options{})
 		if err != nil {
 			return fmt.Errorf("up with %q: %w", text, err)
 		}
@@ -143,7 +142,7 @@ func statMedian(s *result.Stat) float64 {
 func (r *runner) delayNote(st *state.Store, name string) string {
 	n, err := spec.Parse(name+".yaml", impairTopology(impairDelay))
 	if err == nil {
-		_, err = substrate.Up(context.Background(), st, n, "", name+".yaml", io.Discard)
+		_, err = substrate.Up(context.Background(), st, n, "", name+".yaml", substrate.Options{})
 	}
 	note := fmt.Sprintf("`up` with `%s` on the link was accepted: see the delay part for what it delivered", impairDelay)
 	if err != nil {

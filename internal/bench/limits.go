@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"os/exec"
 	"strconv"
 	"time"
@@ -38,7 +37,7 @@ func (r *runner) limits() error {
 	if err != nil {
 		return err
 	}
-	if _, err := substrate.Up(context.Background(), st, net, "", "(trellis-bench)", io.Discard); err != nil {
+	if _, err := substrate.Up(context.Background(), st, net, "", "(trellis-bench)", substrate.Options{}); err != nil {
 		setup.DownQuiet(st, net.Name)
 		return err
 	}

@@ -105,7 +105,7 @@ func runThroughKind(cmd *cobra.Command, st *state.Store, rec *state.Record, name
 		return false, nil
 	}
 	terminal, _ := k.(kinds.Terminal)
-	env := &kinds.Env{Store: st, Plan: rec.Plan, Log: io.Discard}
+	env := &kinds.Env{Store: st, Plan: rec.Plan}
 	running, err := k.Running(env)
 	if err != nil {
 		return true, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/image"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/oci"
 )
 
@@ -40,7 +41,7 @@ from it.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s := image.DefaultSpec()
 			s.FRR = frr
-			img, err := image.Build(cmd.Context(), cache, s, os.Stderr)
+			img, err := image.Build(cmd.Context(), cache, s, logline.Logger(nil, os.Stderr))
 			if err != nil {
 				return err
 			}

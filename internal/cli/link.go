@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
@@ -80,12 +81,12 @@ link's endpoints, over mutual TLS; they act only for the tenant that owns the ne
 				if verbose {
 					progress = cmd.ErrOrStderr()
 				}
-				opt := substrate.Options{Replug: replug, Out: cmd.OutOrStdout()}
+				opt := substrate.Options{Replug: replug, Log: logline.Logger(cmd.OutOrStdout(), progress)}
 				if args[2] == "set" {
 					im, _ := parseImpairment(args[3:]) // checked by Args
-					return substrate.SetImpairment(ctx, st, args[0], args[1], endpoint, im, progress, opt)
+					return substrate.SetImpairment(ctx, st, args[0], args[1], endpoint, im, opt)
 				}
-				return substrate.SetLinkState(ctx, st, args[0], args[1], endpoint, args[2] == "up", progress, opt)
+				return substrate.SetLinkState(ctx, st, args[0], args[1], endpoint, args[2] == "up", opt)
 			}
 			info, err := substrate.Inspect(st, args[0])
 			if err != nil {

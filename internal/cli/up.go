@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/clab"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/progress"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
@@ -89,7 +90,7 @@ to); 1 for any other error (a conflict included: nothing was changed).`,
 			file, _ := filepath.Abs(args[0])
 			var res *substrate.Result
 			withProgress(cmd.ErrOrStderr(), log, func(log io.Writer) {
-				res, err = substrate.UpWith(ctx, st, n, host, file, log, substrate.Options{Replug: replug, Out: cmd.OutOrStdout()})
+				res, err = substrate.Up(ctx, st, n, host, file, substrate.Options{Replug: replug, Log: logline.Logger(cmd.OutOrStdout(), log)})
 			})
 			if err != nil {
 				return err

@@ -11,7 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/helperproc"
+	"github.com/trellisnet/trellis/internal/logline"
 )
 
 // DefaultCache is where images and kernels are kept.
@@ -75,7 +76,8 @@ func DefaultSpec() Spec {
 
 // Build returns the image for s from cache, building it first if its inputs changed. The
 // kernel comes from Debian's package, downloaded once (FetchKernel).
-func Build(ctx context.Context, cache string, s Spec, log io.Writer) (Image, error) {
+func Build(ctx context.Context, cache string, s Spec, log *slog.Logger) (Image, error) {
+	log = logline.OrDiscard(log)
 	k, err := FetchKernel(ctx, cache, log)
 	if err != nil {
 		return Image{}, err
@@ -94,7 +96,7 @@ func Build(ctx context.Context, cache string, s Spec, log io.Writer) (Image, err
 	for attempt := 1; ; attempt++ {
 		img, err := load(dir)
 		if err != nil {
-			fmt.Fprintf(log, "image: building %s (kernel %s, %d files)\n", id, k.Release, len(c.files))
+			log.Info(fmt.Sprintf("image: building %s (kernel %s, %d files)", id, k.Release, len(c.files)), "image", id)
 			if img, err = write(cache, dir, id, k, c); err != nil {
 				return img, err
 			}

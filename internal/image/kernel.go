@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/trellisnet/trellis/internal/logline"
 )
 
 // Kernel is a guest kernel with the modules images load.
@@ -29,7 +32,7 @@ var guestModules = []string{"virtio_pci", "virtio_net", "virtio_console"}
 // FetchKernel returns the guest kernel kept in cache, downloading Debian's linux-image-amd64
 // (through apt, so from the machine's configured mirror) the first time. Only the kernel and the
 // modules guests load are kept.
-func FetchKernel(ctx context.Context, cache string, log io.Writer) (Kernel, error) {
+func FetchKernel(ctx context.Context, cache string, log *slog.Logger) (Kernel, error) {
 	root := filepath.Join(cache, "kernels")
 	if ks, _ := filepath.Glob(filepath.Join(root, "*", "kernel.txt")); len(ks) > 0 {
 		sort.Strings(ks)
@@ -47,7 +50,7 @@ func FetchKernel(ctx context.Context, cache string, log io.Writer) (Kernel, erro
 	if err != nil {
 		return Kernel{}, err
 	}
-	fmt.Fprintf(log, "image: downloading the guest kernel %s\n", pkg)
+	logline.OrDiscard(log).Info("image: downloading the guest kernel "+pkg, "package", pkg)
 	if err := AptDownload(ctx, tmp, pkg); err != nil {
 		return Kernel{}, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/trellisnet/trellis/internal/guest"
 	"github.com/trellisnet/trellis/internal/kinds"
 	_ "github.com/trellisnet/trellis/internal/kinds/all"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/trellisnet/trellis/internal/noderuntime"
@@ -83,7 +84,7 @@ func inMachine(t *testing.T, f func(fx *fixture)) {
 				MAC: plan.MAC("contract", n, "eth1"), Addresses: []string{"10.0.0." + string(rune('1'+i)) + "/24"}})
 		}
 		p.Links = []*plan.Link{l}
-		f(&fixture{env: &kinds.Env{Store: st, Plan: p, Log: os.Stderr}, link: l})
+		f(&fixture{env: &kinds.Env{Store: st, Plan: p, Log: logline.Logger(os.Stderr, os.Stderr)}, link: l})
 		return nil
 	})
 	if err != nil {
@@ -97,7 +98,7 @@ func TestNodeKindContract(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			k, _ := kinds.NodeKind(name)
 			if p, ok := k.(kinds.Preparer); ok { // in the host's namespace: it may download
-				if err := p.Prepare(context.Background(), &kinds.Env{Log: os.Stderr}); err != nil {
+				if err := p.Prepare(context.Background(), &kinds.Env{Log: logline.Logger(os.Stderr, os.Stderr)}); err != nil {
 					t.Fatalf("preparing kind %s (scripts/setup.sh installs what kinds need): %v", name, err)
 				}
 			}

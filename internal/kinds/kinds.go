@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
@@ -25,8 +26,8 @@ var ErrUnknownKind = errors.New("unknown kind")
 // Env is what a kind gets to work on one network on this machine.
 type Env struct {
 	Store *state.Store
-	Plan  *plan.Plan // the desired state of the network on this machine
-	Log   io.Writer  // progress, for `up -v`
+	Plan  *plan.Plan   // the desired state of the network on this machine
+	Log   *slog.Logger // progress (`up -v`); nil: none
 	// Recorded are the network's other plans that its record holds (the plan last applied, the
 	// target of a change under way or interrupted): what a Sweeper may find left over of,
 	// besides Plan. The substrate sets it for Sweep only.

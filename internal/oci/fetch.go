@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/spec"
 	"golang.org/x/sys/unix"
 )
@@ -34,7 +35,7 @@ func normalise(ref string) string {
 // Get returns the image ref names, from the cache if it has an image of that reference (an
 // import, or an earlier pull), else pulled from its registry and unpacked. The image is held
 // (hold.go) for the rest of the process's life.
-func (s Store) Get(ctx context.Context, ref string, log io.Writer) (Image, error) {
+func (s Store) Get(ctx context.Context, ref string, log *slog.Logger) (Image, error) {
 	if img, err := s.Find(ref); err == nil {
 		return img, s.hold(img)
 	}
@@ -43,8 +44,8 @@ func (s Store) Get(ctx context.Context, ref string, log io.Writer) (Image, error
 
 // Pull fetches image ref from its registry (with the credentials of the docker config file,
 // $DOCKER_CONFIG/config.json or ~/.docker/config.json) and unpacks it unless the cache has its
-// config digest already; ref then names it.
-func (s Store) Pull(ctx context.Context, ref string, log io.Writer) (Image, error) {
+// config digest already; ref then names it. It logs where it pulls from to log (nil: nowhere).
+func (s Store) Pull(ctx context.Context, ref string, log *slog.Logger) (Image, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {
 		return Image{}, fmt.Errorf("image %s: %w", ref, err)
@@ -53,7 +54,7 @@ func (s Store) Pull(ctx context.Context, ref string, log io.Writer) (Image, erro
 	for _, try := range candidates(r) {
 		if img, err = remote.Image(try, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
 			remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH})); err == nil {
-			fmt.Fprintf(log, "image %s: pulling from %s\n", ref, try.Context().RegistryStr())
+			logline.OrDiscard(log).Info(fmt.Sprintf("image %s: pulling from %s", ref, try.Context().RegistryStr()), "image", ref)
 			break
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/state"
@@ -74,15 +75,17 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 		{"links made or changed", len(p.Links), func(i int) error { return a.link(ctx, p.Links[i]) }, &a.joined},
 		{"ports brought up or down", 1, func(int) error { return a.setCarriers(ctx) }, &a.carried},
 	}
+	log := logline.OrDiscard(env.Log)
 	for _, s := range steps {
 		t0 := time.Now()
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := parallelShown(env.Log, s.what, s.n, s.f); err != nil {
+		if err := parallelShown(log, s.what, s.n, s.f); err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Log, "%d %s in %.3fs\n", s.count.Load(), s.what, time.Since(t0).Seconds())
+		took := time.Since(t0).Seconds()
+		log.Info(fmt.Sprintf("%d %s in %.3fs", s.count.Load(), s.what, took), "step", s.what, "count", s.count.Load(), "seconds", took)
 	}
 	if err := a.convergeLines(ctx); err != nil {
 		return err
@@ -103,7 +106,7 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 			return err
 		}
 	}
-	if err := parallelShown(env.Log, "start commands", len(p.Nodes), func(i int) error { return a.exec(ctx, p.Nodes[i]) }); err != nil {
+	if err := parallelShown(logline.OrDiscard(env.Log), "start commands", len(p.Nodes), func(i int) error { return a.exec(ctx, p.Nodes[i]) }); err != nil {
 		return err
 	}
 	rec.Plan, rec.Target, rec.Status, rec.Starting = p, nil, state.Up, nil

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -77,7 +77,7 @@ func hasDelay(p *plan.Plan) bool {
 
 // noteDelays says how this machine applies plan p's delays (preflight checked it can): on the
 // changes of links with delays, and in log if it is not nil.
-func noteDelays(changes []Change, p *plan.Plan, log io.Writer) {
+func noteDelays(changes []Change, p *plan.Plan, log *slog.Logger) {
 	if !hasDelay(p) {
 		return
 	}
@@ -85,9 +85,7 @@ func noteDelays(changes []Change, p *plan.Plan, log io.Writer) {
 	if err != nil {
 		return
 	}
-	if log != nil {
-		fmt.Fprintln(log, delayWayText(way))
-	}
+	log.Info(delayWayText(way), "delay", way)
 	for i, c := range changes {
 		if l := p.Link(c.Name); c.Object == "link" && c.Op != "remove" && l != nil {
 			for _, port := range l.Ports {

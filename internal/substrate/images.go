@@ -2,7 +2,7 @@ package substrate
 
 import (
 	"context"
-	"io"
+	"log/slog"
 
 	"github.com/trellisnet/trellis/internal/image"
 	"github.com/trellisnet/trellis/internal/oci"
@@ -14,7 +14,7 @@ import (
 // before anything of the network is created or changed: an image that cannot be had fails
 // the up with nothing done. With cachedOnly (diff), nothing is pulled: a node whose image is
 // not in the cache keeps no Rootfs, and shows as changed.
-func resolveImages(ctx context.Context, n *spec.Network, log io.Writer, cachedOnly bool) error {
+func resolveImages(ctx context.Context, n *spec.Network, log *slog.Logger, cachedOnly bool) error {
 	store := oci.NewStore(image.Cache())
 	for _, nd := range n.Nodes {
 		if nd.Image == "" {

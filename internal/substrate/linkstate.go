@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
@@ -28,8 +28,8 @@ var ErrNoLink = errors.New("no such link")
 // one alone. The nodes see NO-CARRIER on their interfaces, as with a pulled cable; nothing else
 // changes. The new state stays until the next `up` of the file, which applies the file's. A
 // direct link taken down is re-plugged to ports, as opt allows (checkReplug).
-func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpoint string, up bool, log io.Writer, opt Options) error {
-	return changeLink(ctx, st, network, linkName, log, opt, func(l *plan.Link) error { return setDown(l, endpoint, !up) })
+func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpoint string, up bool, opt Options) error {
+	return changeLink(ctx, st, network, linkName, opt, func(l *plan.Link) error { return setDown(l, endpoint, !up) })
 }
 
 // SetImpairment sets the impairment (loss, duplication, corruption, delay, jitter) of link
@@ -38,20 +38,22 @@ func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpo
 // unchanged. A zero im removes the impairment. Delays on a machine with no way to apply them
 // are refused, as up refuses them. The new impairment stays until the next `up` of the file,
 // which applies the file's. A direct link impaired is re-plugged to ports, as opt allows.
-func SetImpairment(ctx context.Context, st *state.Store, network, linkName, endpoint string, im spec.Impairment, log io.Writer, opt Options) error {
+func SetImpairment(ctx context.Context, st *state.Store, network, linkName, endpoint string, im spec.Impairment, opt Options) error {
 	if im.Delays() {
 		if _, err := delayWay(); err != nil {
 			return fmt.Errorf("network %s: link %s: %w (kernel %s)", network, linkName, err, kernelRelease())
 		}
 	}
-	return changeLink(ctx, st, network, linkName, log, opt, func(l *plan.Link) error { return setImpair(l, endpoint, im) })
+	return changeLink(ctx, st, network, linkName, opt, func(l *plan.Link) error { return setImpair(l, endpoint, im) })
 }
 
 // changeLink changes link linkName of a running network on this machine as edit changes its
 // plan, live, through the reconciler: only that link's ports are touched (apply joins a link
 // whose plan changed and leaves the others alone). If the change fails, the network is taken
 // back to what it was. A re-plug (PlugPorts) is refused as opt says (checkReplug).
-func changeLink(ctx context.Context, st *state.Store, network, linkName string, log io.Writer, opt Options, edit func(*plan.Link) error) error {
+func changeLink(ctx context.Context, st *state.Store, network, linkName string, opt Options, edit func(*plan.Link) error) error {
+	log := logline.OrDiscard(opt.Log)
+	opt.Log = log
 	unlock, err := st.Lock(network)
 	if err != nil {
 		return err

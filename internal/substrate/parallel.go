@@ -1,11 +1,13 @@
 package substrate
 
 import (
-	"io"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/logline"
 )
 
 // workers is how many creations run at once. Creating nodes and links is mostly waiting on the
@@ -49,16 +51,10 @@ func parallel(n int, f func(i int) error) error {
 	return first
 }
 
-// Progresser is what the log writer of an up may also be, to be told how far each step is
-// (a terminal's progress bar, internal/progress): step, items done, items in all.
-type Progresser interface {
-	Progress(step string, done, total int)
-}
-
-// parallelShown is parallel, telling log how far it is every tenth of a second if log is a
-// Progresser.
-func parallelShown(log io.Writer, step string, n int, f func(i int) error) error {
-	p, ok := log.(Progresser)
+// parallelShown is parallel, telling log's handler how far it is every tenth of a second if
+// it is a logline.Progresser (a terminal's progress line).
+func parallelShown(log *slog.Logger, step string, n int, f func(i int) error) error {
+	p, ok := log.Handler().(logline.Progresser)
 	if !ok || n < 2 {
 		return parallel(n, f)
 	}

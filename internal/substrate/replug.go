@@ -3,11 +3,12 @@ package substrate
 import (
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net"
 	"strings"
 
 	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
@@ -30,8 +31,9 @@ type Options struct {
 	// Replug lets a change re-plug a link whose interfaces carry what the nodes' software
 	// made (it goes, and the change says so); without it, such a change is refused.
 	Replug bool
-	// Out is where a change allowed by Replug says what went (nil: nowhere).
-	Out io.Writer
+	// Log gets the operation's progress (Info: `up -v`) and what it tells always (Warn: what
+	// a change allowed by Replug took away, a link that keeps its ports). nil: nowhere.
+	Log *slog.Logger
 }
 
 // ifaceSoft is what the software of a node made on one interface (inside its namespace).
@@ -228,10 +230,8 @@ func checkReplug(rec *state.Record, old, p *plan.Plan, running map[string]kinds.
 	if !opt.Replug {
 		return fmt.Errorf("network %s: %w: %s", p.Network, ErrReplug, refusal(found))
 	}
-	if opt.Out != nil {
-		for _, f := range found {
-			fmt.Fprintf(opt.Out, "re-plugged (--replug): %s; it went with the interface\n", f)
-		}
+	for _, f := range found {
+		logline.OrDiscard(opt.Log).Warn(fmt.Sprintf("re-plugged (--replug): %s; it went with the interface", f), "replugged", f)
 	}
 	return nil
 }
@@ -244,8 +244,8 @@ func refusal(found []string) string {
 // keepPorts keeps the ports of each link of n that has them (old) and that p would join as
 // one veth pair again, having nothing to enforce any more (a rate or a delay removed), where
 // that re-plug would take away what the nodes' software made: going back to one pair is never
-// needed, so the link keeps its ports rather than the change being refused. It says so to out.
-func keepPorts(rec *state.Record, n *spec.Network, old, p *plan.Plan, running map[string]kinds.Instance, out io.Writer) error {
+// needed, so the link keeps its ports rather than the change being refused. It says so to log.
+func keepPorts(rec *state.Record, n *spec.Network, old, p *plan.Plan, running map[string]kinds.Instance, log *slog.Logger) error {
 	if old == nil {
 		return nil
 	}
@@ -268,9 +268,7 @@ func keepPorts(rec *state.Record, n *spec.Network, old, p *plan.Plan, running ma
 		}
 		if len(what) > 0 {
 			l.Connector = ol.Connector
-			if out != nil {
-				fmt.Fprintf(out, "link %s keeps its ports: one veth pair again would take away %s\n", l.Name, strings.Join(what, " and "))
-			}
+			log.Warn(fmt.Sprintf("link %s keeps its ports: one veth pair again would take away %s", l.Name, strings.Join(what, " and ")), "link", l.Name)
 		}
 	}
 	return nil

@@ -10,10 +10,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
@@ -29,16 +30,11 @@ type Result struct {
 }
 
 // Up converges the machine to network n's plan for machine host ("" without hosts), which came
-// from the topology file file, writing progress to log. A new network is created; on one that
-// is up, only what differs is changed, live. If creating fails half-way, everything created so
-// far is removed; if a live change fails, the network is taken back to what it was.
-func Up(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer) (*Result, error) {
-	return up(ctx, st, n, host, file, log, false, Options{})
-}
-
-// UpWith is Up with the live change's options (Options.Replug).
-func UpWith(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer, opt Options) (*Result, error) {
-	return up(ctx, st, n, host, file, log, false, opt)
+// from the topology file file, logging its progress to opt.Log. A new network is created; on
+// one that is up, only what differs is changed, live. If creating fails half-way, everything
+// created so far is removed; if a live change fails, the network is taken back to what it was.
+func Up(ctx context.Context, st *state.Store, n *spec.Network, host, file string, opt Options) (*Result, error) {
+	return up(ctx, st, n, host, file, false, opt)
 }
 
 // UpKeepLive is Up for a caller that applies one version of a file again and again, naming
@@ -46,12 +42,14 @@ func UpWith(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 // restart or a new placement of the same generation). When the network's record came from the
 // same file, what was set live since (SetLinkState, SetImpairment) is kept instead of being
 // taken back to the file's; from another file, the file's state is applied, as by Up.
-func UpKeepLive(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer) (*Result, error) {
-	return up(ctx, st, n, host, file, log, true, Options{})
+func UpKeepLive(ctx context.Context, st *state.Store, n *spec.Network, host, file string, opt Options) (*Result, error) {
+	return up(ctx, st, n, host, file, true, opt)
 }
 
-func up(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer, keep bool, opt Options) (*Result, error) {
+func up(ctx context.Context, st *state.Store, n *spec.Network, host, file string, keep bool, opt Options) (*Result, error) {
 	start := time.Now()
+	log := logline.OrDiscard(opt.Log)
+	opt.Log = log
 	if err := resolveImages(ctx, n, log, false); err != nil {
 		return nil, err
 	}
@@ -67,11 +65,11 @@ func up(ctx context.Context, st *state.Store, n *spec.Network, host, file string
 	if rec == nil {
 		return create(ctx, st, n, host, file, log, start)
 	}
-	return change(ctx, st, rec, n, host, file, log, start, keep, opt)
+	return change(ctx, st, rec, n, host, file, start, keep, opt)
 }
 
 // create makes a new network: the record first, then every object.
-func create(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log io.Writer, start time.Time) (*Result, error) {
+func create(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log *slog.Logger, start time.Time) (*Result, error) {
 	names := &plan.Names{}
 	p, err := plan.Make(n, st.ID, host, names)
 	if err == nil {
@@ -117,7 +115,8 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 // change converges a network that has a record: up, or interrupted while being created or
 // changed. Only what differs from the record and the kernel is done.
 // With keep, the live state of a record of the same file is kept (UpKeepLive).
-func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Network, host, file string, log io.Writer, start time.Time, keep bool, opt Options) (*Result, error) {
+func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Network, host, file string, start time.Time, keep bool, opt Options) (*Result, error) {
+	log := opt.Log
 	if rec.Names == nil {
 		rec.Names = &plan.Names{}
 	}
@@ -146,7 +145,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, err
 	}
 	if rec.Status == state.Up { // re-plugging is refused before anything changes
-		if err := keepPorts(rec, n, old, p, running, opt.Out); err != nil {
+		if err := keepPorts(rec, n, old, p, running, log); err != nil {
 			return nil, err
 		}
 		if err := checkReplug(rec, old, p, running, opt); err != nil {
@@ -227,7 +226,7 @@ func notRunning(nodes []*plan.Node, running map[string]kinds.Instance) []*plan.N
 
 // rollback takes a network whose live change to plan tried failed back to plan old. tried is
 // recorded as the change's target, so that the addresses it placed are known to be trellis's.
-func rollback(st *state.Store, rec *state.Record, old, tried *plan.Plan, log io.Writer, cause error) error {
+func rollback(st *state.Store, rec *state.Record, old, tried *plan.Plan, log *slog.Logger, cause error) error {
 	env := &kinds.Env{Store: st, Plan: old, Log: log}
 	rec.Target = tried
 	if err := apply(context.Background(), env, nil, rec, nil); err != nil {
@@ -238,7 +237,7 @@ func rollback(st *state.Store, rec *state.Record, old, tried *plan.Plan, log io.
 
 // Preview lists what Up of network n would change on this machine, changing nothing.
 func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
-	if err := resolveImages(context.Background(), n, io.Discard, true); err != nil {
+	if err := resolveImages(context.Background(), n, nil, true); err != nil {
 		return nil, err
 	}
 	rec, err := st.Load(n.Name)

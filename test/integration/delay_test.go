@@ -121,10 +121,19 @@ const (
 func TestDelay(t *testing.T) {
 	e := start(t)
 	path := writeTopo(t, delayTopo("    from:\n      a:eth1: {delay: 1ms}\n"))
-	out := mustTrellis(t, e.state, "up", path)
 	way := "netem"
 	if !netemKernel() || os.Getenv("TRELLIS_DELAY") == "line" {
 		way = "trellis's delay line"
+	}
+	// up -v prints on stderr how the machine delays frames and how long each step took.
+	out, verbose, err := trellis(t, e.state, "up", "-v", path)
+	if err != nil {
+		t.Fatalf("trellis up -v: %v\n%s%s", err, out, verbose)
+	}
+	for _, want := range []string{"\ndelay and jitter by " + way, "\n2 nodes started in ", "\n1 links made or changed in "} {
+		if !strings.Contains("\n"+verbose, want) {
+			t.Errorf("up -v printed on stderr:\n%s\nwant a line starting %q", verbose, want[1:])
+		}
 	}
 	if d := mustTrellis(t, e.state, "diff", path); !strings.Contains(d, "no changes") {
 		t.Errorf("diff after up: %s", d)

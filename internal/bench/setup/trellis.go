@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	_ "github.com/trellisnet/trellis/internal/kinds/all" // the kinds the files may name
 	"io"
 	"net"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/bench/measure"
+	_ "github.com/trellisnet/trellis/internal/kinds/all" // the kinds the files may name
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/plan"
@@ -140,7 +140,7 @@ func (h *Harness) upBenchFile(g *Rig, name, topology string) (*BenchNet, error) 
 		return nil, err
 	}
 	g.onClose(func() error { return DownQuiet(st, name) })
-	if _, err := substrate.Up(context.Background(), st, n, "", "(trellis-bench)", io.Discard); err != nil {
+	if _, err := substrate.Up(context.Background(), st, n, "", "(trellis-bench)", substrate.Options{}); err != nil {
 		return nil, fmt.Errorf("trellis up %s: %w", name, err)
 	}
 	rec, err := st.Load(name)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"time"
@@ -137,7 +136,7 @@ func runIn(st *state.Store, b *BenchNet, node string, argv ...string) error {
 	if !ok {
 		return fmt.Errorf("node %s (%s) does not run commands through trellis", node, nd.Kind)
 	}
-	env := &nodekinds.Env{Store: st, Plan: b.plan, Log: io.Discard}
+	env := &nodekinds.Env{Store: st, Plan: b.plan}
 	running, err := k.Running(env)
 	if err != nil {
 		return err

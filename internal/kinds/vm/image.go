@@ -9,6 +9,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/image"
 	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/spec"
 )
 
@@ -66,8 +67,8 @@ func (Kind) Prepare(ctx context.Context, env *kinds.Env) error {
 	}
 	prepared.Lock()
 	defer prepared.Unlock()
-	if !prepared.noticed && Accel() == "tcg" && env.Log != nil {
-		fmt.Fprintln(env.Log, "notice: KVM does not work on this machine; VM nodes run under software emulation (TCG), slowly")
+	if !prepared.noticed && Accel() == "tcg" {
+		logline.OrDiscard(env.Log).Info("notice: KVM does not work on this machine; VM nodes run under software emulation (TCG), slowly")
 	}
 	prepared.noticed = true
 	return nil
