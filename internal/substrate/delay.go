@@ -10,6 +10,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/delay"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
@@ -76,7 +77,7 @@ func hasDelay(p *plan.Plan) bool {
 }
 
 // noteDelays says how this machine applies plan p's delays (preflight checked it can): on the
-// changes of links with delays, and in log if it is not nil.
+// changes of links with delays, and in log (nil: nowhere).
 func noteDelays(changes []Change, p *plan.Plan, log *slog.Logger) {
 	if !hasDelay(p) {
 		return
@@ -85,7 +86,7 @@ func noteDelays(changes []Change, p *plan.Plan, log *slog.Logger) {
 	if err != nil {
 		return
 	}
-	log.Info(delayWayText(way), "delay", way)
+	logline.OrDiscard(log).Info(delayWayText(way), "delay", way)
 	for i, c := range changes {
 		if l := p.Link(c.Name); c.Object == "link" && c.Op != "remove" && l != nil {
 			for _, port := range l.Ports {

@@ -268,7 +268,7 @@ func keepPorts(rec *state.Record, n *spec.Network, old, p *plan.Plan, running ma
 		}
 		if len(what) > 0 {
 			l.Connector = ol.Connector
-			log.Warn(fmt.Sprintf("link %s keeps its ports: one veth pair again would take away %s", l.Name, strings.Join(what, " and ")), "link", l.Name)
+			logline.OrDiscard(log).Warn(fmt.Sprintf("link %s keeps its ports: one veth pair again would take away %s", l.Name, strings.Join(what, " and ")), "link", l.Name)
 		}
 	}
 	return nil
