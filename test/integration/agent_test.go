@@ -14,6 +14,7 @@ import (
 	"maps"
 	"net/netip"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -177,6 +178,11 @@ func TestAgent(t *testing.T) {
 	gen := place(t, s, fmt.Sprintf(agentTopo, ""), 0)
 	took := waitConverged(t, s, ag, "t1", "two", "m1", gen)
 	t.Logf("placement to converged: %v", took.Round(time.Millisecond))
+	// The apply's steps are records of the agent's log, with the network and the step's fields.
+	stepLine := regexp.MustCompile(`level=INFO msg="2 nodes started in [0-9.]+s" machine=m1 network=` + regexp.QuoteMeta(local) + ` generation=` + fmt.Sprint(gen) + ` step="nodes started" count=2 seconds=[0-9.]+\n`)
+	if !stepLine.MatchString(ag.log.String()) {
+		t.Errorf("agent log has no record matching %s:\n%s", stepLine, ag.log)
+	}
 	ping(t, e.state, local, "a", "10.0.0.2")
 	pids := inspect(t, e.state, local).pids()
 	lease := func() int64 {
