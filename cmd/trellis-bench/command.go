@@ -20,9 +20,11 @@ import (
 	"github.com/trellisnet/trellis/internal/bench/report"
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/bench/setup"
+	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/helperproc"
 	"github.com/trellisnet/trellis/internal/progress"
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/substrate"
 )
 
 // benchLong is the help of trellis-bench.
@@ -183,6 +185,10 @@ func (bf *benchFlags) options(f *pflag.FlagSet) (opt bench.Options, runEmbed boo
 	if bf.quick {
 		opt = bench.QuickOptions()
 	}
+	// The machine's choices for the networks the bench puts up itself, from the environment as
+	// trellis takes them (its flags' defaults), which the trellis it runs inherits.
+	opt.Substrate = substrate.Options{PortNS: os.Getenv(substrate.PortNSEnv), Delay: os.Getenv(substrate.DelayEnv),
+		Dataplane: dataplane.Config{PortHook: os.Getenv(dataplane.HookEnv), PerFrameRoute: os.Getenv(dataplane.EncapRouteEnv) == "per-frame"}}
 	if f.Changed("parts") {
 		opt.Parts = splitList(bf.parts)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/substrate"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -47,6 +48,9 @@ type Config struct {
 	// few at once keep the machine busy; more only share the same cores (8 applies at once
 	// each took 8 times as long as one alone) and delay every network's convergence.
 	Parallel int
+	// Substrate is the machine's choices for its networks (port namespaces, delay way, port
+	// hook); the agent sets the logger of each apply itself.
+	Substrate substrate.Options
 }
 
 // Agent converges one machine to the cluster's placements.

@@ -170,7 +170,9 @@ func (a *Agent) link(r *http.Request, req *LinkRequest) error {
 		return err
 	}
 	a.log.Info("link", "tenant", tenant, "network", req.Network, "link", req.Link, "up", req.Up)
-	err = substrate.SetLinkState(r.Context(), a.cfg.State, LocalName(tenant, req.Network), req.Link, req.Endpoint, req.Up, substrate.Options{Log: a.log.With("network", LocalName(tenant, req.Network))})
+	opt := a.cfg.Substrate
+	opt.Log = a.log.With("network", LocalName(tenant, req.Network))
+	err = substrate.SetLinkState(r.Context(), a.cfg.State, LocalName(tenant, req.Network), req.Link, req.Endpoint, req.Up, opt)
 	if err != nil {
 		return refuse(http.StatusBadRequest, "network %s on machine %s: %v", req.Network, a.cfg.Machine.Name, err)
 	}

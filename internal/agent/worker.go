@@ -103,7 +103,8 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 		err = w.a.limit(ctx, func() (err error) {
 			res, err = w.apply(ctx, func(ctx context.Context) (*substrate.Result, error) {
 				// The apply's steps and their times go to the agent's log, with the network.
-				opt := substrate.Options{Log: w.a.log.With("network", w.name, "generation", p.Generation)}
+				opt := w.a.cfg.Substrate
+				opt.Log = w.a.log.With("network", w.name, "generation", p.Generation)
 				return substrate.UpKeepLive(ctx, st, sn, me, Source(w.tenant, w.network, p.Generation), opt)
 			})
 			return err

@@ -36,6 +36,9 @@ type Options struct {
 	// Access says who may use the API over TCP (guard.go); root on the unix socket may
 	// always. Its zero value lets no TCP client in.
 	Access Access
+	// Substrate is the machine's choices for the networks it changes (port namespaces, delay
+	// way, port hook); each request sets its own Replug and logger.
+	Substrate substrate.Options
 }
 
 // Server serves the API for one state directory.

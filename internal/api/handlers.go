@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -139,7 +140,7 @@ func (s *Server) up(ctx context.Context, in *upInput) (*upOutput, error) {
 		return nil, err
 	}
 	var log, replugged bytes.Buffer
-	res, err := substrate.Up(s.base, s.st, n, host, in.File, substrate.Options{Replug: in.Replug, Log: logline.Logger(&replugged, &log)})
+	res, err := substrate.Up(s.base, s.st, n, host, in.File, s.substrate(in.Replug, logline.Logger(&replugged, &log)))
 	if s.opts.Observe != nil {
 		var took time.Duration
 		if res != nil {
@@ -182,7 +183,7 @@ func (s *Server) diff(ctx context.Context, in *fileInput) (*diffOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	changes, err := substrate.Preview(s.st, n, host)
+	changes, err := substrate.Preview(s.st, n, host, s.opts.Substrate)
 	if err != nil {
 		return nil, problemOf(err)
 	}
@@ -226,8 +227,15 @@ func (s *Server) linkState(ctx context.Context, in *linkStateInput) (*linkStateO
 	if err := s.networkExists(in.Network); err != nil {
 		return nil, err
 	}
-	if err := substrate.SetLinkState(s.base, s.st, in.Network, in.Link, in.Body.Endpoint, in.Body.State == "up", substrate.Options{Replug: in.Replug}); err != nil {
+	if err := substrate.SetLinkState(s.base, s.st, in.Network, in.Link, in.Body.Endpoint, in.Body.State == "up", s.substrate(in.Replug, nil)); err != nil {
 		return nil, problemOf(err)
 	}
 	return &linkStateOutput{Body: in.Body}, nil
+}
+
+// substrate is the server's substrate options for one request: with its replug and log.
+func (s *Server) substrate(replug bool, log *slog.Logger) substrate.Options {
+	opt := s.opts.Substrate
+	opt.Replug, opt.Log = replug, log
+	return opt
 }

@@ -58,7 +58,7 @@ func (s *Server) impairments(ctx context.Context, in *impairmentInput) (*impairm
 	if err := s.networkExists(in.Network); err != nil {
 		return nil, err
 	}
-	if err := substrate.SetImpairment(s.base, s.st, in.Network, in.Link, b.Endpoint, im, substrate.Options{Replug: in.Replug}); err != nil {
+	if err := substrate.SetImpairment(s.base, s.st, in.Network, in.Link, b.Endpoint, im, s.substrate(in.Replug, nil)); err != nil {
 		return nil, problemOf(err)
 	}
 	return &impairmentOutput{Body: b}, nil

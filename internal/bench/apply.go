@@ -130,7 +130,9 @@ func (r *runner) upFile(st *state.Store, path string, data []byte, log io.Writer
 	}
 	// The bench's own context is not handed down: Ctrl-C ends the run after this step, not in
 	// the middle of a change that the deferred down would then have to finish.
-	res, err := substrate.Up(context.Background(), st, n, "", path, substrate.Options{Log: logline.Logger(nil, log)})
+	opt := r.opt.Substrate
+	opt.Log = logline.Logger(nil, log)
+	res, err := substrate.Up(context.Background(), st, n, "", path, opt)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/trellisnet/trellis/internal/bench/setup"
 	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/substrate"
 )
 
 // Parts of a run.
@@ -113,6 +114,10 @@ type Options struct {
 	StateDir string
 	// ClusterNetworks is the larger number of networks the cluster part puts up at once.
 	ClusterNetworks int
+	// Substrate is the machine's choices (port namespaces, delay way, port hook, EGRE route)
+	// for the networks the run puts up itself; the trellis binary it runs on the simulated
+	// machines takes them from its environment.
+	Substrate substrate.Options
 }
 
 // DefaultOptions is a full run.
@@ -234,6 +239,7 @@ func Run(ctx context.Context, opt Options) (rep *result.Report, err error) {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, h.Close()) }()
+	h.Substrate = opt.Substrate
 	r := &runner{ctx: ctx, opt: opt, h: h, setups: []string{setup.Direct}}
 	for _, s := range opt.Setups {
 		if !slices.Contains(r.setups, s) {

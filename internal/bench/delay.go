@@ -49,7 +49,7 @@ func (r *runner) delay() (err error) {
 			if cfg != "" {
 				keys = "    " + strings.ReplaceAll(cfg, ", ", "\n    ") + "\n"
 			}
-			n, err := delayUp(st, name, "    rate: "+rate+"\n"+keys, &res.Way)
+			n, err := delayUp(st, name, "    rate: "+rate+"\n"+keys, r.opt.Substrate, &res.Way)
 			if err != nil {
 				return err
 			}
@@ -88,7 +88,7 @@ func (r *runner) delayCeiling(st *state.Store, name string, pr *impairProbe) (*r
 	}
 	for _, extra := range []string{"", "    delay: 1ms\n"} {
 		var way string
-		if _, err := delayUp(st, name, extra, &way); err != nil {
+		if _, err := delayUp(st, name, extra, r.opt.Substrate, &way); err != nil {
 			return nil, err
 		}
 		run, err := measure.OneWay(r.ctx, pr.tx, pr.rxNS, "eth1", base[0], c.Frames, 0)
@@ -114,16 +114,17 @@ func (r *runner) delayCeiling(st *state.Store, name string, pr *impairProbe) (*r
 	return c, nil
 }
 
-// delayUp puts the delay part's network up (or changes it live) with link keys extra, and
+// delayUp puts the delay part's network up (or changes it live) with link keys extra and opt, and
 // sets way to how the machine delays frames.
-func delayUp(st *state.Store, name, extra string, way *string) (*spec.Network, error) {
+func delayUp(st *state.Store, name, extra string, opt substrate.Options, way *string) (*spec.Network, error) {
 	topo := strings.Replace(impairNet, "name: bench-impair", "name: "+name, 1) + extra
 	n, err := spec.Parse(name+".yaml", []byte(topo))
 	if err != nil {
 		return nil, err
 	}
 	var log strings.Builder
-	if _, err := substrate.Up(context.Background(), st, n, "", name+".yaml", substrate.Options{Log: logline.Logger(nil, &log)}); err != nil {
+	opt.Log = logline.Logger(nil, &log)
+	if _, err := substrate.Up(context.Background(), st, n, "", name+".yaml", opt); err != nil {
 		return nil, fmt.Errorf("up with %q: %w", extra, err)
 	}
 	if strings.Contains(log.String(), "by netem") {

@@ -102,7 +102,7 @@ func (r *runner) deploy() error {
 				return err
 			}
 			t0 := time.Now()
-			_, err = substrate.Up(context.Background(), st, net, "", "(trellis-bench)", substrate.Options{})
+			_, err = substrate.Up(context.Background(), st, net, "", "(trellis-bench)", r.opt.Substrate)
 			up := time.Since(t0).Seconds()
 			if err != nil {
 				setup.DownQuiet(st, name)

@@ -127,7 +127,7 @@ func (r *runner) engines() (err error) {
 		if err != nil {
 			return err
 		}
-		if _, err := substrate.Up(context.Background(), st, n, "", name+".yaml", substrate.Options{}); err != nil {
+		if _, err := substrate.Up(context.Background(), st, n, "", name+".yaml", r.opt.Substrate); err != nil {
 			return fmt.Errorf("%s: up: %w", c, err)
 		}
 		row, err := r.enginesRow(st, name, c, meter)

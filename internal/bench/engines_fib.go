@@ -36,7 +36,7 @@ func (r *runner) mirrorDelays(st *state.Store, name string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := substrate.Up(context.Background(), st, net, "", name+".yaml", substrate.Options{}); err != nil {
+		if _, err := substrate.Up(context.Background(), st, net, "", name+".yaml", r.opt.Substrate); err != nil {
 			return err
 		}
 		rec, err := st.Load(name)

@@ -79,7 +79,7 @@ func (r *runner) impair() (err error) {
 		if err != nil {
 			return err
 		}
-		up, err := substrate.Up(context.Background(), st, n, "", name+".yaml", substrate.Options{})
+		up, err := substrate.Up(context.Background(), st, n, "", name+".yaml", r.opt.Substrate)
 		if err != nil {
 			return fmt.Errorf("up with %q: %w", text, err)
 		}
@@ -142,7 +142,7 @@ func statMedian(s *result.Stat) float64 {
 func (r *runner) delayNote(st *state.Store, name string) string {
 	n, err := spec.Parse(name+".yaml", impairTopology(impairDelay))
 	if err == nil {
-		_, err = substrate.Up(context.Background(), st, n, "", name+".yaml", substrate.Options{})
+		_, err = substrate.Up(context.Background(), st, n, "", name+".yaml", r.opt.Substrate)
 	}
 	note := fmt.Sprintf("`up` with `%s` on the link was accepted: see the delay part for what it delivered", impairDelay)
 	if err != nil {

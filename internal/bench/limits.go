@@ -37,7 +37,7 @@ func (r *runner) limits() error {
 	if err != nil {
 		return err
 	}
-	if _, err := substrate.Up(context.Background(), st, net, "", "(trellis-bench)", substrate.Options{}); err != nil {
+	if _, err := substrate.Up(context.Background(), st, net, "", "(trellis-bench)", r.opt.Substrate); err != nil {
 		setup.DownQuiet(st, net.Name)
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/trellisnet/trellis/internal/spec"
 )
 
-func agentCmd(store storeFunc) *cobra.Command {
+func agentCmd(store storeFunc, mo *machineOptions) *cobra.Command {
 	var (
 		cf           clusterFlags
 		m            cluster.Machine
@@ -60,6 +60,10 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 			if err := checkAgentCert(cf.cert, m.Name); err != nil {
 				return err
 			}
+			sub, err := mo.substrate()
+			if err != nil {
+				return err
+			}
 			if err := agent.Detect(&m); err != nil {
 				return err
 			}
@@ -89,7 +93,7 @@ Runs in the foreground until SIGINT or SIGTERM; deploy/trellis-agent.service run
 				}()
 				defer func() { <-done }()
 			}
-			return agent.Run(ctx, agent.Config{Store: s, Machine: m, State: st, LeaseTTL: ttl, Log: log, Listener: l, CountersEvery: counters})
+			return agent.Run(ctx, agent.Config{Store: s, Machine: m, State: st, LeaseTTL: ttl, Log: log, Listener: l, CountersEvery: counters, Substrate: sub})
 		},
 	}
 	cf.add(cmd)

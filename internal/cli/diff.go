@@ -8,7 +8,7 @@ import (
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
-func diffCmd(store storeFunc) *cobra.Command {
+func diffCmd(store storeFunc, mo *machineOptions) *cobra.Command {
 	var (
 		host   string
 		asJSON bool
@@ -35,11 +35,15 @@ placer's to say, and not shown).`,
 				defer cs.store.Close()
 				return clusterDiff(cmd, cs, args[0], asJSON)
 			}
+			opt, err := mo.substrate()
+			if err != nil {
+				return err
+			}
 			n, st, host, err := loadFile(store, args[0], host)
 			if err != nil {
 				return err
 			}
-			changes, err := substrate.Preview(st, n, host)
+			changes, err := substrate.Preview(st, n, host, opt)
 			if err != nil {
 				return err
 			}

@@ -15,7 +15,7 @@ import (
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
-func linkCmd(store storeFunc) *cobra.Command {
+func linkCmd(store storeFunc, mo *machineOptions) *cobra.Command {
 	var (
 		endpoint string
 		verbose  bool
@@ -81,7 +81,11 @@ link's endpoints, over mutual TLS; they act only for the tenant that owns the ne
 				if verbose {
 					progress = cmd.ErrOrStderr()
 				}
-				opt := substrate.Options{Replug: replug, Log: logline.Logger(cmd.OutOrStdout(), progress)}
+				opt, err := mo.substrate()
+				if err != nil {
+					return err
+				}
+				opt.Replug, opt.Log = replug, logline.Logger(cmd.OutOrStdout(), progress)
 				if args[2] == "set" {
 					im, _ := parseImpairment(args[3:]) // checked by Args
 					return substrate.SetImpairment(ctx, st, args[0], args[1], endpoint, im, opt)

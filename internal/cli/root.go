@@ -22,10 +22,11 @@ topology file. Many networks run side by side and may reuse names and addresses.
 	}
 	root.PersistentFlags().StringVar(&stateDir, "state-dir", state.DefaultDir, "directory where trellis records what it creates")
 	addClusterFlag(root)
+	mo := addMachineFlags(root)
 	root.PersistentPreRunE = checkClusterVerb
 	store := func() (*state.Store, error) { return state.Open(stateDir) }
-	root.AddCommand(upCmd(store), diffCmd(store), downCmd(store), convertCmd(), lsCmd(store), inspectCmd(store), execCmd(store), linkCmd(store), serveCmd(store), captureCmd(store))
-	root.AddCommand(imageCmd(), agentCmd(store), placerCmd(), tenantCmd(), machineCmd(), certCmd())
+	root.AddCommand(upCmd(store, mo), diffCmd(store, mo), downCmd(store), convertCmd(), lsCmd(store), inspectCmd(store), execCmd(store), linkCmd(store, mo), serveCmd(store, mo), captureCmd(store))
+	root.AddCommand(imageCmd(), agentCmd(store, mo), placerCmd(), tenantCmd(), machineCmd(), certCmd())
 	root.AddCommand(tableCmd(store))
 	return root
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/trellisnet/trellis/internal/web"
 )
 
-func serveCmd(store storeFunc) *cobra.Command {
+func serveCmd(store storeFunc, mo *machineOptions) *cobra.Command {
 	var socket, listen, tokenFile string
 	var hosts []string
 	var tlsFiles api.TLS
@@ -69,7 +69,11 @@ Ctrl-C (or SIGTERM) stops the server; a change under way stops cleanly, as Ctrl-
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts := api.Options{}
+			sub, err := mo.substrate()
+			if err != nil {
+				return err
+			}
+			opts := api.Options{Substrate: sub}
 			if !quiet {
 				opts.Log = cmd.ErrOrStderr()
 			}

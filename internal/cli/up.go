@@ -18,7 +18,7 @@ import (
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
-func upCmd(store storeFunc) *cobra.Command {
+func upCmd(store storeFunc, mo *machineOptions) *cobra.Command {
 	var (
 		verbose bool
 		host    string
@@ -77,6 +77,10 @@ to); 1 for any other error (a conflict included: nothing was changed).`,
 				defer cs.store.Close()
 				return clusterUp(cmd, cs, args[0], wait, start)
 			}
+			opt, err := mo.substrate()
+			if err != nil {
+				return err
+			}
 			n, st, host, err := loadFile(store, args[0], host)
 			if err != nil {
 				return err
@@ -90,7 +94,8 @@ to); 1 for any other error (a conflict included: nothing was changed).`,
 			file, _ := filepath.Abs(args[0])
 			var res *substrate.Result
 			withProgress(cmd.ErrOrStderr(), log, func(log io.Writer) {
-				res, err = substrate.Up(ctx, st, n, host, file, substrate.Options{Replug: replug, Log: logline.Logger(cmd.OutOrStdout(), log)})
+				opt.Replug, opt.Log = replug, logline.Logger(cmd.OutOrStdout(), log)
+				res, err = substrate.Up(ctx, st, n, host, file, opt)
 			})
 			if err != nil {
 				return err

@@ -45,14 +45,15 @@ const (
 // AttachDelay sends the frames the node of port portIfindex sends through the delay pair whose
 // hold end is holdIfindex and return end returnIfindex, and back into the port. It replaces
 // the programs of an earlier call (idempotent), and works in the calling thread's namespace.
-func AttachDelay(portIfindex, holdIfindex, returnIfindex int, hold DelayHold) error {
-	if err := attachDelay(portIfindex, holdIfindex, returnIfindex, hold); err != nil {
+// c chooses the hook.
+func AttachDelay(c Config, portIfindex, holdIfindex, returnIfindex int, hold DelayHold) error {
+	if err := attachDelay(c, portIfindex, holdIfindex, returnIfindex, hold); err != nil {
 		return fmt.Errorf("dataplane: attach delay on port %d: %w", portIfindex, err)
 	}
 	return nil
 }
 
-func attachDelay(portIfindex, holdIfindex, returnIfindex int, hold DelayHold) error {
+func attachDelay(c Config, portIfindex, holdIfindex, returnIfindex int, hold DelayHold) error {
 	for _, i := range []int{portIfindex, holdIfindex, returnIfindex} {
 		if i <= 0 || i > int(^uint32(0)>>1) {
 			return fmt.Errorf("invalid ifindex %d", i)
@@ -86,7 +87,7 @@ func attachDelay(portIfindex, holdIfindex, returnIfindex int, hold DelayHold) er
 		return loadError("delay", err)
 	}
 	defer objs.Close()
-	hook, err := PortHook()
+	hook, err := c.Hook()
 	if err != nil {
 		return err
 	}

@@ -185,15 +185,15 @@ func checkUnderlayAddr(what string, a netip.Addr) error {
 // It works in the calling thread's network namespace, where both devices
 // must be. It is safe to call concurrently, for different ports or for the
 // same one (the last call wins).
-func AttachEncap(portIfindex, underlayIfindex int, t Tunnel) error {
-	if err := attachEncap(portIfindex, underlayIfindex, t); err != nil {
+func AttachEncap(c Config, portIfindex, underlayIfindex int, t Tunnel) error {
+	if err := attachEncap(c, portIfindex, underlayIfindex, t); err != nil {
 		return fmt.Errorf("dataplane: attach EGRE encap on port %d (underlay %d, key %#x, %v -> %v): %w",
 			portIfindex, underlayIfindex, t.Key, t.Local, t.Remote, err)
 	}
 	return nil
 }
 
-func attachEncap(portIfindex, underlayIfindex int, t Tunnel) error {
+func attachEncap(c Config, portIfindex, underlayIfindex int, t Tunnel) error {
 	if portIfindex <= 0 || portIfindex > int(^uint32(0)>>1) {
 		return fmt.Errorf("invalid port ifindex %d", portIfindex)
 	}
@@ -219,7 +219,7 @@ func attachEncap(portIfindex, underlayIfindex int, t Tunnel) error {
 	if err != nil {
 		return err
 	}
-	if err := specs.RouteTtlNs.Set(uint64(encapRouteTTL().Nanoseconds())); err != nil {
+	if err := specs.RouteTtlNs.Set(uint64(c.encapRouteTTL().Nanoseconds())); err != nil {
 		return fmt.Errorf("setting route_ttl_ns: %w", err)
 	}
 	for _, v := range []struct {

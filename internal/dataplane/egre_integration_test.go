@@ -86,7 +86,7 @@ func TestEGRE(t *testing.T) {
 	m1, m2 := setupEGRE(t)
 
 	// A port that had a shortbridge gets the encap in its place.
-	inMachine(t, m1, func() error { return AttachShortbridge(m1.port, m1.underlay, false) })
+	inMachine(t, m1, func() error { return AttachShortbridge(cfg, m1.port, m1.underlay, false) })
 	// Attach both machines' encaps many times at once.
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
@@ -94,7 +94,7 @@ func TestEGRE(t *testing.T) {
 		for _, m := range []*egreMachine{m1, m2} {
 			wg.Go(func() {
 				errs <- inNS(m.ns, func() error {
-					return AttachEncap(m.port, m.underlay, Tunnel{Key: egreKey, Local: m.addr, Remote: m.peer.addr})
+					return AttachEncap(cfg, m.port, m.underlay, Tunnel{Key: egreKey, Local: m.addr, Remote: m.peer.addr})
 				})
 			})
 		}

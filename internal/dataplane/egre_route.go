@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"os"
 	"time"
 )
 
@@ -12,15 +11,15 @@ import (
 // known yet is never kept: every frame asks again until it is.
 const EncapRouteTTL = time.Second
 
-// EncapRouteEnv, set to "per-frame" in the environment of the process that attaches the
-// encapsulation programs, makes them look the route up for every frame, as they did before
-// the template: the bench's setup egre-shortbridge-fib measures that path for comparison.
+// EncapRouteEnv names the environment variable from which the command line takes
+// Config.PerFrameRoute ("per-frame"): the bench's setup egre-shortbridge-fib measures that
+// path for comparison.
 const EncapRouteEnv = "TRELLIS_EGRE_ROUTE"
 
-// encapRouteTTL is the template's lifetime for programs attached now: 0 means a route lookup
+// encapRouteTTL is the template's lifetime for programs that c attaches: 0 means a route lookup
 // per frame.
-func encapRouteTTL() time.Duration {
-	if os.Getenv(EncapRouteEnv) == "per-frame" {
+func (c Config) encapRouteTTL() time.Duration {
+	if c.PerFrameRoute {
 		return 0
 	}
 	return EncapRouteTTL

@@ -7,18 +7,15 @@ import (
 
 func TestEncapRouteTTL(t *testing.T) {
 	for _, tc := range []struct {
-		env  string
+		c    Config
 		want time.Duration
 	}{
-		{"", EncapRouteTTL},
-		{"per-frame", 0},
-		{"template", EncapRouteTTL},
+		{Config{}, EncapRouteTTL},
+		{Config{PerFrameRoute: true}, 0},
+		{Config{PortHook: "tcx"}, EncapRouteTTL},
 	} {
-		t.Run(tc.env, func(t *testing.T) {
-			t.Setenv(EncapRouteEnv, tc.env)
-			if got := encapRouteTTL(); got != tc.want {
-				t.Fatalf("%s=%q: ttl %v, want %v", EncapRouteEnv, tc.env, got, tc.want)
-			}
-		})
+		if got := tc.c.encapRouteTTL(); got != tc.want {
+			t.Errorf("%+v: ttl %v, want %v", tc.c, got, tc.want)
+		}
 	}
 }

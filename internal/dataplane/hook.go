@@ -18,8 +18,8 @@ package dataplane
 // again when a port with a list is deleted, the kernel swaps the list and waits for an RCU
 // grace period (synchronize_rcu) under the RTNL lock (kernel/bpf/tcx.c), about 12 ms per port
 // on a loaded 2-core machine against 0.6 ms for a clsact filter: a 1000-node chain came up in
-// about 36 s on tcx against 14 to 27 s on clsact. So clsact is the default, and HookEnv=tcx
-// (or auto) trades that time for the forwarding gain (about a tenth more of native's peak).
+// about 36 s on tcx against 14 to 27 s on clsact. So clsact is the default, and Config.PortHook
+// tcx (or auto) trades that time for the forwarding gain (about a tenth more of native's peak).
 //
 // The programs are attached with BPF_PROG_ATTACH, not as bpf links and not pinned: like a tc
 // filter, such a program lives exactly as long as its device, so a crashed trellis leaves
@@ -48,11 +48,25 @@ const (
 	HookClsact Hook = "clsact"
 )
 
-// HookEnv names the environment variable that chooses the hook: "clsact" (the default, also
-// when unset or empty), "tcx", or "auto" (tcx where the kernel has it, clsact elsewhere).
+// HookEnv names the environment variable from which the command line takes Config.PortHook
+// (its --port-hook flag's default).
 const HookEnv = "TRELLIS_PORT_HOOK"
 
-// ErrHook is returned when the hook asked for in HookEnv cannot be used.
+// Config is how this process attaches its programs to ports, chosen by the caller (the command
+// line's flags): the zero Config is the default.
+type Config struct {
+	// PortHook chooses the hook: "clsact" (the default, also when empty), "tcx", or "auto"
+	// (tcx where the kernel has it, clsact elsewhere).
+	PortHook string
+	// PerFrameRoute makes the encapsulation programs look the underlay route up for every
+	// frame, as they did before the template of outer headers (EncapRouteTTL).
+	PerFrameRoute bool
+}
+
+// Hook returns the hook that c chooses on this kernel.
+func (c Config) Hook() (Hook, error) { return chooseHook(c.PortHook, kernelHasTCX()) }
+
+// ErrHook is returned when the hook asked for in Config.PortHook cannot be used.
 var ErrHook = errors.New("dataplane: port hook")
 
 // Names of the programs (as the kernel keeps them: the C function's name) by which trellis
@@ -62,9 +76,10 @@ const (
 	impairProgName      = "impair"
 )
 
-// chooseHook picks the hook for the value env of HookEnv on a kernel that has tcx or not.
-func chooseHook(env string, haveTCX bool) (Hook, error) {
-	switch env {
+// chooseHook picks the hook for the choice want (Config.PortHook) on a kernel that has tcx or
+// not.
+func chooseHook(want string, haveTCX bool) (Hook, error) {
+	switch want {
 	case "", string(HookClsact):
 		return HookClsact, nil
 	case "auto":
@@ -74,40 +89,15 @@ func chooseHook(env string, haveTCX bool) (Hook, error) {
 		return HookClsact, nil
 	case string(HookTCX):
 		if !haveTCX {
-			return "", fmt.Errorf("%w: %s=tcx, but this kernel has no tcx (Linux 6.6 or later): unset %s or set it to clsact", ErrHook, HookEnv, HookEnv)
+			return "", fmt.Errorf("%w: tcx (--port-hook, %s), but this kernel has no tcx (Linux 6.6 or later): choose clsact (the default) or auto", ErrHook, HookEnv)
 		}
 		return HookTCX, nil
 	}
-	return "", fmt.Errorf("%w: %s=%q is not tcx, clsact or auto: unset it or use one of those", ErrHook, HookEnv, env)
-}
-
-var (
-	hookOnce sync.Once
-	hookTCX  bool // the kernel has tcx
-	hook     Hook
-	hookErr  error
-)
-
-// detectHook finds out once per process whether the kernel has tcx, and which hook to use.
-func detectHook() {
-	hookOnce.Do(func() {
-		hookTCX = probeTCX()
-		hook, hookErr = chooseHook(os.Getenv(HookEnv), hookTCX)
-	})
-}
-
-// PortHook returns the hook that the shortbridge and impairments use in this process: chosen
-// once, at the first call, from HookEnv and whether the kernel has tcx.
-func PortHook() (Hook, error) {
-	detectHook()
-	return hook, hookErr
+	return "", fmt.Errorf("%w: %q (--port-hook, %s) is not tcx, clsact or auto: choose one of those", ErrHook, want, HookEnv)
 }
 
 // kernelHasTCX tells whether the kernel has tcx (probed once per process).
-func kernelHasTCX() bool {
-	detectHook()
-	return hookTCX
-}
+var kernelHasTCX = sync.OnceValue(probeTCX)
 
 // probeTCX asks the kernel for the tcx ingress programs of the loopback device (index 1 in
 // every network namespace): a kernel without tcx does not know the attach type.

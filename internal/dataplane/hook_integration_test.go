@@ -24,14 +24,17 @@ func testHooks(t *testing.T) []Hook {
 	return []Hook{HookTCX, HookClsact}
 }
 
-// useHook makes PortHook return h until the test ends. Tests of this package do not run in
+// cfg is the Config the tests of this package attach with: the default hook (clsact) unless
+// useHook chose another.
+var cfg Config
+
+// useHook makes the tests attach on h until the test ends. Tests of this package do not run in
 // parallel.
 func useHook(t *testing.T, h Hook) {
 	t.Helper()
-	detectHook()
-	old, oldErr := hook, hookErr
-	hook, hookErr = h, nil
-	t.Cleanup(func() { hook, hookErr = old, oldErr })
+	old := cfg
+	cfg.PortHook = string(h)
+	t.Cleanup(func() { cfg = old })
 }
 
 // TestPortHookDetected: the probe finds tcx on a kernel that has it (6.6 or later), and
@@ -80,7 +83,7 @@ func TestImpairOrderTCX(t *testing.T) {
 	// The impairment first, the shortbridge after: the shortbridge goes behind it.
 	impairA(t, l, Impairment{Loss: 100})
 	for _, p := range [][2]*testNode{{l.a, l.b}, {l.b, l.a}} {
-		if err := AttachShortbridge(p[0].port, p[1].port, true); err != nil {
+		if err := AttachShortbridge(cfg, p[0].port, p[1].port, true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,7 +98,7 @@ func TestImpairOrderTCX(t *testing.T) {
 
 	// Re-targeted (another delivery mode, so a new program) in its place behind the impairment.
 	_, ids := ingressLayout(t, l.a.port)
-	if err := AttachShortbridge(l.a.port, l.b.port, false); err != nil {
+	if err := AttachShortbridge(cfg, l.a.port, l.b.port, false); err != nil {
 		t.Fatal(err)
 	}
 	layout, ids2 := ingressLayout(t, l.a.port)
@@ -119,7 +122,7 @@ func TestImpairOrderTCX(t *testing.T) {
 		t.Fatalf("impairment added to a shortbridge port: %s, want %s", layout, want)
 	}
 	blocked("impairment attached second", true)
-	if err := SetImpairment(l.a.port, Impairment{}); err != nil {
+	if err := SetImpairment(cfg, l.a.port, Impairment{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -21,8 +21,8 @@ func TestChooseHook(t *testing.T) {
 		{"clsact", false, HookClsact, ""},
 		{"tcx", true, HookTCX, ""},
 		{"tcx", false, "", "has no tcx"},
-		{"TCX", true, "", `"TCX" is not tcx, clsact or auto`},
-		{"netkit", true, "", `"netkit" is not tcx, clsact or auto`},
+		{"TCX", true, "", `"TCX" (--port-hook, TRELLIS_PORT_HOOK) is not tcx, clsact or auto`},
+		{"netkit", true, "", `"netkit" (--port-hook, TRELLIS_PORT_HOOK) is not tcx, clsact or auto`},
 	} {
 		got, err := chooseHook(tc.env, tc.haveTCX)
 		if tc.wantErr != "" {

@@ -28,10 +28,10 @@ const impairFrames = 20000
 func impairedLink(t *testing.T) *testLink {
 	t.Helper()
 	l := setupTestLink(t)
-	if err := AttachShortbridge(l.a.port, l.b.port, false); err != nil {
+	if err := AttachShortbridge(cfg, l.a.port, l.b.port, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := AttachShortbridge(l.b.port, l.a.port, false); err != nil {
+	if err := AttachShortbridge(cfg, l.b.port, l.a.port, false); err != nil {
 		t.Fatal(err)
 	}
 	return l
@@ -39,7 +39,7 @@ func impairedLink(t *testing.T) *testLink {
 
 func impairA(t *testing.T, l *testLink, im Impairment) {
 	t.Helper()
-	if err := SetImpairment(l.a.port, im); err != nil {
+	if err := SetImpairment(cfg, l.a.port, im); err != nil {
 		t.Fatal(err)
 	}
 	if id := impairID(t, l.a.port); id != 0 {
@@ -277,7 +277,7 @@ func TestImpairLossAndDuplication(t *testing.T) {
 	if got, err := ReadImpairment(l.a.port); err != nil || !got.IsZero() {
 		t.Errorf("ReadImpairment without a program = %+v, %v; want zero, nil", got, err)
 	}
-	if err := SetImpairment(l.a.port, Impairment{}); err != nil {
+	if err := SetImpairment(cfg, l.a.port, Impairment{}); err != nil {
 		t.Errorf("removing twice: %v", err)
 	}
 	if loss, _ := lossOf(seqFrames(t, l.a, l.b, 2000)); loss != 0 {
@@ -300,7 +300,7 @@ func TestSetImpairmentErrors(t *testing.T) {
 		{"correlation 100", 1, Impairment{Loss: 5, LossCorrelation: 100}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := SetImpairment(tc.port, tc.im); err == nil {
+			if err := SetImpairment(cfg, tc.port, tc.im); err == nil {
 				t.Errorf("SetImpairment(%d, %+v) succeeded", tc.port, tc.im)
 			}
 		})

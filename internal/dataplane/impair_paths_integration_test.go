@@ -391,7 +391,7 @@ func impairWithShortbridge(t *testing.T, hook Hook) {
 	// The shortbridge is still replaced in place, in front of nothing but
 	// behind the impairment, whose program stays.
 	sbID, imID := ids[sbKey], ids[imKey]
-	if err := AttachShortbridge(l.a.port, l.b.port, true); err != nil {
+	if err := AttachShortbridge(cfg, l.a.port, l.b.port, true); err != nil {
 		t.Fatal(err)
 	}
 	layout, ids = ingressLayout(t, l.a.port)
@@ -412,7 +412,7 @@ func impairWithShortbridge(t *testing.T, hook Hook) {
 	_, ids = ingressLayout(t, l.b.port)
 	legacyID := ids[legacyKey]
 	l.progIDs = append(l.progIDs, legacyID)
-	if err := SetImpairment(l.b.port, Impairment{Loss: 1}); err != nil {
+	if err := SetImpairment(cfg, l.b.port, Impairment{Loss: 1}); err != nil {
 		t.Fatal(err)
 	}
 	layout, ids = ingressLayout(t, l.b.port)
@@ -425,11 +425,11 @@ func impairWithShortbridge(t *testing.T, hook Hook) {
 	}
 
 	// And AttachShortbridge on such a port leaves one shortbridge.
-	if err := SetImpairment(l.b.port, Impairment{}); err != nil {
+	if err := SetImpairment(cfg, l.b.port, Impairment{}); err != nil {
 		t.Fatal(err)
 	}
 	makeLegacy(t, l.b.port, l.a.port)
-	if err := AttachShortbridge(l.b.port, l.a.port, false); err != nil {
+	if err := AttachShortbridge(cfg, l.b.port, l.a.port, false); err != nil {
 		t.Fatal(err)
 	}
 	wantOne := sbKey
@@ -472,7 +472,7 @@ func TestImpairLANPort(t *testing.T) {
 	}
 	impairA(t, l, Impairment{Loss: 20})
 	want := impairFilterName + "@1"
-	if hook, _ := PortHook(); hook == HookTCX {
+	if hook, _ := cfg.Hook(); hook == HookTCX {
 		want = "tcx:" + impairProgName
 	}
 	if layout, _ := ingressLayout(t, l.a.port); layout != want {
@@ -483,7 +483,7 @@ func TestImpairLANPort(t *testing.T) {
 	if !within(loss, 20, 2.5) {
 		t.Errorf("loss through the bridge %.2f%%, want 20 ± 2.5 %%", loss)
 	}
-	if err := SetImpairment(l.a.port, Impairment{}); err != nil {
+	if err := SetImpairment(cfg, l.a.port, Impairment{}); err != nil {
 		t.Fatal(err)
 	}
 	if layout, _ := ingressLayout(t, l.a.port); layout != "" {

@@ -82,7 +82,7 @@ func LinkIsDown(ifindex int) (bool, error) {
 }
 
 // SetDirectImpairment is SetImpairment on the tcx ingress of a direct link's receiving end,
-// whatever hook ports use (PortHook): the frames that arrive there are impaired.
+// whatever hook ports use (Config.Hook): the frames that arrive there are impaired.
 func SetDirectImpairment(ifindex int, im Impairment) error {
 	if !kernelHasTCX() {
 		return fmt.Errorf("dataplane: set impairment on device %d: %w", ifindex, ErrNoTCX)

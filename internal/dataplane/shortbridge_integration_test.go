@@ -156,11 +156,11 @@ func testShortbridge(t *testing.T, hook Hook) {
 
 func TestAttachShortbridgeErrors(t *testing.T) {
 	testkit.RequireRoot(t)
-	if err := AttachShortbridge(0, 1, false); err == nil {
+	if err := AttachShortbridge(cfg, 0, 1, false); err == nil {
 		t.Error("AttachShortbridge(0, ...) succeeded")
 	}
 	const missing = 0x7ffffff0
-	err := AttachShortbridge(missing, 1, false)
+	err := AttachShortbridge(cfg, missing, 1, false)
 	if err == nil {
 		t.Fatal("AttachShortbridge on a missing port succeeded")
 	}
@@ -180,8 +180,8 @@ func attachConcurrently(t *testing.T, l *testLink, deliverPeer bool) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*rounds)
 	for range rounds {
-		wg.Go(func() { errs <- AttachShortbridge(l.a.port, l.b.port, deliverPeer) })
-		wg.Go(func() { errs <- AttachShortbridge(l.b.port, l.a.port, deliverPeer) })
+		wg.Go(func() { errs <- AttachShortbridge(cfg, l.a.port, l.b.port, deliverPeer) })
+		wg.Go(func() { errs <- AttachShortbridge(cfg, l.b.port, l.a.port, deliverPeer) })
 	}
 	wg.Wait()
 	close(errs)

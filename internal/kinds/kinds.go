@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
@@ -28,6 +29,8 @@ type Env struct {
 	Store *state.Store
 	Plan  *plan.Plan   // the desired state of the network on this machine
 	Log   *slog.Logger // progress (`up -v`); nil: none
+	// Dataplane is how the kinds attach their programs to ports (the hook, the EGRE route).
+	Dataplane dataplane.Config
 	// Recorded are the network's other plans that its record holds (the plan last applied, the
 	// target of a change under way or interrupted): what a Sweeper may find left over of,
 	// besides Plan. The substrate sets it for Sweep only.

@@ -18,6 +18,7 @@ import (
 // be trusted but the kernel) to env.Plan.
 type applier struct {
 	env *kinds.Env
+	opt Options // the choices of the caller (port namespace, delay way, hook)
 	old *plan.Plan
 	mu  sync.Mutex
 	// recorded are the plans the network's record holds besides env.Plan (the last applied, a
@@ -41,8 +42,8 @@ type applier struct {
 // restart, delete the devices the plan no longer has, start nodes, make and join every link
 // that is new or changed, then run the start commands of the nodes just started.
 // running holds the nodes that run now (nil: find them).
-func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Record, running map[string]kinds.Instance) error {
-	a := &applier{env: env, old: old, recorded: recorded(rec, env.Plan), fresh: map[string]bool{}, running: running, made: map[string]bool{}}
+func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Record, running map[string]kinds.Instance, opt Options) error {
+	a := &applier{env: env, opt: opt, old: old, recorded: recorded(rec, env.Plan), fresh: map[string]bool{}, running: running, made: map[string]bool{}}
 	if a.running == nil {
 		var err error
 		if a.running, err = runningNodes(env); err != nil {

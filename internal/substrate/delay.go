@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/trellisnet/trellis/internal/dataplane"
@@ -24,22 +22,21 @@ const (
 	wayLine  = "delay line"
 )
 
-// DelayEnv names the environment variable that chooses the way on a kernel that has netem:
-// "line" takes trellis's delay line instead (to test it there); "netem" refuses a kernel
-// without netem instead of falling back to the line.
+// DelayEnv names the environment variable from which the command line takes Options.Delay.
 const DelayEnv = "TRELLIS_DELAY"
 
 // ErrNoDelay is returned for delays on a machine that has neither way.
 var ErrNoDelay = errors.New("delay and jitter need the kernel's netem queueing discipline (sch_netem) or eBPF on tc (for trellis's delay line)")
 
 // delayWay chooses how this machine delays frames: netem where the kernel has it (built in or
-// loadable: adding the qdisc loads the module), else the delay line, which needs tc eBPF.
-func delayWay() (string, error) {
-	want := os.Getenv(DelayEnv)
+// loadable: adding the qdisc loads the module), else the delay line, which needs tc eBPF;
+// opt.Delay may ask for one of them.
+func delayWay(opt Options) (string, error) {
+	want := opt.Delay
 	switch want {
 	case "", "netem", "line":
 	default:
-		return "", fmt.Errorf("%s=%q: use netem or line", DelayEnv, want)
+		return "", fmt.Errorf("delay way %q (--delay, %s): use netem or line", want, DelayEnv)
 	}
 	if want != "line" && netemAvailable() {
 		return wayNetem, nil
@@ -47,18 +44,19 @@ func delayWay() (string, error) {
 	if want == "netem" {
 		return "", fmt.Errorf("%s=netem: %w", DelayEnv, delay.ErrNoNetem)
 	}
-	if _, err := dataplane.PortHook(); err != nil {
+	if _, err := opt.Dataplane.Hook(); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrNoDelay, err)
 	}
 	return wayLine, nil
 }
 
-// delayWayText says how this machine delays frames, for `up` and `diff`.
-func delayWayText(way string) string {
+// delayWayText says how this machine delays frames, for `up` and `diff`, asked for by delay
+// (Options.Delay).
+func delayWayText(way, delay string) string {
 	switch {
 	case way == wayNetem:
 		return "delay and jitter by netem"
-	case os.Getenv(DelayEnv) == "line":
+	case delay == "line":
 		return "delay and jitter by trellis's delay line (" + DelayEnv + "=line)"
 	}
 	return "delay and jitter by trellis's delay line (this kernel has no netem)"
@@ -77,21 +75,22 @@ func hasDelay(p *plan.Plan) bool {
 }
 
 // noteDelays says how this machine applies plan p's delays (preflight checked it can): on the
-// changes of links with delays, and in log (nil: nowhere).
-func noteDelays(changes []Change, p *plan.Plan, log *slog.Logger) {
+// changes of links with delays, and in opt.Log (nil: nowhere).
+func noteDelays(changes []Change, p *plan.Plan, opt Options) {
 	if !hasDelay(p) {
 		return
 	}
-	way, err := delayWay()
+	way, err := delayWay(opt)
 	if err != nil {
 		return
 	}
-	logline.OrDiscard(log).Info(delayWayText(way), "delay", way)
+	text := delayWayText(way, opt.Delay)
+	logline.OrDiscard(opt.Log).Info(text, "delay", way)
 	for i, c := range changes {
 		if l := p.Link(c.Name); c.Object == "link" && c.Op != "remove" && l != nil {
 			for _, port := range l.Ports {
 				if port.Impair.Delays() {
-					changes[i].What = append(changes[i].What, delayWayText(way))
+					changes[i].What = append(changes[i].What, text)
 					break
 				}
 			}
@@ -118,7 +117,7 @@ func (a *applier) setDelay(ctx context.Context, port plan.Port, dev netlink.Link
 		}
 		return netdev.Delete(hold) // its line ends with it, and the sweep finds one left
 	}
-	way, err := delayWay()
+	way, err := delayWay(a.opt)
 	if err != nil {
 		return err
 	}
@@ -134,7 +133,7 @@ func (a *applier) setDelay(ctx context.Context, port plan.Port, dev netlink.Link
 		if err := delay.SetNetem(h, s); err != nil {
 			return err
 		}
-		return dataplane.AttachDelay(dev.Attrs().Index, h, r, dataplane.HoldEgress)
+		return dataplane.AttachDelay(a.opt.Dataplane, dev.Attrs().Index, h, r, dataplane.HoldEgress)
 	}
 	if err := noRootQdisc(h); err != nil {
 		return err
@@ -142,7 +141,7 @@ func (a *applier) setDelay(ctx context.Context, port plan.Port, dev netlink.Link
 	if err := delay.EnsureLine(ctx, a.env.Store.ID, a.env.Plan.NetID, delay.LineConfig{Hold: hold, Settings: s}); err != nil {
 		return err
 	}
-	return dataplane.AttachDelay(dev.Attrs().Index, h, r, dataplane.HoldIngress)
+	return dataplane.AttachDelay(a.opt.Dataplane, dev.Attrs().Index, h, r, dataplane.HoldIngress)
 }
 
 // wasDelayed tells whether a port that exists may have a delay to undo: the last plan delayed
@@ -221,7 +220,7 @@ func (a *applier) convergeLines(ctx context.Context) error {
 	if err := delay.KillExcept(a.env.Store.ID, a.env.Plan.NetID, delayDevices(a.env.Plan)); err != nil {
 		return err
 	}
-	missing, err := missingLines(a.env.Store.ID, a.env.Plan)
+	missing, err := missingLines(a.env.Store.ID, a.env.Plan, a.opt)
 	if err != nil {
 		return err
 	}
@@ -241,11 +240,11 @@ type lineWant struct {
 
 // missingLines lists the delay lines plan p needs on this machine that do not run with their
 // configuration (none where the way is netem).
-func missingLines(stateID string, p *plan.Plan) ([]lineWant, error) {
+func missingLines(stateID string, p *plan.Plan, opt Options) ([]lineWant, error) {
 	if !hasDelay(p) {
 		return nil, nil
 	}
-	if way, err := delayWay(); err != nil || way != wayLine {
+	if way, err := delayWay(opt); err != nil || way != wayLine {
 		return nil, nil
 	}
 	found, err := delay.Lines(stateID, p.NetID)
@@ -270,8 +269,8 @@ func missingLines(stateID string, p *plan.Plan) ([]lineWant, error) {
 
 // lineChanges are the changes `up` and `diff` show for delay lines that do not run as they
 // should, in a plan that is otherwise unchanged.
-func lineChanges(stateID string, old, p *plan.Plan) ([]Change, error) {
-	missing, err := missingLines(stateID, p)
+func lineChanges(stateID string, old, p *plan.Plan, opt Options) ([]Change, error) {
+	missing, err := missingLines(stateID, p, opt)
 	if err != nil || old == nil {
 		return nil, err
 	}
@@ -288,11 +287,11 @@ func lineChanges(stateID string, old, p *plan.Plan) ([]Change, error) {
 
 // checkDelays refuses the delays of plan p on a machine with no way to apply them, naming
 // each link and field, and the kernel.
-func checkDelays(p *plan.Plan, n *spec.Network) spec.Errors {
+func checkDelays(p *plan.Plan, n *spec.Network, opt Options) spec.Errors {
 	if !hasDelay(p) {
 		return nil
 	}
-	_, err := delayWay()
+	_, err := delayWay(opt)
 	if err == nil {
 		return nil
 	}

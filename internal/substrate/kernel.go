@@ -7,14 +7,14 @@ import (
 )
 
 // kernelErrors refuses what the plan needs of the kernel that this machine's lacks: the port
-// hook asked for in the environment (tcx: Linux 6.6), and corruption (Linux 6.2). Each error
+// hook asked for in opt.Dataplane (tcx: Linux 6.6), and corruption (Linux 6.2). Each error
 // names the feature, the kernel found and the one needed (the table under README.md's requirements).
-func kernelErrors(p *plan.Plan, n *spec.Network) spec.Errors {
+func kernelErrors(p *plan.Plan, n *spec.Network, opt Options) spec.Errors {
 	var errs spec.Errors
 	if len(p.Links) > 0 {
-		if _, err := dataplane.PortHook(); err != nil {
+		if _, err := opt.Dataplane.Hook(); err != nil {
 			errs = append(errs, n.NetworkError("links", err.Error()+" (kernel "+dataplane.KernelRelease()+")",
-				"unset "+dataplane.HookEnv+" to use clsact, which every supported kernel has"))
+				"use clsact (the default: unset "+dataplane.HookEnv+"), which every supported kernel has"))
 		}
 	}
 	said := map[string]bool{}

@@ -186,7 +186,7 @@ func (a *applier) join(ctx context.Context, l *plan.Link, ports []netlink.Link) 
 			Duplicate: port.Impair.Duplicate, Corrupt: port.Impair.Corrupt}
 		// A port just made has no impairment to remove.
 		if !made || !im.IsZero() {
-			if err := dataplane.SetImpairment(ports[i].Attrs().Index, im); err != nil {
+			if err := dataplane.SetImpairment(a.opt.Dataplane, ports[i].Attrs().Index, im); err != nil {
 				return fmt.Errorf("port %s: %w", port, err)
 			}
 		}

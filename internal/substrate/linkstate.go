@@ -40,7 +40,7 @@ func SetLinkState(ctx context.Context, st *state.Store, network, linkName, endpo
 // which applies the file's. A direct link impaired is re-plugged to ports, as opt allows.
 func SetImpairment(ctx context.Context, st *state.Store, network, linkName, endpoint string, im spec.Impairment, opt Options) error {
 	if im.Delays() {
-		if _, err := delayWay(); err != nil {
+		if _, err := delayWay(opt); err != nil {
 			return fmt.Errorf("network %s: link %s: %w (kernel %s)", network, linkName, err, kernelRelease())
 		}
 	}
@@ -95,9 +95,8 @@ func changeLink(ctx context.Context, st *state.Store, network, linkName string, 
 	if err := st.MarkChanging(network); err != nil { // if interrupted, the next up trusts only the kernel
 		return err
 	}
-	env := &kinds.Env{Store: st, Plan: p, Log: log}
-	if err := apply(ctx, env, old, rec, nil); err != nil {
-		return rollback(st, rec, old, p, log, err)
+	if err := apply(ctx, opt.env(st, p), old, rec, nil, opt); err != nil {
+		return rollback(st, rec, old, p, opt, err)
 	}
 	return nil
 }

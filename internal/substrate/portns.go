@@ -17,14 +17,13 @@ import (
 // by ifindex in the namespace of the port the frame arrived on (skb_do_redirect ->
 // dev_get_by_index_rcu), in a hash of 256 buckets chained through the devices: with every port
 // of every network in the root namespace (4096 at 1024 networks) each lookup walks about 16
-// devices. With PortNSEnv set to "network", a new network's ports live instead in a network
+// devices. With Options.PortNS "network", a new network's ports live instead in a network
 // namespace of the network's own, PortNSName(netID) under /run/netns, which trellis makes with
 // the network's first port and deletes at `down` (which finds it by the network's id, also
 // after a killed `up`). Everything that works on ports runs on a thread inside it (withPorts).
 // A network keeps where its ports are for its whole life: the namespace exists or it does not.
 
-// PortNSEnv selects where a new network's ports live: "network" (a namespace per network) or
-// unset/"root" (the root namespace, the default).
+// PortNSEnv names the environment variable from which the command line takes Options.PortNS.
 const PortNSEnv = "TRELLIS_PORT_NETNS"
 
 // netnsDir is where named network namespaces are bound (as `ip netns add` does).
@@ -37,16 +36,16 @@ var ErrPortNS = errors.New("port namespace")
 // another namespace of that form).
 func PortNSName(netID string) string { return "trp" + netID }
 
-// portNSWanted tells whether new networks get a port namespace (PortNSEnv); an unknown value
-// is an error naming the variable.
-func portNSWanted() (bool, error) {
-	switch v := os.Getenv(PortNSEnv); v {
+// portNSWanted tells whether new networks get a port namespace (Options.PortNS); an unknown
+// value is an error naming the setting.
+func portNSWanted(opt Options) (bool, error) {
+	switch v := opt.PortNS; v {
 	case "", "root":
 		return false, nil
 	case "network":
 		return true, nil
 	default:
-		return false, fmt.Errorf("%w: %s=%q: want \"network\" or \"root\"", ErrPortNS, PortNSEnv, v)
+		return false, fmt.Errorf("%w: %q (--port-netns, %s): want \"network\" or \"root\"", ErrPortNS, v, PortNSEnv)
 	}
 }
 
@@ -130,7 +129,7 @@ func (p portsIn) close() {
 var ErrPortNSUnsupported = errors.New("not supported with ports in a namespace of their own")
 
 // openPorts finds where the network's ports are: in its port namespace if it has one; in a new
-// one if it is a new network and PortNSEnv asks for it; else in the root namespace. With a port
+// one if it is a new network and Options.PortNS asks for it; else in the root namespace. With a port
 // namespace, the plan must have only what follows the ports there (portNSRefusal).
 func (a *applier) openPorts() error {
 	ns, ok, err := OpenPortNS(a.env.Plan.NetID)
@@ -138,7 +137,7 @@ func (a *applier) openPorts() error {
 		return err
 	}
 	if !ok {
-		want, err := portNSWanted()
+		want, err := portNSWanted(a.opt)
 		if err != nil || !want || a.old != nil {
 			return err
 		}
@@ -163,8 +162,8 @@ func (a *applier) openPorts() error {
 // data planes and nodes of kinds other than container (a VM's tap is made in the root).
 func portNSRefusal(p *plan.Plan) error {
 	refuse := func(what string) error {
-		return fmt.Errorf("network %s (%s=network): %s: %w; unset %s to put this network's ports in the root namespace",
-			p.Network, PortNSEnv, what, ErrPortNSUnsupported, PortNSEnv)
+		return fmt.Errorf("network %s (ports in a namespace of its own: --port-netns network, or %s=network): %s: %w; put this network's ports in the root namespace (--port-netns root, the default)",
+			p.Network, PortNSEnv, what, ErrPortNSUnsupported)
 	}
 	if p.Tunnel != "" {
 		return refuse("tunnel " + p.Tunnel)

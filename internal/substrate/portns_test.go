@@ -16,13 +16,12 @@ func TestPortNSWanted(t *testing.T) {
 		want    bool
 		wantErr bool
 	}{{"", false, false}, {"root", false, false}, {"network", true, false}, {"yes", false, true}} {
-		t.Setenv(PortNSEnv, c.value)
-		got, err := portNSWanted()
+		got, err := portNSWanted(Options{PortNS: c.value})
 		if got != c.want || (err != nil) != c.wantErr {
-			t.Errorf("%s=%q: %v, %v; want %v, error %v", PortNSEnv, c.value, got, err, c.want, c.wantErr)
+			t.Errorf("PortNS %q: %v, %v; want %v, error %v", c.value, got, err, c.want, c.wantErr)
 		}
-		if err != nil && !strings.Contains(err.Error(), PortNSEnv) {
-			t.Errorf("the error %q does not name %s", err, PortNSEnv)
+		if err != nil && (!strings.Contains(err.Error(), PortNSEnv) || !strings.Contains(err.Error(), "--port-netns")) {
+			t.Errorf("the error %q does not name --port-netns and %s", err, PortNSEnv)
 		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 // preflight refuses, before anything changes, a plan this machine cannot hold: kinds that are
 // not registered, features its kernel lacks (kernel.go), and delays on a machine with no way
 // to apply them.
-func preflight(p *plan.Plan, n *spec.Network) error {
+func preflight(p *plan.Plan, n *spec.Network, opt Options) error {
 	var errs spec.Errors
 	for _, nd := range p.Nodes {
 		if _, err := kinds.NodeKind(nd.Kind); err != nil {
@@ -28,14 +28,14 @@ func preflight(p *plan.Plan, n *spec.Network) error {
 			errs = append(errs, n.NetworkError("tunnel", err.Error(), "use a registered tunnel kind"))
 		}
 	}
-	errs = append(errs, kernelErrors(p, n)...)
+	errs = append(errs, kernelErrors(p, n, opt)...)
 	for _, l := range p.Links {
 		sl := specLink(n, l.Name)
 		if _, err := kinds.LinkKind(l.Connector); err != nil {
 			errs = append(errs, n.LinkError(sl, "connector", err.Error(), "use a registered connector"))
 		}
 	}
-	errs = append(errs, checkDelays(p, n)...)
+	errs = append(errs, checkDelays(p, n, opt)...)
 	if len(errs) > 0 {
 		return errs
 	}

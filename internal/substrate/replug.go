@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/plan"
@@ -34,6 +35,20 @@ type Options struct {
 	// Log gets the operation's progress (Info: `up -v`) and what it tells always (Warn: what
 	// a change allowed by Replug took away, a link that keeps its ports). nil: nowhere.
 	Log *slog.Logger
+	// PortNS is where a new network's ports live: "network" (a namespace of its own) or
+	// "root" (the root namespace; also when empty).
+	PortNS string
+	// Delay is how delays are applied on a kernel that has netem: "line" takes trellis's
+	// delay line instead, "netem" refuses a kernel without netem rather than falling back to
+	// the line; empty: netem where the kernel has it, else the line.
+	Delay string
+	// Dataplane is how programs are attached to ports (kinds.Env.Dataplane).
+	Dataplane dataplane.Config
+}
+
+// env is the kinds' environment for plan p of the network in st.
+func (o Options) env(st *state.Store, p *plan.Plan) *kinds.Env {
+	return &kinds.Env{Store: st, Plan: p, Log: o.Log, Dataplane: o.Dataplane}
 }
 
 // ifaceSoft is what the software of a node made on one interface (inside its namespace).

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/kinds"
@@ -63,23 +62,23 @@ func up(ctx context.Context, st *state.Store, n *spec.Network, host, file string
 		return nil, err
 	}
 	if rec == nil {
-		return create(ctx, st, n, host, file, log, start)
+		return create(ctx, st, n, host, file, start, opt)
 	}
 	return change(ctx, st, rec, n, host, file, start, keep, opt)
 }
 
 // create makes a new network: the record first, then every object.
-func create(ctx context.Context, st *state.Store, n *spec.Network, host, file string, log *slog.Logger, start time.Time) (*Result, error) {
+func create(ctx context.Context, st *state.Store, n *spec.Network, host, file string, start time.Time, opt Options) (*Result, error) {
 	names := &plan.Names{}
 	p, err := plan.Make(n, st.ID, host, names)
 	if err == nil {
-		err = preflight(p, n)
+		err = preflight(p, n, opt)
 	}
 	if err == nil {
 		err = checkTasks(p.Network, p.Nodes)
 	}
 	if err == nil {
-		err = prepare(ctx, &kinds.Env{Store: st, Plan: p, Log: log}, n)
+		err = prepare(ctx, opt.env(st, p), n)
 	}
 	if err != nil {
 		st.Delete(n.Name) // the lock file just made: nothing else exists
@@ -90,9 +89,9 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 		st.Delete(n.Name)
 		return nil, err
 	}
-	noteDelays(nil, p, log)
+	noteDelays(nil, p, opt)
 	p = rec.Plan
-	env := &kinds.Env{Store: st, Plan: p, Log: log}
+	env := opt.env(st, p)
 	running, err := leftovers(ctx, env)
 	if err != nil {
 		return nil, err
@@ -100,7 +99,7 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 	if s := SnapshotFrom(ctx); s != nil && !s.empty(p.NetID) {
 		ctx = WithSnapshot(ctx, nil) // leftovers may have deleted devices it holds: apply lists
 	}
-	if err := apply(ctx, env, nil, rec, running); err != nil {
+	if err := apply(ctx, env, nil, rec, running, opt); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("interrupted (%w); run `trellis up` again to finish, or `trellis down %s`", err, p.Network)
 		}
@@ -130,10 +129,10 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		keepLive(p, liveOf(rec))
 		p.PlugPorts()
 	}
-	if err := preflight(p, n); err != nil {
+	if err := preflight(p, n, opt); err != nil {
 		return nil, err
 	}
-	if err := prepare(ctx, &kinds.Env{Store: st, Plan: p, Log: log}, n); err != nil {
+	if err := prepare(ctx, opt.env(st, p), n); err != nil {
 		return nil, err
 	}
 	old := rec.Plan
@@ -153,12 +152,12 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		}
 	}
 	changes := Diff(old, p, digests(running))
-	noteDelays(changes, p, log)
+	noteDelays(changes, p, opt)
 	ec, err := engineChanges(st, old, p, recorded(rec, p), running)
 	if err != nil {
 		return nil, err
 	}
-	lc, err := lineChanges(st.ID, old, p)
+	lc, err := lineChanges(st.ID, old, p, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -196,11 +195,11 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 	if err2 != nil {
 		return nil, err2
 	}
-	env := &kinds.Env{Store: st, Plan: p, Log: log}
+	env := opt.env(st, p)
 	if prevStatus != state.Up {
 		old = nil // interrupted: trust nothing but the kernel
 	}
-	if err := apply(ctx, env, old, rec, running); err != nil {
+	if err := apply(ctx, env, old, rec, running, opt); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("interrupted (%w); the network is partly changed: run `trellis up` again to finish", err)
 		}
@@ -208,7 +207,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 			return nil, fmt.Errorf("%w; the network is partly changed: run `trellis up` again to finish", err)
 		}
 		rec.File = prevFile // back to what it was, the file's version too
-		return nil, rollback(st, rec, old, p, log, err)
+		return nil, rollback(st, rec, old, p, opt, err)
 	}
 	return &Result{Changes: changes, Took: time.Since(start)}, nil
 }
@@ -226,17 +225,16 @@ func notRunning(nodes []*plan.Node, running map[string]kinds.Instance) []*plan.N
 
 // rollback takes a network whose live change to plan tried failed back to plan old. tried is
 // recorded as the change's target, so that the addresses it placed are known to be trellis's.
-func rollback(st *state.Store, rec *state.Record, old, tried *plan.Plan, log *slog.Logger, cause error) error {
-	env := &kinds.Env{Store: st, Plan: old, Log: log}
+func rollback(st *state.Store, rec *state.Record, old, tried *plan.Plan, opt Options, cause error) error {
 	rec.Target = tried
-	if err := apply(context.Background(), env, nil, rec, nil); err != nil {
+	if err := apply(context.Background(), opt.env(st, old), nil, rec, nil, opt); err != nil {
 		return errors.Join(cause, fmt.Errorf("and taking the network back to what it was failed too (run `trellis up` again): %w", err))
 	}
 	return fmt.Errorf("%w; the network was taken back to what it was", cause)
 }
 
-// Preview lists what Up of network n would change on this machine, changing nothing.
-func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
+// Preview lists what Up of network n with opt would change on this machine, changing nothing.
+func Preview(st *state.Store, n *spec.Network, host string, opt Options) ([]Change, error) {
 	if err := resolveImages(context.Background(), n, nil, true); err != nil {
 		return nil, err
 	}
@@ -255,7 +253,7 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := preflight(p, n); err != nil {
+	if err := preflight(p, n, opt); err != nil {
 		return nil, err
 	}
 	var running map[string]string
@@ -274,7 +272,7 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 		if err != nil {
 			return nil, err
 		}
-		lc, err := lineChanges(st.ID, old, p)
+		lc, err := lineChanges(st.ID, old, p, opt)
 		if err != nil {
 			return nil, err
 		}
@@ -283,7 +281,7 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 			return nil, err
 		}
 		changes := Diff(old, p, running)
-		noteDelays(changes, p, nil)
+		noteDelays(changes, p, opt)
 		if rec.Status == state.Up {
 			soft, err := replugs(rec, old, p, found)
 			if err != nil {
@@ -301,7 +299,7 @@ func Preview(st *state.Store, n *spec.Network, host string) ([]Change, error) {
 		return nil, err
 	}
 	changes := Diff(old, p, running)
-	noteDelays(changes, p, nil)
+	noteDelays(changes, p, opt)
 	return append(changes, ec...), nil
 }
 

@@ -227,14 +227,14 @@ func checkPortNSCapture(t *testing.T, state string) {
 }
 
 // TestPortNamespaceRefusals: what does not follow ports into a port namespace yet (a delay
-// line here) is refused before anything is made, naming the variable.
+// line here) is refused before anything is made, naming the setting. The port namespace is
+// asked for by the flag here (TestPortNamespace sets the variable, the flag's default).
 func TestPortNamespaceRefusals(t *testing.T) {
 	e := start(t)
 	before := portNSEntries(t)
-	t.Setenv(substrate.PortNSEnv, "network")
-	_, errOut, err := trellis(t, e.state, "up", writeTopo(t, rateTopo("pnsdelay", "    delay: 10ms\n")))
-	if err == nil || !strings.Contains(errOut, substrate.PortNSEnv) || !strings.Contains(errOut, "delay") {
-		t.Errorf("up of a delayed link with ports in a namespace: err %v, stderr %q; want a refusal naming %s and the delay", err, errOut, substrate.PortNSEnv)
+	_, errOut, err := trellis(t, e.state, "--port-netns", "network", "up", writeTopo(t, rateTopo("pnsdelay", "    delay: 10ms\n")))
+	if err == nil || !strings.Contains(errOut, "--port-netns") || !strings.Contains(errOut, substrate.PortNSEnv) || !strings.Contains(errOut, "delay") {
+		t.Errorf("up of a delayed link with ports in a namespace: err %v, stderr %q; want a refusal naming --port-netns, %s and the delay", err, errOut, substrate.PortNSEnv)
 	}
 	assertNoNewPortNS(t, before)
 	e.assertClean()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/trellisnet/trellis/internal/state"
+	"github.com/trellisnet/trellis/internal/substrate"
 	"github.com/vishvananda/netns"
 )
 
@@ -22,11 +23,13 @@ type Harness struct {
 	Work   string    // the run's work directory (removed at Close)
 	Log    io.Writer // progress
 	// Trellis is the trellis binary that the simulated machines run; "": this program.
-	Trellis  string
-	rootNS   netns.NsHandle
-	run      *Run
-	st       *state.Store
-	machines int // pairs of simulated machines made so far
+	Trellis string
+	// Substrate is the machine's choices for the networks the harness puts up itself.
+	Substrate substrate.Options
+	rootNS    netns.NsHandle
+	run       *Run
+	st        *state.Store
+	machines  int // pairs of simulated machines made so far
 }
 
 // Open starts a run: it removes what runs that were killed left behind (Clean), records this

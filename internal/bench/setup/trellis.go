@@ -140,7 +140,7 @@ func (h *Harness) upBenchFile(g *Rig, name, topology string) (*BenchNet, error) 
 		return nil, err
 	}
 	g.onClose(func() error { return DownQuiet(st, name) })
-	if _, err := substrate.Up(context.Background(), st, n, "", "(trellis-bench)", substrate.Options{}); err != nil {
+	if _, err := substrate.Up(context.Background(), st, n, "", "(trellis-bench)", h.Substrate); err != nil {
 		return nil, fmt.Errorf("trellis up %s: %w", name, err)
 	}
 	rec, err := st.Load(name)

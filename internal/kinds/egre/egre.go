@@ -47,7 +47,7 @@ func (Kind) Ensure(ctx context.Context, env *kinds.Env, l *plan.Link, ports []ne
 			return m, err
 		}
 		tun := dataplane.Tunnel{Key: t.Key, Local: p.Local, Remote: t.Remote}
-		if err := dataplane.AttachEncap(encap.Attrs().Index, underlay.Attrs().Index, tun); err != nil {
+		if err := dataplane.AttachEncap(env.Dataplane, encap.Attrs().Index, underlay.Attrs().Index, tun); err != nil {
 			return m, err
 		}
 		target := encap
@@ -66,7 +66,7 @@ func (Kind) Ensure(ctx context.Context, env *kinds.Env, l *plan.Link, ports []ne
 	if len(l.Tunnels) == 1 {
 		t := l.Tunnels[0]
 		m.EncapOnPort = func(port netlink.Link) error {
-			return dataplane.AttachEncap(port.Attrs().Index, underlay.Attrs().Index, dataplane.Tunnel{Key: t.Key, Local: p.Local, Remote: t.Remote})
+			return dataplane.AttachEncap(env.Dataplane, port.Attrs().Index, underlay.Attrs().Index, dataplane.Tunnel{Key: t.Key, Local: p.Local, Remote: t.Remote})
 		}
 	}
 	return m, nil

@@ -43,10 +43,10 @@ func (Kind) Join(ctx context.Context, env *kinds.Env, l *plan.Link, m kinds.Memb
 		if err := m.EncapOnPort(a); err != nil {
 			return err
 		}
-	} else if err := dataplane.AttachShortbridge(a.Attrs().Index, b.Attrs().Index, peerB); err != nil {
+	} else if err := dataplane.AttachShortbridge(env.Dataplane, a.Attrs().Index, b.Attrs().Index, peerB); err != nil {
 		return err
 	}
-	return dataplane.AttachShortbridge(b.Attrs().Index, a.Attrs().Index, peerA)
+	return dataplane.AttachShortbridge(env.Dataplane, b.Attrs().Index, a.Attrs().Index, peerA)
 }
 
 // classified tells whether the link's port i has a classifier on its egress (its node has
