@@ -107,7 +107,7 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 			return err
 		}
 	}
-	if err := parallelShown(logline.OrDiscard(env.Log), "start commands", len(p.Nodes), func(i int) error { return a.exec(ctx, p.Nodes[i]) }); err != nil {
+	if err := parallelShown(log, "start commands", len(p.Nodes), func(i int) error { return a.exec(ctx, p.Nodes[i]) }); err != nil {
 		return err
 	}
 	rec.Plan, rec.Target, rec.Status, rec.Starting = p, nil, state.Up, nil

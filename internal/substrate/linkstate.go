@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/trellisnet/trellis/internal/kinds"
-	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
@@ -52,8 +51,6 @@ func SetImpairment(ctx context.Context, st *state.Store, network, linkName, endp
 // whose plan changed and leaves the others alone). If the change fails, the network is taken
 // back to what it was. A re-plug (PlugPorts) is refused as opt says (checkReplug).
 func changeLink(ctx context.Context, st *state.Store, network, linkName string, opt Options, edit func(*plan.Link) error) error {
-	log := logline.OrDiscard(opt.Log)
-	opt.Log = log
 	unlock, err := st.Lock(network)
 	if err != nil {
 		return err

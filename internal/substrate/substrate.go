@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/kinds"
-	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
@@ -47,9 +46,7 @@ func UpKeepLive(ctx context.Context, st *state.Store, n *spec.Network, host, fil
 
 func up(ctx context.Context, st *state.Store, n *spec.Network, host, file string, keep bool, opt Options) (*Result, error) {
 	start := time.Now()
-	log := logline.OrDiscard(opt.Log)
-	opt.Log = log
-	if err := resolveImages(ctx, n, log, false); err != nil {
+	if err := resolveImages(ctx, n, opt.Log, false); err != nil {
 		return nil, err
 	}
 	unlock, err := st.Lock(n.Name)
@@ -115,7 +112,6 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 // changed. Only what differs from the record and the kernel is done.
 // With keep, the live state of a record of the same file is kept (UpKeepLive).
 func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Network, host, file string, start time.Time, keep bool, opt Options) (*Result, error) {
-	log := opt.Log
 	if rec.Names == nil {
 		rec.Names = &plan.Names{}
 	}
@@ -144,7 +140,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, err
 	}
 	if rec.Status == state.Up { // re-plugging is refused before anything changes
-		if err := keepPorts(rec, n, old, p, running, log); err != nil {
+		if err := keepPorts(rec, n, old, p, running, opt.Log); err != nil {
 			return nil, err
 		}
 		if err := checkReplug(rec, old, p, running, opt); err != nil {
