@@ -22,6 +22,7 @@ import (
 	"github.com/trellisnet/trellis/internal/bench/setup"
 	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/helperproc"
+	"github.com/trellisnet/trellis/internal/image"
 	"github.com/trellisnet/trellis/internal/progress"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
@@ -188,7 +189,8 @@ func (bf *benchFlags) options(f *pflag.FlagSet) (opt bench.Options, runEmbed boo
 	// The machine's choices for the networks the bench puts up itself, from the environment as
 	// trellis takes them (its flags' defaults), which the trellis it runs inherits.
 	opt.Substrate = substrate.Options{PortNS: os.Getenv(substrate.PortNSEnv), Delay: os.Getenv(substrate.DelayEnv),
-		Dataplane: dataplane.Config{PortHook: os.Getenv(dataplane.HookEnv), PerFrameRoute: os.Getenv(dataplane.EncapRouteEnv) == "per-frame"}}
+		Dataplane:  dataplane.Config{PortHook: os.Getenv(dataplane.HookEnv), PerFrameRoute: os.Getenv(dataplane.EncapRouteEnv) == "per-frame"},
+		ImageCache: os.Getenv(image.CacheEnv)}
 	if f.Changed("parts") {
 		opt.Parts = splitList(bf.parts)
 	}

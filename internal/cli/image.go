@@ -13,7 +13,7 @@ import (
 )
 
 func imageCmd() *cobra.Command {
-	cache := image.Cache()
+	cache := image.CacheOr(os.Getenv(image.CacheEnv))
 	cmd := &cobra.Command{
 		Use:   "image",
 		Short: "Build, import, list and remove the guest images VM nodes boot and the container images nodes run",

@@ -42,7 +42,9 @@ images through the mirrors of $` + oci.MirrorsEnv + ` first. 'up' pulls an image
 cache has none of that reference; pull fetches it again (e.g. a tag that moved).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			img, err := oci.NewStore(*cache).Pull(cmd.Context(), args[0], logline.Logger(nil, cmd.ErrOrStderr()))
+			store := oci.NewStore(*cache)
+			store.Mirrors = registryMirrors()
+			img, err := store.Pull(cmd.Context(), args[0], logline.Logger(nil, cmd.ErrOrStderr()))
 			if err != nil {
 				return err
 			}

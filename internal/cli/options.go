@@ -3,9 +3,12 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/dataplane"
+	"github.com/trellisnet/trellis/internal/image"
+	"github.com/trellisnet/trellis/internal/oci"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
@@ -32,7 +35,19 @@ func addMachineFlags(root *cobra.Command) *machineOptions {
 	return o
 }
 
-// substrate returns the options of the substrate (and the data plane below it) that o chose.
+// registryMirrors are the mirrors that $TRELLIS_REGISTRY_MIRRORS lists (comma separated).
+func registryMirrors() []string {
+	var out []string
+	for _, m := range strings.Split(os.Getenv(oci.MirrorsEnv), ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// substrate returns the options of the substrate (and the data plane below it) that o chose,
+// with the image cache and registry mirrors of the environment.
 func (o *machineOptions) substrate() (substrate.Options, error) {
 	switch o.egreRoute {
 	case "", "template", "per-frame":
@@ -40,5 +55,6 @@ func (o *machineOptions) substrate() (substrate.Options, error) {
 		return substrate.Options{}, fmt.Errorf("--egre-route (or $%s) %q: use template or per-frame", dataplane.EncapRouteEnv, o.egreRoute)
 	}
 	return substrate.Options{PortNS: o.portNS, Delay: o.delay,
-		Dataplane: dataplane.Config{PortHook: o.portHook, PerFrameRoute: o.egreRoute == "per-frame"}}, nil
+		Dataplane:  dataplane.Config{PortHook: o.portHook, PerFrameRoute: o.egreRoute == "per-frame"},
+		ImageCache: os.Getenv(image.CacheEnv), Mirrors: registryMirrors()}, nil
 }

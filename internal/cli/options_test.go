@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 	"github.com/trellisnet/trellis/internal/dataplane"
+	"github.com/trellisnet/trellis/internal/image"
+	"github.com/trellisnet/trellis/internal/oci"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
 
@@ -27,9 +30,11 @@ func TestMachineOptions(t *testing.T) {
 		{"flag over environment", map[string]string{dataplane.HookEnv: "tcx", dataplane.EncapRouteEnv: "per-frame"}, []string{"--port-hook", "clsact", "--egre-route", "template"},
 			substrate.Options{Dataplane: dataplane.Config{PortHook: "clsact"}}, ""},
 		{"bad route", map[string]string{dataplane.EncapRouteEnv: "per-packet"}, nil, substrate.Options{}, "--egre-route"},
+		{"images", map[string]string{image.CacheEnv: "/tmp/cache", oci.MirrorsEnv: " mirror.example:5000, ,m2.example"}, nil,
+			substrate.Options{ImageCache: "/tmp/cache", Mirrors: []string{"mirror.example:5000", "m2.example"}}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			for _, v := range []string{dataplane.HookEnv, substrate.PortNSEnv, substrate.DelayEnv, dataplane.EncapRouteEnv} {
+			for _, v := range []string{dataplane.HookEnv, substrate.PortNSEnv, substrate.DelayEnv, dataplane.EncapRouteEnv, image.CacheEnv, oci.MirrorsEnv} {
 				t.Setenv(v, c.env[v])
 			}
 			root := &cobra.Command{Use: "trellis"}
@@ -44,7 +49,7 @@ func TestMachineOptions(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != c.want {
+			if err != nil || !reflect.DeepEqual(got, c.want) {
 				t.Errorf("%+v, %v; want %+v", got, err, c.want)
 			}
 		})

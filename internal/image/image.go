@@ -26,16 +26,16 @@ import (
 // DefaultCache is where images and kernels are kept.
 const DefaultCache = "/var/cache/trellis"
 
-// CacheEnv names the environment variable that puts the cache elsewhere, for `up` and
-// `trellis image` alike.
+// CacheEnv names the environment variable from which the command line takes the cache's
+// place, for `up` and `trellis image` alike.
 const CacheEnv = "TRELLIS_IMAGE_CACHE"
 
-// Cache is where images and kernels are kept: $TRELLIS_IMAGE_CACHE, or DefaultCache.
-func Cache() string {
-	if d := os.Getenv(CacheEnv); d != "" {
-		return d
+// CacheOr is cache, or DefaultCache if it is empty.
+func CacheOr(cache string) string {
+	if cache == "" {
+		return DefaultCache
 	}
-	return DefaultCache
+	return cache
 }
 
 // ErrNoImage is returned for an image ID not in the cache.

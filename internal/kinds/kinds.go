@@ -31,6 +31,8 @@ type Env struct {
 	Log   *slog.Logger // progress (`up -v`); nil: none
 	// Dataplane is how the kinds attach their programs to ports (the hook, the EGRE route).
 	Dataplane dataplane.Config
+	// ImageCache is where images and kernels are kept ("": image.DefaultCache).
+	ImageCache string
 	// Recorded are the network's other plans that its record holds (the plan last applied, the
 	// target of a change under way or interrupted): what a Sweeper may find left over of,
 	// besides Plan. The substrate sets it for Sweep only.

@@ -20,9 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MirrorsEnv names the environment variable listing registry mirrors (host[:port], comma
-// separated) tried, in order, before Docker Hub for its images, as dockerd's
-// registry-mirrors.
+// MirrorsEnv names the environment variable from which the command line takes Store.Mirrors
+// (host[:port], comma separated).
 const MirrorsEnv = "TRELLIS_REGISTRY_MIRRORS"
 
 func normalise(ref string) string {
@@ -51,7 +50,7 @@ func (s Store) Pull(ctx context.Context, ref string, log *slog.Logger) (Image, e
 		return Image{}, fmt.Errorf("image %s: %w", ref, err)
 	}
 	var img v1.Image
-	for _, try := range candidates(r) {
+	for _, try := range candidates(r, s.Mirrors) {
 		if img, err = remote.Image(try, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
 			remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH})); err == nil {
 			logline.OrDiscard(log).Info(fmt.Sprintf("image %s: pulling from %s", ref, try.Context().RegistryStr()), "image", ref)
@@ -69,10 +68,10 @@ func (s Store) Pull(ctx context.Context, ref string, log *slog.Logger) (Image, e
 }
 
 // candidates are where ref is looked for: the mirrors first for a Docker Hub image.
-func candidates(r name.Reference) []name.Reference {
+func candidates(r name.Reference, mirrors []string) []name.Reference {
 	out := []name.Reference{}
 	if r.Context().RegistryStr() == name.DefaultRegistry {
-		for _, m := range strings.Split(os.Getenv(MirrorsEnv), ",") {
+		for _, m := range mirrors {
 			if m = strings.TrimSpace(m); m == "" {
 				continue
 			}

@@ -41,9 +41,14 @@ type Image struct {
 func (img Image) Root() string { return filepath.Join(img.Dir, "rootfs") }
 
 // Store is the cache's directory of container images.
-type Store struct{ Dir string }
+type Store struct {
+	Dir string
+	// Mirrors are registry mirrors (host[:port]) tried, in order, before Docker Hub for its
+	// images, as dockerd's registry-mirrors.
+	Mirrors []string
+}
 
-// NewStore is the container images of cache (internal/image.Cache).
+// NewStore is the container images of cache (internal/image's DefaultCache, or another).
 func NewStore(cache string) Store { return Store{Dir: filepath.Join(cache, Subdir)} }
 
 const metaFile = "image.json"

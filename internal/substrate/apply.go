@@ -289,7 +289,7 @@ func (a *applier) removeOldParts(ctx context.Context, ol, nl *plan.Link) error {
 		if err != nil {
 			return err
 		}
-		if err := tk.Remove(ctx, &kinds.Env{Store: a.env.Store, Plan: a.old, Log: a.env.Log}, &gone); err != nil {
+		if err := tk.Remove(ctx, a.opt.env(a.env.Store, a.old), &gone); err != nil {
 			return err
 		}
 	}

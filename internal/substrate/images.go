@@ -2,7 +2,6 @@ package substrate
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/trellisnet/trellis/internal/image"
 	"github.com/trellisnet/trellis/internal/oci"
@@ -14,8 +13,9 @@ import (
 // before anything of the network is created or changed: an image that cannot be had fails
 // the up with nothing done. With cachedOnly (diff), nothing is pulled: a node whose image is
 // not in the cache keeps no Rootfs, and shows as changed.
-func resolveImages(ctx context.Context, n *spec.Network, log *slog.Logger, cachedOnly bool) error {
-	store := oci.NewStore(image.Cache())
+func resolveImages(ctx context.Context, n *spec.Network, opt Options, cachedOnly bool) error {
+	store := oci.NewStore(image.CacheOr(opt.ImageCache))
+	store.Mirrors = opt.Mirrors
 	for _, nd := range n.Nodes {
 		if nd.Image == "" {
 			continue
@@ -26,7 +26,7 @@ func resolveImages(ctx context.Context, n *spec.Network, log *slog.Logger, cache
 			if img, err = store.Find(nd.Image); err != nil {
 				continue
 			}
-		} else if img, err = store.Get(ctx, nd.Image, log); err != nil {
+		} else if img, err = store.Get(ctx, nd.Image, opt.Log); err != nil {
 			return n.NodeError(nd, "image", err.Error(), "check the reference, or import the image with `trellis image import FILE`")
 		}
 		run, err := img.Run()

@@ -44,11 +44,15 @@ type Options struct {
 	Delay string
 	// Dataplane is how programs are attached to ports (kinds.Env.Dataplane).
 	Dataplane dataplane.Config
+	// ImageCache is where images are kept ("": image.DefaultCache); Mirrors are the registry
+	// mirrors tried first for Docker Hub's images (oci.Store.Mirrors).
+	ImageCache string
+	Mirrors    []string
 }
 
 // env is the kinds' environment for plan p of the network in st.
 func (o Options) env(st *state.Store, p *plan.Plan) *kinds.Env {
-	return &kinds.Env{Store: st, Plan: p, Log: o.Log, Dataplane: o.Dataplane}
+	return &kinds.Env{Store: st, Plan: p, Log: o.Log, Dataplane: o.Dataplane, ImageCache: o.ImageCache}
 }
 
 // ifaceSoft is what the software of a node made on one interface (inside its namespace).

@@ -46,7 +46,7 @@ func UpKeepLive(ctx context.Context, st *state.Store, n *spec.Network, host, fil
 
 func up(ctx context.Context, st *state.Store, n *spec.Network, host, file string, keep bool, opt Options) (*Result, error) {
 	start := time.Now()
-	if err := resolveImages(ctx, n, opt.Log, false); err != nil {
+	if err := resolveImages(ctx, n, opt, false); err != nil {
 		return nil, err
 	}
 	unlock, err := st.Lock(n.Name)
@@ -231,7 +231,7 @@ func rollback(st *state.Store, rec *state.Record, old, tried *plan.Plan, opt Opt
 
 // Preview lists what Up of network n with opt would change on this machine, changing nothing.
 func Preview(st *state.Store, n *spec.Network, host string, opt Options) ([]Change, error) {
-	if err := resolveImages(context.Background(), n, nil, true); err != nil {
+	if err := resolveImages(context.Background(), n, opt, true); err != nil {
 		return nil, err
 	}
 	rec, err := st.Load(n.Name)

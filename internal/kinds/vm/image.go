@@ -86,7 +86,7 @@ func guestImage(ctx context.Context, env *kinds.Env, frr bool) (image.Image, err
 	}
 	s := image.DefaultSpec()
 	s.FRR = frr
-	img, err := image.Build(ctx, image.Cache(), s, env.Log)
+	img, err := image.Build(ctx, image.CacheOr(env.ImageCache), s, env.Log)
 	if err != nil {
 		return img, fmt.Errorf("no guest image: %w", err)
 	}
