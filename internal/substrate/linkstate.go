@@ -82,7 +82,7 @@ func changeLink(ctx context.Context, st *state.Store, network, linkName string, 
 	p.PlugPorts() // a direct link taken down or impaired gets its ports
 	old := rec.Plan
 	if replugsAny(old, p) {
-		running, err := runningNodes(&kinds.Env{Store: st, Plan: p})
+		running, err := findNodes(machineFrom(ctx), &kinds.Env{Store: st, Plan: p})
 		if err != nil {
 			return err
 		}
@@ -95,7 +95,7 @@ func changeLink(ctx context.Context, st *state.Store, network, linkName string, 
 	}
 	env := &kinds.Env{Store: st, Plan: p, Log: log}
 	if err := apply(ctx, env, old, rec, nil); err != nil {
-		return rollback(st, rec, old, p, log, err)
+		return rollback(ctx, st, rec, old, p, log, err)
 	}
 	return nil
 }
