@@ -1,0 +1,457 @@
+package substrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/trellisnet/trellis/internal/dataplane"
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// A machine kept in memory (fakeMachine), with a node kind (fakenode) and a connector
+// (fakebridge) that keep their nodes and joins in it: the reconciler's unit tests run Up, live
+// changes and Down on it without root. Every change to it is an operation, counted; the fake
+// can fail the Nth, or "die" at it: the process is killed there (its context is cancelled and
+// no later operation reaches the machine), and the machine keeps what was done.
+
+const (
+	fakeNodeKind = "fakenode"
+	fakeLinkKind = "fakebridge"
+)
+
+func init() {
+	kinds.RegisterNode(fakeNodeKind, fakeNode{}, spec.NodeKind{})
+	kinds.RegisterLink(fakeLinkKind, fakeBridge{}, spec.LinkKind{MinEndpoints: 2})
+}
+
+var (
+	errFakeFail = errors.New("fake machine: operation failed")
+	errFakeDead = errors.New("fake machine: the process died")
+)
+
+// theFake is the machine the fake kinds act on (the test's: newFake).
+var theFake *fakeMachine
+
+// fakeMachine is a machine in memory.
+type fakeMachine struct {
+	mu      sync.Mutex
+	devs    map[string]*fakeDev  // by name
+	nodes   map[string]*fakeProc // running nodes, by network id/node name
+	kept    map[string]bool      // what fakenode keeps outside its nodes (a cgroup), by id/name
+	addrs   map[string][]string  // addresses of node interfaces, by id/node/ifname
+	helpers map[string]bool      // helper processes, by network id
+	index   int                  // the last ifindex given
+	pid     int                  // the last pid given
+	ops     []string             // the changes made, in order
+	failAt  int                  // the failAt-th change fails (0: none)
+	die     context.CancelFunc   // with failAt: the process dies there instead
+	dead    bool
+}
+
+type fakeDev struct {
+	index, mtu int
+	up         bool
+	rate       uint64
+	impair     dataplane.Impairment
+	node       string // a port's node, as id/name
+	ifname     string // a port's interface in its node, which goes with it (a veth pair)
+	master     string // the device a connector joined it to
+}
+
+type fakeProc struct {
+	pid    int
+	digest string
+	execs  int // how many times its start commands ran
+}
+
+func newFake() *fakeMachine {
+	theFake = &fakeMachine{devs: map[string]*fakeDev{}, nodes: map[string]*fakeProc{},
+		kept: map[string]bool{}, addrs: map[string][]string{}, helpers: map[string]bool{}}
+	return theFake
+}
+
+// run returns a context for one run of the reconciler on the fake: an operation failAt fails
+// (0: none), or with die the process dies at it.
+func (f *fakeMachine) run(failAt int, die bool) context.Context {
+	ctx, cancel := context.WithCancel(withMachine(context.Background(), f))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failAt, f.dead, f.ops, f.die = failAt, false, nil, nil
+	if die {
+		f.die = cancel
+	}
+	return ctx
+}
+
+// op counts a change; it says whether the change is to fail, or whether the process is dead.
+// Call with f.mu held.
+func (f *fakeMachine) op(format string, args ...any) error {
+	if f.dead {
+		return errFakeDead
+	}
+	f.ops = append(f.ops, fmt.Sprintf(format, args...))
+	if len(f.ops) != f.failAt {
+		return nil
+	}
+	if f.die != nil {
+		f.dead = true
+		f.die()
+		return errFakeDead
+	}
+	return fmt.Errorf("%w: #%d %s", errFakeFail, f.failAt, f.ops[len(f.ops)-1])
+}
+
+func (f *fakeMachine) read() error {
+	if f.dead {
+		return errFakeDead
+	}
+	return nil
+}
+
+func (f *fakeMachine) link(name string, d *fakeDev) netlink.Link {
+	return &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name, Index: d.index, MTU: d.mtu}}
+}
+
+func (f *fakeMachine) Devices() ([]netlink.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []netlink.Link
+	for name, d := range f.devs {
+		out = append(out, f.link(name, d))
+	}
+	return out, f.read()
+}
+
+func (f *fakeMachine) Device(name string) (netlink.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.read(); err != nil {
+		return nil, err
+	}
+	if d := f.devs[name]; d != nil {
+		return f.link(name, d), nil
+	}
+	return nil, nil
+}
+
+// add makes a device. Call with f.mu held.
+func (f *fakeMachine) add(name string, d *fakeDev) {
+	f.index++
+	d.index = f.index
+	f.devs[name] = d
+}
+
+// change changes device name as do does, as the operation what.
+func (f *fakeMachine) change(name, what string, do func(d *fakeDev)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("%s %s", what, name); err != nil {
+		return err
+	}
+	d := f.devs[name]
+	if d == nil {
+		return fmt.Errorf("%s %s: no such device", what, name)
+	}
+	do(d)
+	return nil
+}
+
+func (f *fakeMachine) DeleteDevice(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("delete %s", name); err != nil {
+		return err
+	}
+	if d := f.devs[name]; d != nil && d.node != "" {
+		delete(f.addrs, d.node+"/"+d.ifname)
+	}
+	delete(f.devs, name)
+	return nil
+}
+
+func (f *fakeMachine) SetMTU(name string, mtu int) error {
+	return f.change(name, "mtu", func(d *fakeDev) { d.mtu = mtu })
+}
+
+func (f *fakeMachine) SetCarrier(name string, up bool) error {
+	return f.change(name, "carrier", func(d *fakeDev) { d.up = up })
+}
+
+func (f *fakeMachine) SetShaper(dev netlink.Link, rate uint64) error {
+	return f.change(dev.Attrs().Name, "shaper", func(d *fakeDev) { d.rate = rate })
+}
+
+func (f *fakeMachine) SetImpairment(ifindex int, im dataplane.Impairment) error {
+	f.mu.Lock()
+	name := ""
+	for n, d := range f.devs {
+		if d.index == ifindex {
+			name = n
+		}
+	}
+	f.mu.Unlock()
+	return f.change(name, "impair", func(d *fakeDev) { d.impair = im })
+}
+
+func (f *fakeMachine) EndHelpers(dir, stateID, netID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("end helpers %s", netID); err != nil {
+		return err
+	}
+	delete(f.helpers, netID)
+	return nil
+}
+
+func (f *fakeMachine) EndLinesExcept(stateID, netID string, keep map[string]bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.op("end lines %s", netID)
+}
+
+func (f *fakeMachine) OpenPortNS(string) (netns.NsHandle, bool, error) {
+	return netns.None(), false, nil
+}
+
+func (f *fakeMachine) MakePortNS(string) (netns.NsHandle, error) {
+	return netns.None(), errors.New("the fake machine has no port namespaces")
+}
+
+func (f *fakeMachine) RemovePortNS(netID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.op("remove port namespace %s", netID)
+}
+
+func (f *fakeMachine) NodeKinds() map[string]kinds.Node {
+	return map[string]kinds.Node{fakeNodeKind: fakeNode{}}
+}
+
+// kill ends node id/name as a crash would: its ports go with it, what the kind keeps stays.
+func (f *fakeMachine) kill(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stop(key)
+}
+
+// stop ends node key with its ports and interfaces. Call with f.mu held.
+func (f *fakeMachine) stop(key string) {
+	delete(f.nodes, key)
+	for name, d := range f.devs {
+		if d.node == key {
+			delete(f.devs, name)
+		}
+	}
+	for k := range f.addrs {
+		if strings.HasPrefix(k, key+"/") {
+			delete(f.addrs, k)
+		}
+	}
+}
+
+// state describes the machine, one sorted line per object, without ifindexes and pids (a node
+// started again is the same node): what a test compares.
+func (f *fakeMachine) state() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for name, d := range f.devs {
+		out = append(out, fmt.Sprintf("dev %s mtu=%d up=%v rate=%d impair=%+v node=%s master=%s",
+			name, d.mtu, d.up, d.rate, d.impair, d.node, d.master))
+	}
+	for key, n := range f.nodes {
+		out = append(out, fmt.Sprintf("node %s digest=%s execs=%d", key, n.digest, n.execs))
+	}
+	for key := range f.kept {
+		out = append(out, "kept "+key)
+	}
+	for key, a := range f.addrs {
+		out = append(out, fmt.Sprintf("addrs %s %v", key, a))
+	}
+	for id := range f.helpers {
+		out = append(out, "helpers "+id)
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+// pids returns the pids of the running nodes, by id/name.
+func (f *fakeMachine) pids() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int{}
+	for key, n := range f.nodes {
+		out[key] = n.pid
+	}
+	return out
+}
+
+// fakeNode is a node kind whose nodes live in theFake: a node is a process, its ports are
+// devices that go with it, and it keeps something outside its process (Sweeper).
+type fakeNode struct{}
+
+func nodeKey(env *kinds.Env, name string) string { return env.Plan.NetID + "/" + name }
+
+func (fakeNode) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
+	f := theFake
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]kinds.Instance{}
+	for key, n := range f.nodes {
+		if id, name, _ := strings.Cut(key, "/"); id == env.Plan.NetID {
+			out[name] = kinds.Instance{Kind: fakeNodeKind, Name: name, PID: n.pid, Digest: n.digest}
+		}
+	}
+	return out, f.read()
+}
+
+func (fakeNode) Start(_ context.Context, env *kinds.Env, n *plan.Node) (kinds.Instance, error) {
+	f := theFake
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("start %s", n.Name); err != nil {
+		return kinds.Instance{}, err
+	}
+	f.pid++
+	key := nodeKey(env, n.Name)
+	f.nodes[key], f.kept[key] = &fakeProc{pid: f.pid, digest: n.Digest}, true
+	return kinds.Instance{Kind: fakeNodeKind, Name: n.Name, PID: f.pid, Digest: n.Digest}, nil
+}
+
+func (fakeNode) Stop(_ context.Context, env *kinds.Env, in kinds.Instance) error {
+	f := theFake
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("stop %s", in.Name); err != nil {
+		return err
+	}
+	key := nodeKey(env, in.Name)
+	f.stop(key)
+	delete(f.kept, key)
+	return nil
+}
+
+// Port makes a port with its interface's addresses; one of another MTU is made anew (the
+// kind is not an MTUSetter).
+func (fakeNode) Port(_ context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, mtu int) (netlink.Link, error) {
+	f := theFake
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if mtu == 0 {
+		mtu = defaultMTU // the kernel's
+	}
+	if d := f.devs[p.Name]; d != nil && d.mtu == mtu {
+		return f.link(p.Name, d), f.read()
+	}
+	if err := f.op("port %s", p.Name); err != nil {
+		return nil, err
+	}
+	key := nodeKey(env, n.Name)
+	if f.nodes[key] == nil || f.nodes[key].pid != in.PID {
+		return nil, fmt.Errorf("port %s: node %s does not run as pid %d", p.Name, n.Name, in.PID)
+	}
+	d := &fakeDev{mtu: mtu, node: key, ifname: p.Ifname}
+	f.add(p.Name, d)
+	f.addrs[key+"/"+p.Ifname] = slices.Clone(p.Addresses)
+	return f.link(p.Name, d), nil
+}
+
+// Configure keeps the addresses trellis did not place and sets the plan's.
+func (fakeNode) Configure(_ context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port, placed []string, whole bool) error {
+	f := theFake
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("configure %s/%s", n.Name, p.Ifname); err != nil {
+		return err
+	}
+	key := nodeKey(env, n.Name) + "/" + p.Ifname
+	var out []string
+	for _, a := range f.addrs[key] {
+		if !slices.Contains(placed, a) && !slices.Contains(p.Addresses, a) {
+			out = append(out, a) // the node's software's
+		}
+	}
+	f.addrs[key] = append(out, p.Addresses...)
+	return nil
+}
+
+func (fakeNode) Exec(_ context.Context, env *kinds.Env, in kinds.Instance, n *plan.Node) error {
+	f := theFake
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("exec %s", n.Name); err != nil {
+		return err
+	}
+	if p := f.nodes[nodeKey(env, n.Name)]; p != nil && p.pid == in.PID {
+		p.execs++
+	}
+	return nil
+}
+
+// Sweep removes what the kind keeps for nodes of the network that do not run.
+func (fakeNode) Sweep(env *kinds.Env, running map[string]kinds.Instance) error {
+	f := theFake
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for key := range f.kept {
+		id, name, _ := strings.Cut(key, "/")
+		if _, ok := running[name]; id != env.Plan.NetID || ok {
+			continue
+		}
+		if err := f.op("sweep %s", key); err != nil {
+			return err
+		}
+		delete(f.kept, key)
+	}
+	return f.read()
+}
+
+// fakeBridge is a connector: its device (the link's) with the members joined to it.
+type fakeBridge struct{}
+
+func (fakeBridge) Join(_ context.Context, _ *kinds.Env, l *plan.Link, m kinds.Members) error {
+	f := theFake
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("join %s", l.Name); err != nil {
+		return err
+	}
+	if f.devs[l.Device] == nil {
+		f.add(l.Device, &fakeDev{mtu: defaultMTU, up: true})
+	}
+	for _, p := range append(slices.Clone(m.Ports), m.Tunnels...) {
+		d := f.devs[p.Attrs().Name]
+		if d == nil {
+			return fmt.Errorf("join %s: no member %s", l.Name, p.Attrs().Name)
+		}
+		d.master = l.Device
+	}
+	return nil
+}
+
+func (fakeBridge) Leave(_ context.Context, _ *kinds.Env, l *plan.Link, m kinds.Members) error {
+	f := theFake
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("leave %s", l.Name); err != nil {
+		return err
+	}
+	for _, d := range f.devs {
+		if d.master == l.Device {
+			d.master = ""
+		}
+	}
+	delete(f.devs, l.Device)
+	return nil
+}
+
+func (fakeBridge) Direct() bool { return false }
