@@ -114,10 +114,10 @@ func (a *applier) setDelay(ctx context.Context, port plan.Port, dev netlink.Link
 		if made || !a.wasDelayed(port) {
 			return nil
 		}
-		if err := dataplane.DetachDelay(dev.Attrs().Index); err != nil {
+		if err := a.m.DetachDelay(dev.Attrs().Index); err != nil {
 			return err
 		}
-		return netdev.Delete(hold) // its line ends with it, and the sweep finds one left
+		return a.m.DeleteDevice(hold) // its line ends with it, and the sweep finds one left
 	}
 	way, err := delayWay()
 	if err != nil {

@@ -38,7 +38,8 @@ var (
 	errFakeDead = errors.New("fake machine: the process died")
 )
 
-// theFake is the machine the fake kinds act on (the test's: newFake).
+// theFake is the machine the fake kinds act on: the one newFake made last (a test makes the
+// machines it compares with, by fresh, before its own).
 var theFake *fakeMachine
 
 // fakeMachine is a machine in memory.
@@ -53,7 +54,8 @@ type fakeMachine struct {
 	pid     int                  // the last pid given
 	ops     []string             // the changes made, in order
 	failAt  int                  // the failAt-th change fails (0: none)
-	die     context.CancelFunc   // with failAt: the process dies there instead
+	dies    bool                 // at failAt, the process dies instead: cancel, dead
+	cancel  context.CancelFunc   // the run's context's
 	dead    bool
 }
 
@@ -85,10 +87,7 @@ func (f *fakeMachine) run(failAt int, die bool) context.Context {
 	ctx, cancel := context.WithCancel(withMachine(context.Background(), f))
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.failAt, f.dead, f.ops, f.die = failAt, false, nil, nil
-	if die {
-		f.die = cancel
-	}
+	f.failAt, f.dies, f.cancel, f.dead, f.ops = failAt, die, cancel, false, nil
 	return ctx
 }
 
@@ -102,9 +101,9 @@ func (f *fakeMachine) op(format string, args ...any) error {
 	if len(f.ops) != f.failAt {
 		return nil
 	}
-	if f.die != nil {
+	if f.dies {
 		f.dead = true
-		f.die()
+		f.cancel()
 		return errFakeDead
 	}
 	return fmt.Errorf("%w: #%d %s", errFakeFail, f.failAt, f.ops[len(f.ops)-1])
@@ -200,6 +199,21 @@ func (f *fakeMachine) SetImpairment(ifindex int, im dataplane.Impairment) error 
 	}
 	f.mu.Unlock()
 	return f.change(name, "impair", func(d *fakeDev) { d.impair = im })
+}
+
+// DetachDelay: the fake has no delays; a port that is gone is an error, as in the kernel.
+func (f *fakeMachine) DetachDelay(ifindex int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("detach delay %d", ifindex); err != nil {
+		return err
+	}
+	for _, d := range f.devs {
+		if d.index == ifindex {
+			return nil
+		}
+	}
+	return fmt.Errorf("detach delay from port %d: no such device", ifindex)
 }
 
 func (f *fakeMachine) EndHelpers(dir, stateID, netID string) error {

@@ -35,6 +35,9 @@ type machine interface {
 	SetShaper(dev netlink.Link, rate uint64) error
 	// SetImpairment sets the loss, duplication and corruption of the frames port ifindex takes.
 	SetImpairment(ifindex int, im dataplane.Impairment) error
+	// DetachDelay sends the frames of port ifindex straight on again, not through its delay
+	// pair (there may be none).
+	DetachDelay(ifindex int) error
 	// EndHelpers ends every helper process of network netID (forwarding engines' helpers,
 	// delay lines, table servers) of the state directory dir (id stateID).
 	EndHelpers(dir, stateID, netID string) error

@@ -27,6 +27,8 @@ func (hostMachine) SetImpairment(ifindex int, im dataplane.Impairment) error {
 	return dataplane.SetImpairment(ifindex, im)
 }
 
+func (hostMachine) DetachDelay(ifindex int) error { return dataplane.DetachDelay(ifindex) }
+
 func (hostMachine) EndHelpers(dir, stateID, netID string) error {
 	if err := enginehelper.Remove(dir, stateID, netID); err != nil {
 		return err
