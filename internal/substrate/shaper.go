@@ -3,6 +3,7 @@ package substrate
 import (
 	"errors"
 	"fmt"
+
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
