@@ -102,9 +102,9 @@ func TestChangeRollback(t *testing.T) {
 				if got := named(f, rec.Plan); got != want {
 					t.Errorf("failing operation %d of %d (%s): the machine has\n%s\nwant as before:\n%s", i, n, f.ops[i-1], got, want)
 				}
-				if rec.Status != state.Up || planOf(rec.Plan) != planOf(was.Plan) || rec.File != was.File || rec.Target != nil {
-					t.Errorf("failing operation %d of %d: record %s, plan %s, file %s, target %v; want up, %s, %s, none",
-						i, n, rec.Status, planOf(rec.Plan), rec.File, rec.Target != nil, planOf(was.Plan), was.File)
+				if rec.Status != state.Up || planJSON(t, rec.Plan) != planJSON(t, was.Plan) || rec.File != was.File || rec.Target != nil {
+					t.Errorf("failing operation %d of %d: record %s, plan\n%s\nfile %s, target %v; want up, the plan as before:\n%s\n%s, none",
+						i, n, rec.Status, planJSON(t, rec.Plan), rec.File, rec.Target != nil, planJSON(t, was.Plan), was.File)
 				}
 			}
 		})
@@ -149,8 +149,9 @@ func TestAdoptAfterCrash(t *testing.T) {
 					if got := named(f, rec.Plan); got != want {
 						t.Errorf("dying at operation %d of %d (%s), then up: the machine has\n%s\nwant as made from the file:\n%s", i, n, died, got, want)
 					}
-					if rec.Status != state.Up || len(rec.Starting) > 0 || rec.Target != nil {
-						t.Errorf("dying at operation %d of %d, then up: record %s, starting %v, target %v; want up, none starting, no target", i, n, rec.Status, rec.Starting, rec.Target != nil)
+					if rec.Status != state.Up || len(rec.Starting) > 0 || rec.Target != nil || planJSON(t, rec.Plan) != filePlan(t, st, rec, tc.doc) {
+						t.Errorf("dying at operation %d of %d, then up: record %s, starting %v, target %v, plan\n%s\nwant up, none starting, no target, the file's plan",
+							i, n, rec.Status, rec.Starting, rec.Target != nil, planJSON(t, rec.Plan))
 					}
 				}
 			}
