@@ -248,14 +248,8 @@ func (f *fakeMachine) NodeKinds() map[string]kinds.Node {
 	return map[string]kinds.Node{fakeNodeKind: fakeNode{}}
 }
 
-// kill ends node id/name as a crash would: its ports go with it, what the kind keeps stays.
-func (f *fakeMachine) kill(key string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.stop(key)
-}
-
-// stop ends node key with its ports and interfaces. Call with f.mu held.
+// stop ends node key with its ports and interfaces (a crash does this alone: what the kind
+// keeps for the node stays). Call with f.mu held.
 func (f *fakeMachine) stop(key string) {
 	delete(f.nodes, key)
 	for name, d := range f.devs {
