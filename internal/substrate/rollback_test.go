@@ -1,12 +1,16 @@
 package substrate
 
 import (
+	"context"
 	"errors"
+	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 )
 
@@ -203,6 +207,58 @@ func TestPrune(t *testing.T) {
 			}
 			if s := f.state(); s != foreignState {
 				t.Errorf("after down the machine has\n%s\nwant only what trellis did not make:\n%s", s, foreignState)
+			}
+		})
+	}
+}
+
+// TestLinkStateLive: trellis link down, and an impairment set live, change only that link's
+// ports, keep the nodes, and a failure at any of their operations takes the network back.
+func TestLinkStateLive(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(ctx context.Context, st *state.Store) error
+		want string // a line of the machine's state after the change
+	}{
+		{"link down", func(ctx context.Context, st *state.Store) error {
+			return SetLinkState(ctx, st, "net", "bc", "", false, io.Discard, Options{})
+		}, "dev port(c:eth1) mtu=1500 up=false"},
+		{"endpoint loss", func(ctx context.Context, st *state.Store) error {
+			return SetImpairment(ctx, st, "net", "ab", "a:eth1", spec.Impairment{Loss: 25}, io.Discard, Options{})
+		}, "dev port(a:eth1) mtu=1500 up=true rate=10000000 impair={Loss:25 "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := withForeign(fresh(t, netV1))
+			f := newFake()
+			foreign(f)
+			st := fakeStore(t)
+			mustUp(t, f, st, netV1)
+			pids := f.pids()
+			if err := tc.set(f.run(0, false), st); err != nil {
+				t.Fatal(err)
+			}
+			n := len(f.ops)
+			rec := record(t, st)
+			if got := named(f, rec.Plan); !strings.Contains(got, tc.want) || !maps.Equal(f.pids(), pids) {
+				t.Errorf("after the change the machine has\n%s\nwant a line with %q, no node restarted", got, tc.want)
+			}
+			for i := 1; i <= n; i++ {
+				f := newFake()
+				foreign(f)
+				st := fakeStore(t)
+				mustUp(t, f, st, netV1)
+				was := record(t, st)
+				err := tc.set(f.run(i, false), st)
+				if !errors.Is(err, errFakeFail) || !strings.Contains(err.Error(), "taken back") {
+					t.Fatalf("failing operation %d of %d: %v, want the failure, taken back", i, n, err)
+				}
+				rec := record(t, st)
+				if got := named(f, rec.Plan); got != want {
+					t.Errorf("failing operation %d of %d (%s): the machine has\n%s\nwant as before:\n%s", i, n, f.ops[i-1], got, want)
+				}
+				if rec.Status != state.Up || planJSON(t, rec.Plan) != planJSON(t, was.Plan) {
+					t.Errorf("failing operation %d of %d: record %s with plan\n%s\nwant up with the plan as before", i, n, rec.Status, planJSON(t, rec.Plan))
+				}
 			}
 		})
 	}
