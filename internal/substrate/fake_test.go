@@ -24,11 +24,14 @@ import (
 const (
 	fakeNodeKind = "fakenode"
 	fakeLinkKind = "fakebridge"
+	fakeWireKind = "fakewire"
 )
 
 func init() {
 	kinds.RegisterNode(fakeNodeKind, fakeNode{}, spec.NodeKind{})
 	kinds.RegisterLink(fakeLinkKind, fakeBridge{}, spec.LinkKind{MinEndpoints: 2})
+	// Not spec's wire kind (LinkKind.Wire): a link has it by `connector: fakewire`.
+	kinds.RegisterLink(fakeWireKind, fakeWire{}, spec.LinkKind{MinEndpoints: 2, MaxEndpoints: 2})
 }
 
 var (
@@ -48,6 +51,7 @@ type fakeMachine struct {
 	kept    map[string]bool      // what fakenode keeps outside its nodes (a cgroup), by id/name
 	addrs   map[string][]string  // addresses of node interfaces, by id/node/ifname
 	helpers map[string]bool      // helper processes, by network id
+	wires   map[string]fakePair  // the pairs of wire links, by link name
 	index   int                  // the last ifindex given
 	pid     int                  // the last pid given
 	ops     []string             // the changes made, in order
@@ -67,6 +71,12 @@ type fakeDev struct {
 	master     string // the device a connector joined it to
 }
 
+// fakePair is a wire link's pair: its ends (id/node/ifname@pid) and MTU.
+type fakePair struct {
+	ends string
+	mtu  int
+}
+
 type fakeProc struct {
 	pid    int
 	digest string
@@ -75,7 +85,7 @@ type fakeProc struct {
 
 func newFake() *fakeMachine {
 	theFake = &fakeMachine{devs: map[string]*fakeDev{}, nodes: map[string]*fakeProc{},
-		kept: map[string]bool{}, addrs: map[string][]string{}, helpers: map[string]bool{}}
+		kept: map[string]bool{}, addrs: map[string][]string{}, helpers: map[string]bool{}, wires: map[string]fakePair{}}
 	return theFake
 }
 
@@ -285,6 +295,25 @@ func (f *fakeMachine) state() string {
 	}
 	for id := range f.helpers {
 		out = append(out, "helpers "+id)
+	}
+	for name, w := range f.wires {
+		if !strings.Contains(w.ends, "@") {
+			continue
+		}
+		// A pair whose nodes run: its ends without pids (a node started again is the same).
+		ends := strings.Fields(w.ends)
+		for i, e := range ends {
+			key, _, _ := strings.Cut(e, "/")
+			node, _, _ := strings.Cut(strings.TrimPrefix(e, key+"/"), "/")
+			if p := f.nodes[key+"/"+node]; p == nil || !strings.HasSuffix(e, fmt.Sprintf("@%d", p.pid)) {
+				ends = nil
+				break
+			}
+			ends[i], _, _ = strings.Cut(e, "@")
+		}
+		if ends != nil {
+			out = append(out, fmt.Sprintf("wire %s %v mtu=%d", name, ends, w.mtu))
+		}
 	}
 	sort.Strings(out)
 	return strings.Join(out, "\n")

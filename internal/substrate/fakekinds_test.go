@@ -9,6 +9,7 @@ import (
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // The fake kinds of the reconciler's unit tests (fake_test.go): they keep their nodes and joins
@@ -174,3 +175,36 @@ func (fakeBridge) Leave(_ context.Context, _ *kinds.Env, l *plan.Link, m kinds.M
 }
 
 func (fakeBridge) Direct() bool { return false }
+
+// Netns: a fake node has no namespace; fakeWire, the only one to ask, needs none.
+func (fakeNode) Netns(kinds.Instance) (netns.NsHandle, error) { return netns.None(), nil }
+
+// fakeWire is a wire link kind (kinds.Wire): one pair between its two nodes' interfaces, kept
+// in theFake with the pids of the nodes it joins; a node started anew needs a new pair.
+type fakeWire struct{ fakeBridge }
+
+func (fakeWire) Wire(_ context.Context, env *kinds.Env, l *plan.Link, _ [2]netns.NsHandle, mtu int) (bool, error) {
+	f := theFake
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("wire %s", l.Name); err != nil {
+		return false, err
+	}
+	ends := make([]string, 2)
+	for i, port := range l.Ports {
+		key := nodeKey(env, port.Node)
+		if f.nodes[key] == nil {
+			return false, fmt.Errorf("wire %s: node %s does not run", l.Name, port.Node)
+		}
+		ends[i] = fmt.Sprintf("%s/%s@%d", key, port.Ifname, f.nodes[key].pid)
+	}
+	was, ok := f.wires[l.Name]
+	f.wires[l.Name] = fakePair{ends: strings.Join(ends, " "), mtu: mtu}
+	if ok && was.ends == f.wires[l.Name].ends {
+		return false, nil // kept, its MTU set in place
+	}
+	for _, port := range l.Ports { // new interfaces: what the old ones had is gone
+		delete(f.addrs, nodeKey(env, port.Node)+"/"+port.Ifname)
+	}
+	return true, nil
+}
