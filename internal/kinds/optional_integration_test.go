@@ -4,9 +4,11 @@ package kinds_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/trellisnet/trellis/internal/cgroup"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/vishvananda/netlink"
@@ -28,7 +30,10 @@ func checkRunning(t *testing.T, k kinds.Node, env *kinds.Env, in kinds.Instance,
 	var use kinds.Usage
 	if m, ok := k.(kinds.Measurer); ok {
 		var err error
-		if use, err = m.Usage(env, in); err != nil || use.Processes < 1 || use.Memory == 0 {
+		use, err = m.Usage(env, in)
+		if errors.Is(err, cgroup.ErrNoCgroups) {
+			t.Logf("Measurer: not checked: %v", err) // a machine without usable cgroups measures nothing
+		} else if err != nil || use.Processes < 1 || use.Memory == 0 {
 			t.Errorf("Measurer: Usage of a running node = %+v, %v; want at least one process and some memory", use, err)
 		}
 	}
