@@ -33,7 +33,7 @@ type machine interface {
 	SetCarrier(name string, up bool) error
 	// SetShaper caps the rate a device sends at rate bit/s, or removes its cap (rate 0).
 	SetShaper(dev netlink.Link, rate uint64) error
-	// SetImpairment sets the loss, duplication and corruption of the frames port ifindex takes.
+	// SetImpairment sets the loss, duplication and corruption of the frames through port ifindex.
 	SetImpairment(ifindex int, im dataplane.Impairment) error
 	// DetachDelay sends the frames of port ifindex straight on again, not through its delay
 	// pair (there may be none).
