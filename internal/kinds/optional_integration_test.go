@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/trellisnet/trellis/internal/cgroup"
 	"github.com/trellisnet/trellis/internal/kinds"
@@ -26,7 +27,8 @@ import (
 // running node in of kind k.
 func checkRunning(t *testing.T, k kinds.Node, env *kinds.Env, in kinds.Instance, n *plan.Node, p plan.Port) {
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a session that hangs fails
+	defer cancel()
 	var use kinds.Usage
 	if m, ok := k.(kinds.Measurer); ok {
 		var err error
