@@ -98,9 +98,7 @@ func TestNodeKindContract(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			k, _ := kinds.NodeKind(name)
 			if p, ok := k.(kinds.Preparer); ok { // in the host's namespace: it may download
-				if err := p.Prepare(context.Background(), &kinds.Env{Log: logline.Logger(os.Stderr, os.Stderr)}); err != nil {
-					t.Fatalf("preparing kind %s (scripts/setup.sh installs what kinds need): %v", name, err)
-				}
+				prepareTwice(t, p, &kinds.Env{Log: logline.Logger(os.Stderr, os.Stderr)})
 			}
 			inMachine(t, func(fx *fixture) {
 				ctx := context.Background()
@@ -137,11 +135,8 @@ func TestNodeKindContract(t *testing.T) {
 					t.Errorf("Configure twice: eth1 has\n%s\nwant 10.0.0.9/24, fd00::9/64 and the node's 10.0.0.50/24 (and link-local), not 10.0.0.1", out)
 				}
 				checkAddressesOnly(t, k, fx.env, in, n, port)
-				for i := range 2 {
-					if err := k.Stop(ctx, fx.env, in); err != nil {
-						t.Errorf("Stop #%d: %v", i+1, err)
-					}
-				}
+				checkRunning(t, k, fx.env, in, n, port)
+				checkStopping(t, k, fx.env, in)
 				if running, _ := k.Running(fx.env); len(running) != 0 {
 					t.Errorf("after Stop, Running = %v", running)
 				}
@@ -253,6 +248,9 @@ func TestLinkKindContract(t *testing.T) {
 					}
 				}
 				joined := devices(t)
+				if tr, ok := k.(kinds.TableReader); ok {
+					checkTable(t, tr, fx.link, m)
+				}
 				for i := range 2 {
 					if err := k.Leave(ctx, fx.env, fx.link, m); err != nil {
 						t.Errorf("Leave #%d: %v", i+1, err)
@@ -297,6 +295,11 @@ func TestTunnelKindContract(t *testing.T) {
 						first = m
 					} else if len(m.Tunnels) != len(first.Tunnels) || m.Tunnels[0].Attrs().Index != first.Tunnels[0].Attrs().Index {
 						t.Errorf("Ensure twice gave other devices: %v then %v", first.Tunnels, m.Tunnels)
+					}
+				}
+				if c, ok := k.(kinds.Counter); ok {
+					if got := c.Counters(fx.env); got == nil {
+						t.Errorf("Counter: Counters with a tunnel ensured = nil; want the machine's counters")
 					}
 				}
 				// A crash half-way: the devices exist, the rest may not; Remove removes them.

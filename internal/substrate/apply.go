@@ -9,7 +9,6 @@ import (
 
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/logline"
-	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/state"
 )
@@ -17,6 +16,7 @@ import (
 // applier converges the machine from plan old (what was last applied; nil when nothing can
 // be trusted but the kernel) to env.Plan.
 type applier struct {
+	m   machine // what the reconciler changes itself (machine.go)
 	env *kinds.Env
 	opt Options // the choices of the caller (port namespace, delay way, hook)
 	old *plan.Plan
@@ -43,10 +43,10 @@ type applier struct {
 // that is new or changed, then run the start commands of the nodes just started.
 // running holds the nodes that run now (nil: find them).
 func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Record, running map[string]kinds.Instance, opt Options) error {
-	a := &applier{env: env, opt: opt, old: old, recorded: recorded(rec, env.Plan), fresh: map[string]bool{}, running: running, made: map[string]bool{}}
+	a := &applier{m: machineFrom(ctx), env: env, opt: opt, old: old, recorded: recorded(rec, env.Plan), fresh: map[string]bool{}, running: running, made: map[string]bool{}}
 	if a.running == nil {
 		var err error
-		if a.running, err = runningNodes(env); err != nil {
+		if a.running, err = findNodes(a.m, env); err != nil {
 			return err
 		}
 	}
@@ -69,7 +69,7 @@ func apply(ctx context.Context, env *kinds.Env, old *plan.Plan, rec *state.Recor
 			if err := a.stopNodes(ctx); err != nil {
 				return err
 			}
-			return sweep(env, a.recorded, a.running)
+			return sweep(a.m, env, a.recorded, a.running)
 		}, &a.stopped},
 		{"devices removed", 1, func(int) error { return a.portNS.do(func() error { return a.removeGone(ctx) }) }, &a.removed},
 		{"nodes started", len(p.Nodes), func(i int) error { return a.startNode(ctx, p.Nodes[i]) }, &a.started},
@@ -146,15 +146,20 @@ func (a *applier) markStarting(rec *state.Record) error {
 	return a.env.Store.Save(rec)
 }
 
-// runningNodes finds the network's running nodes of every kind.
 // RunningNodes finds the running nodes of the network recorded in rec, of every kind.
 func RunningNodes(st *state.Store, rec *state.Record) (map[string]kinds.Instance, error) {
 	return runningNodes(&kinds.Env{Store: st, Plan: rec.Plan})
 }
 
+// runningNodes finds the network's running nodes of every kind on this machine.
 func runningNodes(env *kinds.Env) (map[string]kinds.Instance, error) {
+	return findNodes(hostMachine{}, env)
+}
+
+// findNodes finds the network's running nodes of every kind of machine m.
+func findNodes(m machine, env *kinds.Env) (map[string]kinds.Instance, error) {
 	out := map[string]kinds.Instance{}
-	for _, k := range kinds.NodeKinds() {
+	for _, k := range m.NodeKinds() {
 		found, err := k.Running(env)
 		if err != nil {
 			return nil, err
@@ -168,10 +173,10 @@ func runningNodes(env *kinds.Env) (map[string]kinds.Instance, error) {
 
 // sweep has the node kinds remove what they keep for nodes that do not run (kinds.Sweeper),
 // telling them the plans the network's record holds besides env.Plan.
-func sweep(env *kinds.Env, recorded []*plan.Plan, running map[string]kinds.Instance) error {
+func sweep(m machine, env *kinds.Env, recorded []*plan.Plan, running map[string]kinds.Instance) error {
 	senv := *env
 	senv.Recorded = recorded
-	for _, k := range kinds.NodeKinds() {
+	for _, k := range m.NodeKinds() {
 		if s, ok := k.(kinds.Sweeper); ok {
 			if err := s.Sweep(&senv, running); err != nil {
 				return err
@@ -208,7 +213,7 @@ func (a *applier) stopNodes(ctx context.Context) error {
 		for _, l := range a.env.Plan.Links {
 			for _, port := range l.Ports {
 				if port.Node == in.Name {
-					if err := netdev.Delete(port.Name); err != nil {
+					if err := a.m.DeleteDevice(port.Name); err != nil {
 						return err
 					}
 				}
@@ -237,7 +242,7 @@ func (a *applier) removeGone(ctx context.Context) error {
 				continue
 			}
 			for name := range portsOf(a.old, n.Name) {
-				if err := netdev.Delete(name); err != nil {
+				if err := a.m.DeleteDevice(name); err != nil {
 					return err
 				}
 				delete(a.known, name)
@@ -252,7 +257,7 @@ func (a *applier) removeGone(ctx context.Context) error {
 	keep := deviceNames(p)
 	for name := range a.known {
 		if !keep[name] {
-			if err := netdev.Delete(name); err != nil {
+			if err := a.m.DeleteDevice(name); err != nil {
 				return err
 			}
 			delete(a.known, name)
@@ -327,7 +332,7 @@ func (a *applier) listDevices(ctx context.Context) error {
 	s := SnapshotFrom(ctx)
 	if s == nil || a.portNS.set { // a snapshot lists the root namespace, not a port namespace
 		var err error
-		if s, err = listSnapshot(); err != nil {
+		if s, err = deviceSnapshot(a.m); err != nil {
 			return err
 		}
 	}
@@ -369,7 +374,7 @@ func deviceNames(p *plan.Plan) map[string]bool {
 func (a *applier) members(l *plan.Link) (kinds.Members, error) {
 	var m kinds.Members
 	for _, port := range l.Ports {
-		d, err := netdev.ByName(port.Name)
+		d, err := a.m.Device(port.Name)
 		if err != nil {
 			return m, err
 		}
@@ -378,7 +383,7 @@ func (a *applier) members(l *plan.Link) (kinds.Members, error) {
 		}
 	}
 	for _, t := range l.Tunnels {
-		d, err := netdev.ByName(t.Device)
+		d, err := a.m.Device(t.Device)
 		if err != nil {
 			return m, err
 		}

@@ -112,10 +112,10 @@ func (a *applier) setDelay(ctx context.Context, port plan.Port, dev netlink.Link
 		if made || !a.wasDelayed(port) {
 			return nil
 		}
-		if err := dataplane.DetachDelay(dev.Attrs().Index); err != nil {
+		if err := a.m.DetachDelay(dev.Attrs().Index); err != nil {
 			return err
 		}
-		return netdev.Delete(hold) // its line ends with it, and the sweep finds one left
+		return a.m.DeleteDevice(hold) // its line ends with it, and the sweep finds one left
 	}
 	way, err := delayWay(a.opt)
 	if err != nil {
@@ -127,7 +127,7 @@ func (a *applier) setDelay(ctx context.Context, port plan.Port, dev netlink.Link
 	}
 	s := delaySettings(port.Impair)
 	if way == wayNetem {
-		if err := delay.KillExcept(a.env.Store.ID, a.env.Plan.NetID, otherDevices(a.env.Plan, hold)); err != nil {
+		if err := a.m.EndLinesExcept(a.env.Store.ID, a.env.Plan.NetID, otherDevices(a.env.Plan, hold)); err != nil {
 			return err
 		}
 		if err := delay.SetNetem(h, s); err != nil {
@@ -217,7 +217,7 @@ func otherDevices(p *plan.Plan, hold string) map[string]bool {
 // again those of its delayed ports that are missing or differ (killed, or lost with a restart
 // of the machine; their frames go nowhere until then).
 func (a *applier) convergeLines(ctx context.Context) error {
-	if err := delay.KillExcept(a.env.Store.ID, a.env.Plan.NetID, delayDevices(a.env.Plan)); err != nil {
+	if err := a.m.EndLinesExcept(a.env.Store.ID, a.env.Plan.NetID, delayDevices(a.env.Plan)); err != nil {
 		return err
 	}
 	missing, err := missingLines(a.env.Store.ID, a.env.Plan, a.opt)

@@ -73,7 +73,7 @@ func (a *applier) ports(ctx context.Context, l *plan.Link, changed bool) (bool, 
 		if out[i] != nil {
 			continue
 		}
-		dev, err := netdev.ByName(port.Name)
+		dev, err := a.m.Device(port.Name)
 		if err == nil && dev == nil {
 			err = fmt.Errorf("%w: %s", netdev.ErrNoDevice, port.Name)
 		}
@@ -140,10 +140,10 @@ func (a *applier) setMTU(ctx context.Context, l *plan.Link, port plan.Port) (net
 	if err := ms.SetMTU(ctx, a.env, in, n, port, linkMTU(l)); err != nil {
 		return nil, err
 	}
-	if err := netdev.SetMTU(linkMTU(l), port.Name); err != nil {
+	if err := a.m.SetMTU(port.Name, linkMTU(l)); err != nil {
 		return nil, err
 	}
-	return netdev.ByName(port.Name)
+	return a.m.Device(port.Name)
 }
 
 // join ensures the link's tunnels, shapers, connector, impairments, delays and carrier state.
@@ -165,7 +165,7 @@ func (a *applier) join(ctx context.Context, l *plan.Link, ports []netlink.Link) 
 		m.Tunnels, m.EncapOnPort = tm.Tunnels, tm.EncapOnPort
 	}
 	// Shape first when adding a cap, so that no frame takes the capped path unshaped.
-	if err := setShapers(append(append([]netlink.Link{}, ports...), m.Tunnels...), l.Rate); err != nil {
+	if err := setShapers(a.m, append(append([]netlink.Link{}, ports...), m.Tunnels...), l.Rate); err != nil {
 		return err
 	}
 	if err := lk.Join(ctx, a.env, l, m); err != nil {
@@ -186,7 +186,7 @@ func (a *applier) join(ctx context.Context, l *plan.Link, ports []netlink.Link) 
 			Duplicate: port.Impair.Duplicate, Corrupt: port.Impair.Corrupt}
 		// A port just made has no impairment to remove.
 		if !made || !im.IsZero() {
-			if err := dataplane.SetImpairment(a.opt.Dataplane, ports[i].Attrs().Index, im); err != nil {
+			if err := a.m.SetImpairment(a.opt.Dataplane, ports[i].Attrs().Index, im); err != nil {
 				return fmt.Errorf("port %s: %w", port, err)
 			}
 		}
@@ -221,7 +221,7 @@ func (a *applier) setCarriersHere(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := setCarrier(c.port.Name, c.up); err != nil {
+		if err := a.m.SetCarrier(c.port.Name, c.up); err != nil {
 			return fmt.Errorf("port %s: %w", c.port, err)
 		}
 		a.carried.Add(1)

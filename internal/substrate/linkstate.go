@@ -81,7 +81,7 @@ func changeLink(ctx context.Context, st *state.Store, network, linkName string, 
 	p.PlugPorts() // a direct link taken down or impaired gets its ports
 	old := rec.Plan
 	if replugsAny(old, p) {
-		running, err := runningNodes(&kinds.Env{Store: st, Plan: p})
+		running, err := findNodes(machineFrom(ctx), &kinds.Env{Store: st, Plan: p})
 		if err != nil {
 			return err
 		}
@@ -93,7 +93,7 @@ func changeLink(ctx context.Context, st *state.Store, network, linkName string, 
 		return err
 	}
 	if err := apply(ctx, opt.env(st, p), old, rec, nil, opt); err != nil {
-		return rollback(st, rec, old, p, opt, err)
+		return rollback(ctx, st, rec, old, p, opt, err)
 	}
 	return nil
 }

@@ -132,7 +132,7 @@ var ErrPortNSUnsupported = errors.New("not supported with ports in a namespace o
 // one if it is a new network and Options.PortNS asks for it; else in the root namespace. With a port
 // namespace, the plan must have only what follows the ports there (portNSRefusal).
 func (a *applier) openPorts() error {
-	ns, ok, err := OpenPortNS(a.env.Plan.NetID)
+	ns, ok, err := a.m.OpenPortNS(a.env.Plan.NetID)
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func (a *applier) openPorts() error {
 		return err
 	}
 	if !ok {
-		if ns, err = makePortNS(a.env.Plan.NetID); err != nil {
+		if ns, err = a.m.MakePortNS(a.env.Plan.NetID); err != nil {
 			return err
 		}
 	}

@@ -5,19 +5,20 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/delay"
-	"github.com/trellisnet/trellis/internal/enginehelper"
 	"github.com/trellisnet/trellis/internal/kinds"
-	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/state"
-	"github.com/trellisnet/trellis/internal/tablesock"
 	"github.com/vishvananda/netlink"
 )
 
 // Down removes network name from the machine: its nodes (with every process in them), its
 // ports, connectors, tunnels, shapers and eBPF programs, and its record.
 func Down(st *state.Store, name string) error {
+	return down(context.Background(), st, name)
+}
+
+// down is Down on the machine in ctx (machineFrom).
+func down(ctx context.Context, st *state.Store, name string) error {
 	unlock, err := st.Lock(name)
 	if err != nil {
 		return err
@@ -31,25 +32,20 @@ func Down(st *state.Store, name string) error {
 		st.Delete(name) // the lock file just made
 		return fmt.Errorf("%w %s in %s", ErrNoNetwork, name, st.Dir)
 	}
-	return remove(st, rec)
+	return remove(ctx, st, rec)
 }
 
 // remove finds everything of a network by its names, not by the record alone, so that it also
 // finds what an interrupted `up` made after its last save. It touches only nodes marked with
-// this state directory and network, and devices named after this network.
-func remove(st *state.Store, rec *state.Record) error {
-	ctx := context.Background()
+// this state directory and network, and devices named after this network. It goes on to the
+// end when ctx is cancelled: it acts on ctx's machine (machineFrom).
+func remove(ctx context.Context, st *state.Store, rec *state.Record) error {
+	ctx, m := context.WithoutCancel(ctx), machineFrom(ctx)
 	env := &kinds.Env{Store: st, Plan: rec.Plan}
-	if err := enginehelper.Remove(st.Dir, st.ID, rec.NetID); err != nil {
+	if err := m.EndHelpers(st.Dir, st.ID, rec.NetID); err != nil {
 		return err
 	}
-	if err := delay.KillExcept(st.ID, rec.NetID, nil); err != nil {
-		return err
-	}
-	if err := tablesock.KillExcept(st.ID, rec.NetID, nil); err != nil {
-		return err
-	}
-	running, err := runningNodes(env)
+	running, err := findNodes(m, env)
 	if err != nil {
 		return err
 	}
@@ -60,11 +56,11 @@ func remove(st *state.Store, rec *state.Record) error {
 	if err := stopAll(ctx, env, all); err != nil {
 		return err
 	}
-	if err := sweep(env, recorded(rec, rec.Plan), nil); err != nil {
+	if err := sweep(m, env, recorded(rec, rec.Plan), nil); err != nil {
 		return err
 	}
 	// The ports in the network's port namespace (if it has one) go with it.
-	if err := removePortNS(rec.NetID); err != nil {
+	if err := m.RemovePortNS(rec.NetID); err != nil {
 		return err
 	}
 	for _, p := range []*plan.Plan{rec.Plan, rec.Target} {
@@ -80,7 +76,7 @@ func remove(st *state.Store, rec *state.Record) error {
 	// that while the kernel makes progress, and deletes the ports whose namespace something
 	// still holds (a TCP connection a node left sending into a slow link keeps it for
 	// minutes). What else remains (bridges, tunnel devices) is deleted at once.
-	if err := deleteDevices(rec.NetID, portsStall); err != nil {
+	if err := deleteDevices(m, rec.NetID, portsStall); err != nil {
 		return err
 	}
 	return st.Delete(rec.Name)
@@ -140,11 +136,11 @@ const portsStall = time.Second
 // the kernel deletes itself with the network namespaces of their nodes once these have ended.
 // It waits for those ports to go too, at most portsGone in all and stall without one going,
 // then deletes the ports left (their namespace is held by some process or socket).
-func deleteDevices(netID string, stall time.Duration) error {
+func deleteDevices(m machine, netID string, stall time.Duration) error {
 	start := time.Now()
 	deadline, lastGone, lastPorts := start.Add(portsGone), start, -1
 	for {
-		devs, err := devicesOf(netID)
+		devs, err := devicesOf(m, netID)
 		if err != nil {
 			return err
 		}
@@ -155,8 +151,8 @@ func deleteDevices(netID string, stall time.Duration) error {
 				ports++
 				continue
 			}
-			if err := netdev.Do(func(h *netlink.Handle) error { return h.LinkDel(d) }); err != nil && !netdev.IsGone(err) {
-				return fmt.Errorf("deleting %s: %w", d.Attrs().Name, err)
+			if err := m.DeleteDevice(d.Attrs().Name); err != nil {
+				return err
 			}
 		}
 		if ports == 0 {
@@ -169,8 +165,8 @@ func deleteDevices(netID string, stall time.Duration) error {
 	}
 }
 
-func devicesOf(netID string) ([]netlink.Link, error) {
-	links, err := netdev.List()
+func devicesOf(m machine, netID string) ([]netlink.Link, error) {
+	links, err := m.Devices()
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package substrate
 import (
 	"errors"
 	"fmt"
+
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -10,9 +11,9 @@ import (
 // setShapers caps the egress of each port (the direction towards its node) at rate bits per
 // second, or removes the cap when rate is 0. The shaper is a token bucket (TBF) in the
 // substrate, out of reach of a node's root user (docs/design.md, decision 4).
-func setShapers(ports []netlink.Link, rate uint64) error {
+func setShapers(m machine, ports []netlink.Link, rate uint64) error {
 	for _, p := range ports {
-		if err := setShaper(p, rate); err != nil {
+		if err := m.SetShaper(p, rate); err != nil {
 			return fmt.Errorf("shaper on %s: %w", p.Attrs().Name, err)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/plan"
 )
 
@@ -119,15 +118,4 @@ func SnapshotFrom(ctx context.Context) *Snapshot {
 }
 
 // listSnapshot lists the machine's devices only (what an apply without a snapshot needs).
-func listSnapshot() (*Snapshot, error) {
-	taken := time.Now() // before the listing: a device made during it counts as after
-	all, err := netdev.List()
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, len(all))
-	for i, d := range all {
-		names[i] = d.Attrs().Name
-	}
-	return snapshotOf(taken, names), nil
-}
+func listSnapshot() (*Snapshot, error) { return deviceSnapshot(hostMachine{}) }

@@ -100,7 +100,7 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("interrupted (%w); run `trellis up` again to finish, or `trellis down %s`", err, p.Network)
 		}
-		if cerr := remove(st, rec); cerr != nil {
+		if cerr := remove(ctx, st, rec); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("and removing what was created failed too (run `trellis down %s`): %w", p.Network, cerr))
 		}
 		return nil, err
@@ -132,7 +132,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, err
 	}
 	old := rec.Plan
-	running, err := runningNodes(&kinds.Env{Store: st, Plan: p})
+	running, err := findNodes(machineFrom(ctx), &kinds.Env{Store: st, Plan: p})
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 			return nil, fmt.Errorf("%w; the network is partly changed: run `trellis up` again to finish", err)
 		}
 		rec.File = prevFile // back to what it was, the file's version too
-		return nil, rollback(st, rec, old, p, opt, err)
+		return nil, rollback(ctx, st, rec, old, p, opt, err)
 	}
 	return &Result{Changes: changes, Took: time.Since(start)}, nil
 }
@@ -221,9 +221,10 @@ func notRunning(nodes []*plan.Node, running map[string]kinds.Instance) []*plan.N
 
 // rollback takes a network whose live change to plan tried failed back to plan old. tried is
 // recorded as the change's target, so that the addresses it placed are known to be trellis's.
-func rollback(st *state.Store, rec *state.Record, old, tried *plan.Plan, opt Options, cause error) error {
+// It acts on ctx's machine, even once ctx is cancelled.
+func rollback(ctx context.Context, st *state.Store, rec *state.Record, old, tried *plan.Plan, opt Options, cause error) error {
 	rec.Target = tried
-	if err := apply(context.Background(), opt.env(st, old), nil, rec, nil, opt); err != nil {
+	if err := apply(context.WithoutCancel(ctx), opt.env(st, old), nil, rec, nil, opt); err != nil {
 		return errors.Join(cause, fmt.Errorf("and taking the network back to what it was failed too (run `trellis up` again): %w", err))
 	}
 	return fmt.Errorf("%w; the network was taken back to what it was", cause)
@@ -308,9 +309,10 @@ func leftovers(ctx context.Context, env *kinds.Env) (map[string]kinds.Instance, 
 	if s := SnapshotFrom(ctx); s != nil && s.empty(env.Plan.NetID) {
 		return map[string]kinds.Instance{}, nil
 	}
-	running, err := runningNodes(env)
+	m := machineFrom(ctx)
+	running, err := findNodes(m, env)
 	if err != nil || len(running) > 0 {
 		return running, err
 	}
-	return running, deleteDevices(env.Plan.NetID, portsGone)
+	return running, deleteDevices(m, env.Plan.NetID, portsGone)
 }
