@@ -195,10 +195,19 @@ type Link interface {
 }
 
 // Namespaced is a node kind whose nodes keep their virtual interfaces in a network namespace
-// of their own on this machine (a container): a wire link kind joins two of them.
+// of their own on this machine (a container): a wire link kind joins two of them, and its Port
+// makes the substrate end of a port in the network namespace of the calling thread (the
+// network's port namespace, when it has one).
 type Namespaced interface {
 	// Netns opens the network namespace of node in; the caller closes it.
 	Netns(in Instance) (netns.NsHandle, error)
+}
+
+// IsNamespaced says whether node kind name is registered and Namespaced.
+func IsNamespaced(name string) bool {
+	k, err := NodeKind(name)
+	_, ok := k.(Namespaced)
+	return err == nil && ok
 }
 
 // Wire is a link kind that joins its two node interfaces directly, with nothing in the

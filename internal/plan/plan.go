@@ -140,7 +140,7 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 		p.Links = append(p.Links, pl)
 	}
 	p.engineNames(names)
-	p.engineVMDigests()
+	p.nodeDigests()
 	p.addRemoteEngines(n, placed)
 	return p, nil
 }
@@ -175,7 +175,6 @@ func EngineID(node string, i int, ifname string) string {
 // fits the tunnel into the underlay.
 func (p *Plan) addTunnels(n *spec.Network, index int, pl *Link, remote map[string]bool, names *Names) error {
 	l := n.Links[index]
-	kind, _ := spec.LookupTunnelKind(p.Tunnel)
 	underlay := n.Host(p.Host).MTU
 	for _, h := range n.Hosts {
 		if !remote[h.Name] {
@@ -186,11 +185,10 @@ func (p *Plan) addTunnels(n *spec.Network, index int, pl *Link, remote map[strin
 		if t.Key == 0 {
 			t.Key = TunnelKey(n.TunnelSecret, n.Name, l.Name)
 		}
-		if kind.OneDevice {
-			t.Device = names.device(p.NetID, 't', "tunnel/"+l.Name)
-		} else {
-			id := "tunnel/" + l.Name + "/" + h.Name
-			t.Device, t.Encap = names.device(p.NetID, 't', id), names.device(p.NetID, 'u', id)
+		device, encap := tunnelDevices(p.Tunnel, l.Name, h.Name)
+		t.Device = names.device(p.NetID, 't', device)
+		if encap != "" {
+			t.Encap = names.device(p.NetID, 'u', encap)
 		}
 		pl.Tunnels = append(pl.Tunnels, t)
 	}

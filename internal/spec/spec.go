@@ -136,7 +136,7 @@ type Link struct {
 	MTU       int    // 0 means the kernel default
 	Connector string // a registered link kind: DefaultP2PConnector or DefaultLANConnector unless given
 	// DefaultConnector: the file says `connector: auto`, so the plan may join a point-to-point
-	// link that has nothing to enforce with the wire kind instead (WireLinkKind); the
+	// link that has nothing to enforce with the wire kind instead (plan.Wirer); the
 	// connector is the default one whenever the link needs its ports.
 	DefaultConnector bool   `json:",omitempty"`
 	State            string // StateUp or StateDown: the initial carrier state

@@ -1,17 +1,15 @@
-package plan_test
+package vm_test
 
 import (
 	"strings"
 	"testing"
 
+	_ "github.com/trellisnet/trellis/internal/kinds/all"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 )
 
-// testVMKind is a node kind that takes `vm:` settings, as the vm kind does.
-const testVMKind = "plan-test-vm"
-
-func init() { spec.RegisterNodeKind(testVMKind, spec.NodeKind{Engines: true, EngineVMs: true}) }
+const testVMKind = "vm"
 
 // The digest of a VM node with engines covers how many engines and its link interfaces'
 // addresses (its engine VMs copy them at boot); a container node's does not (its engines change
