@@ -1,6 +1,11 @@
 package plan
 
-import "github.com/trellisnet/trellis/internal/spec"
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/trellisnet/trellis/internal/spec"
+)
 
 // What the plan asks of a kind it cannot tell from the file: interfaces the kind's
 // implementation (spec.NodeKind.Impl, LinkKind.Impl, TunnelKind.Impl) may implement. The plan
@@ -58,4 +63,20 @@ func tunnelDevices(kind, link, host string) (device, encap string) {
 	}
 	id := "tunnel/" + link + "/" + host
 	return id, id
+}
+
+// TunnelKindSettings returns the settings of the plan's tunnel kind, or nil.
+func (p *Plan) TunnelKindSettings() spec.Settings {
+	return spec.TunnelKindSettings(p.Tunnel, p.TunnelSettings)
+}
+
+// SameTunnel says whether plans p and o carry links with the same tunnel kind and settings:
+// if not, the tunnels of one are not those of the other.
+func (p *Plan) SameTunnel(o *Plan) bool {
+	if p.Tunnel != o.Tunnel {
+		return false
+	}
+	a, errA := json.Marshal(p.TunnelSettings)
+	b, errB := json.Marshal(o.TunnelSettings)
+	return errA == nil && errB == nil && bytes.Equal(a, b)
 }

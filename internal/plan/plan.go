@@ -23,8 +23,11 @@ type Plan struct {
 	Host    string     // the machine this plan is for; "" when the network has no hosts
 	Local   netip.Addr `json:",omitzero"`  // this machine's underlay address, when Host is set
 	Tunnel  string     `json:",omitempty"` // the tunnel kind, when Host is set
-	Nodes   []*Node    // the nodes on this machine
-	Links   []*Link    // the links with at least one endpoint on this machine
+	// TunnelSettings are the tunnel kind's own settings (spec.Network.TunnelSettings), which
+	// the kind reads with TunnelKindSettings.
+	TunnelSettings *spec.KindSettings `json:",omitempty"`
+	Nodes          []*Node            // the nodes on this machine
+	Links          []*Link            // the links with at least one endpoint on this machine
 	// Hosts: the underlay addresses of the other machines holding engines of this plan's
 	// nodes; Hosted: the nodes of other machines with engines on this one.
 	Hosts  map[string]netip.Addr `json:",omitempty"`
@@ -103,7 +106,7 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 		if h == nil {
 			return nil, fmt.Errorf("%s: no host named %q under hosts", n.File, host)
 		}
-		p.Local, p.Tunnel = h.Address, n.Tunnel
+		p.Local, p.Tunnel, p.TunnelSettings = h.Address, n.Tunnel, n.TunnelSettings
 	} else if len(n.Hosts) > 0 {
 		return nil, fmt.Errorf("%s spreads the network over several hosts: say which one this machine is", n.File)
 	}

@@ -73,6 +73,9 @@ type LinkKind struct {
 type TunnelKind struct {
 	Overhead int
 	Check    func(n *Network) []*Error
+	// Settings, if not nil, reads the kind's own settings among the keys of `tunnel:`
+	// (tunnelsettings.go); a network with another tunnel kind may not have them.
+	Settings *TunnelSettings
 	// Impl is the kind itself (a kinds.Tunnel), set by kinds.RegisterTunnel.
 	Impl any
 }
@@ -149,6 +152,9 @@ func RegisterLinkKind(name string, k LinkKind) {
 func RegisterTunnelKind(name string, k TunnelKind) {
 	if k.Overhead < 0 {
 		panic(fmt.Sprintf("spec: tunnel kind %q with negative overhead %d", name, k.Overhead))
+	}
+	if k.Settings != nil {
+		checkTunnelSettings(name, k.Settings)
 	}
 	tunnelKinds.register(name, k)
 }

@@ -57,6 +57,12 @@ func TestRegisterRejects(t *testing.T) {
 		{"link kind with max below min", func() { RegisterLinkKind("t-maxmin", LinkKind{MinEndpoints: 3, MaxEndpoints: 2}) }},
 		{"tunnel kind twice", func() { RegisterTunnelKind(EGRE, TunnelKind{}) }},
 		{"tunnel kind with negative overhead", func() { RegisterTunnelKind("t-neg", TunnelKind{Overhead: -1}) }},
+		{"tunnel kind with settings without keys", func() {
+			RegisterTunnelKind("t-nokeys", TunnelKind{Settings: &TunnelSettings{Parse: func(*Reader) Settings { return nil }, New: func() Settings { return nil }}})
+		}},
+		{"tunnel kind whose settings key is kind", func() {
+			RegisterTunnelKind("t-kindkey", TunnelKind{Settings: &TunnelSettings{Keys: []string{"kind"}, Parse: func(*Reader) Settings { return nil }, New: func() Settings { return nil }}})
+		}},
 	} {
 		func() {
 			defer func() {

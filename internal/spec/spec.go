@@ -49,10 +49,14 @@ type Network struct {
 	// derived from the names: the content of the file `secret:` names, or in a cluster the
 	// placement's secret.
 	TunnelSecret []byte `json:"-"`
-	Nodes        []*Node
-	Links        []*Link
+	// TunnelSettings are the tunnel kind's own settings, keys of `tunnel:` beside `kind:`
+	// (TunnelKindSettings reads them); nil if it has none.
+	TunnelSettings *KindSettings `json:",omitempty"`
+	Nodes          []*Node
+	Links          []*Link
 
-	lines map[string]int // line of each top-level key's value ("name", "tunnel", "hosts", ...)
+	lines       map[string]int // line of each top-level key's value ("name", "tunnel", "hosts", ...)
+	tunnelGiven []given        // the settings of tunnel kinds `tunnel:` gives, as read
 }
 
 // Host is a physical machine that holds part of a network.
