@@ -256,7 +256,7 @@ func TestPortNamespaceKillDuringUp(t *testing.T) {
 			made := waitPorts(t, after, cmd)
 			_ = killProcess(cmd.Process)
 			_ = cmd.Wait()
-			t.Logf("killed with %d ports made: %v", made, snapshot(t).oursCount())
+			t.Logf("killed with %d ports made: %v", made, snapshot(t).OursCount())
 			if made < after {
 				t.Errorf("up made %d ports in its port namespace, want at least %d before the kill", made, after)
 			}
