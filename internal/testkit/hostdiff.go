@@ -243,9 +243,13 @@ func (s *Host) OursCount() map[string]int {
 			n["qdisc"]++
 		}
 	}
-	for ino := range s.Netns {
-		if s.netnsOwner(ino) == OwnOurs && ino != rootNetns() && len(s.Netns[ino]) > 0 {
+	for ino, pids := range s.Netns {
+		switch {
+		case s.netnsOwner(ino) != OwnOurs || ino == rootNetns():
+		case len(pids) > 0:
 			n["netns"]++
+		default:
+			n["netns held"]++ // by a mount (a port namespace) or a descriptor
 		}
 	}
 	for id := range s.Progs {

@@ -143,6 +143,9 @@ func TestPortNamespace(t *testing.T) {
 	}
 	checkPortNSCapture(t, e.state)
 	checkPortNSMetrics(t, e.state)
+	if n := snapshot(t).OursCount()["netns held"]; n != 1 {
+		t.Errorf("the host snapshot holds %d namespaces of the test held by no process, want 1 (the port namespace)", n)
+	}
 
 	mustTrellis(t, e.state, "link", "pns", "a:eth1--b:eth1", "down")
 	if err := tryPing(t, e.state, "pns", "a", "10.0.0.2"); err == nil {
