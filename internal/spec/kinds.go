@@ -20,8 +20,8 @@ type NodeKind struct {
 	DefaultMemory uint64
 	// Impl is the kind itself (a kinds.Node), set by kinds.RegisterNode: this registry is the
 	// only one, and the kinds package reads its kinds from here. The other layers ask it what
-	// only the kind knows through interfaces it may implement (Taker here; plan.Wirer,
-	// plan.NodeDigester, ...).
+	// only the kind knows through interfaces it may implement (Taker here; plan.NodeDigester,
+	// enginehelper.VMEngines, kinds.Namespaced, ...).
 	Impl any
 }
 
@@ -63,7 +63,8 @@ type LinkKind struct {
 	// Settings, if not nil, reads the kind's own settings among the link's keys
 	// (linksettings.go); a link of another kind may not have them.
 	Settings *LinkSettings
-	// Impl is the kind itself (a kinds.Link), set by kinds.RegisterLink.
+	// Impl is the kind itself (a kinds.Link), set by kinds.RegisterLink; the wire kind is a
+	// plan.Wirer.
 	Impl any
 }
 
@@ -76,7 +77,8 @@ type TunnelKind struct {
 	// Settings, if not nil, reads the kind's own settings among the keys of `tunnel:`
 	// (tunnelsettings.go); a network with another tunnel kind may not have them.
 	Settings *TunnelSettings
-	// Impl is the kind itself (a kinds.Tunnel), set by kinds.RegisterTunnel.
+	// Impl is the kind itself (a kinds.Tunnel), set by kinds.RegisterTunnel; it says which
+	// devices carry a link (plan.TunnelDevices).
 	Impl any
 }
 
