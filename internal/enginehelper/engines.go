@@ -94,10 +94,9 @@ type Iface struct {
 // cores get theirs from Shares, over this machine's cores.
 func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) (Config, error) {
 	c := Config{StateDir: stateDir, NetID: p.NetID, Node: n.Name, Control: control, Sysctl: n.Sysctl}
-	if k, _ := spec.LookupNodeKind(n.Kind); k.Impl != nil {
-		if vm, ok := k.Impl.(VMEngines); ok {
-			c.VM, c.Own = true, vm.EngineOwn(n)
-		}
+	k, _ := spec.LookupNodeKind(n.Kind)
+	if vm, ok := k.Impl.(VMEngines); ok {
+		c.VM, c.Own = true, vm.EngineOwn(n)
 	}
 	for _, e := range n.Engines {
 		if plan.Remote(e, p.Host) {

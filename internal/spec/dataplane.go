@@ -68,8 +68,8 @@ func (p *parser) dataplane(v *yaml.Node, field string) *Dataplane {
 }
 
 // validateDataplane checks a node with a dataplane program: of a kind that takes one (a
-// container: its ports are veth pairs whose substrate ends carry the program), no engines, and interfaces whose names
-// number its ports.
+// container: its ports are veth pairs whose substrate ends carry the program), no engines, and
+// interfaces whose names number its ports.
 func (p *parser) validateDataplane(n *Network, nd *Node) {
 	if nd.Dataplane == nil {
 		return
