@@ -216,3 +216,22 @@ links:
 		wantErrors(t, err, path, c.want)
 	}
 }
+
+// TestTunnelMapping: `tunnel: {kind: K}` is `tunnel: K`, and without kind the default; a key no
+// tunnel kind registered is refused.
+func TestTunnelMapping(t *testing.T) {
+	const doc = "name: t\nhosts: {m1: {address: 198.18.0.1}, m2: {address: 198.18.0.2}}\ntunnel: TUNNEL\nnodes: {a: {host: m1}, b: {host: m2}}\nlinks:\n  - endpoints: [a:eth1, b:eth1]\n"
+	for _, c := range []struct{ tunnel, want string }{{"vxlan", VXLAN}, {"{kind: vxlan}", VXLAN}, {"{}", DefaultTunnel}} {
+		n, err := Parse("topo.yaml", []byte(strings.Replace(doc, "TUNNEL", c.tunnel, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Tunnel != c.want || n.TunnelSettings != nil {
+			t.Errorf("tunnel: %s: %q with settings %v, want %q and none", c.tunnel, n.Tunnel, n.TunnelSettings, c.want)
+		}
+	}
+	_, err := Parse("topo.yaml", []byte(strings.Replace(doc, "TUNNEL", "{kind: vxlan, port: 1}", 1)))
+	if want := "topo.yaml:3: tunnel.port: unknown key; the keys allowed here are [kind]"; err == nil || err.Error() != want {
+		t.Errorf("errors %v, want %s", err, want)
+	}
+}
