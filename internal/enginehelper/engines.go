@@ -69,6 +69,14 @@ type Config struct {
 	stateID string // the helper's, from its Marker: it names a VM node's sockets
 }
 
+// VMEngines is a node kind (spec.NodeKind.Impl) whose nodes' engines are VMs of their own,
+// with the node's QEMU as the control node (vmfe.go; docs/vm.md), rather than namespaces beside
+// a container's init: the vm kind. EngineOwn returns node n's addresses on no link interface,
+// which the classifier sends to the node itself (Config.Own).
+type VMEngines interface {
+	EngineOwn(n *plan.Node) []string
+}
+
 // Iface is one of the node's link interfaces, with its copies in the FEs.
 type Iface struct {
 	Name      string   // inside the node, and inside each FE
@@ -86,8 +94,9 @@ type Iface struct {
 // cores get theirs from Shares, over this machine's cores.
 func ConfigFor(stateDir string, p *plan.Plan, n *plan.Node, control int) (Config, error) {
 	c := Config{StateDir: stateDir, NetID: p.NetID, Node: n.Name, Control: control, Sysctl: n.Sysctl}
-	if k, _ := spec.LookupNodeKind(n.Kind); k.EngineVMs {
-		c.VM, c.Own = true, n.Addresses["lo"]
+	k, _ := spec.LookupNodeKind(n.Kind)
+	if vm, ok := k.Impl.(VMEngines); ok {
+		c.VM, c.Own = true, vm.EngineOwn(n)
 	}
 	for _, e := range n.Engines {
 		if plan.Remote(e, p.Host) {

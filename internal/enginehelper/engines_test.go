@@ -1,6 +1,8 @@
 package enginehelper
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	_ "github.com/trellisnet/trellis/internal/kinds/all"
@@ -46,6 +48,22 @@ func TestConfigDigest(t *testing.T) {
 	for _, tc := range tests {
 		if got := configOf(t, tc.doc).Digest() == c.Digest(); got != tc.same {
 			t.Errorf("%s: same digest %v, want %v", tc.name, got, tc.same)
+		}
+	}
+}
+
+// A node whose kind's engines are VMs (VMEngines: the vm kind) gets a helper that starts
+// engine VMs, with the node's loopback addresses as its own; a container's gets namespaces.
+func TestConfigVMEngines(t *testing.T) {
+	const doc = "name: e\nnodes:\n  a:\n  r:\n    kind: KIND\n    engines: 2\n    addresses: {lo: [10.9.9.9/32]}\nlinks:\n  - endpoints: [a:eth1, r:eth1]\n"
+	for _, tc := range []struct {
+		kind string
+		vm   bool
+		own  []string
+	}{{"vm", true, []string{"10.9.9.9/32"}}, {"container", false, nil}} {
+		c := configOf(t, strings.Replace(doc, "KIND", tc.kind, 1))
+		if c.VM != tc.vm || !slices.Equal(c.Own, tc.own) {
+			t.Errorf("kind %s: VM %v, own %v; want %v, %v", tc.kind, c.VM, c.Own, tc.vm, tc.own)
 		}
 	}
 }

@@ -272,10 +272,13 @@ func TestTunnelKindContract(t *testing.T) {
 			inMachine(t, func(fx *fixture) {
 				ctx := context.Background()
 				fx.env.Plan.Tunnel = name
-				rules, _ := spec.LookupTunnelKind(name)
+				td, ok := k.(plan.TunnelDevices)
+				if !ok {
+					t.Fatalf("tunnel kind %s does not say its devices (plan.TunnelDevices)", name)
+				}
 				tun := plan.Tunnel{Host: "m2", Remote: netip.MustParseAddr("198.18.0.2"), Key: 0x1234,
 					Device: plan.DeviceName(fx.env.Plan.NetID, 't', 7)}
-				if !rules.OneDevice {
+				if _, encap := td.Devices(fx.link.Name, "m2"); encap != "" {
 					tun.Encap = plan.DeviceName(fx.env.Plan.NetID, 'u', 7)
 				}
 				fx.link.Tunnels = []plan.Tunnel{tun}

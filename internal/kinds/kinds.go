@@ -2,8 +2,18 @@
 // implement, and the registry where each kind registers under the name topology files use for
 // it (docs/design.md, decision 7). The substrate's reconciler works only through these interfaces;
 // every kind lives in a package of its own below this one, and nothing outside a kind's package
-// switches on its name. Every operation is idempotent: doing it twice is doing it once, and
-// undoing it after a crash half-way through undoes what exists.
+// tests its name or a flag of it. Every operation is idempotent: doing it twice is doing it
+// once, and undoing it after a crash half-way through undoes what exists.
+//
+// A kind is one package and one import line in internal/kinds/all (docs/architecture.md,
+// "Adding a kind"). Its init registers it with the rules the spec layer checks and, if it has
+// any, its own settings (spec.NodeSettings, spec.LinkSettings, spec.TunnelSettings: a YAML key
+// or keys, a parser, a type), which the other layers keep opaque and the kind reads back from
+// the plan. What only the kind knows, the other layers ask it through optional interfaces
+// defined where they are asked: spec.Taker (which of rootfs, image, env, engines, dataplane its
+// nodes take), plan.Wirer, plan.NodeDigester, plan.TunnelDevices, enginehelper.VMEngines, and
+// those of this package (Namespaced, MTUSetter, Runner, Counter, ...). example_test.go and
+// example_tunnel_test.go are a node kind and a tunnel kind with settings, whole, in tests.
 package kinds
 
 import (
@@ -201,10 +211,19 @@ type Link interface {
 }
 
 // Namespaced is a node kind whose nodes keep their virtual interfaces in a network namespace
-// of their own on this machine (a container): a wire link kind joins two of them.
+// of their own on this machine (a container): a wire link kind joins two of them, and its Port
+// makes the substrate end of a port in the network namespace of the calling thread (the
+// network's port namespace, when it has one).
 type Namespaced interface {
 	// Netns opens the network namespace of node in; the caller closes it.
 	Netns(in Instance) (netns.NsHandle, error)
+}
+
+// IsNamespaced says whether node kind name is registered and Namespaced.
+func IsNamespaced(name string) bool {
+	k, err := NodeKind(name)
+	_, ok := k.(Namespaced)
+	return err == nil && ok
 }
 
 // Wire is a link kind that joins its two node interfaces directly, with nothing in the

@@ -2,22 +2,17 @@ package plan
 
 import "github.com/trellisnet/trellis/internal/spec"
 
-// direct joins link pl with the wire link kind (spec.WireLinkKind: one veth pair between its
-// two nodes, no port in the substrate) when the file says `connector: auto` for it (sl) and it
-// has nothing to enforce outside its nodes (NeedsPorts).
+// direct joins link pl with the wire link kind (Wirer: one veth pair between its two nodes, no
+// port in the substrate) when the file says `connector: auto` for it (sl), it has nothing to
+// enforce outside its nodes (NeedsPorts) and the wire kind can join its nodes' kinds.
 func (p *Plan) direct(sl *spec.Link, pl *Link) {
-	wire := spec.WireLinkKind()
+	wire, w := wireKind()
 	if wire == "" || !sl.DefaultConnector || pl.NeedsPorts() {
 		return
 	}
-	for _, port := range pl.Ports {
-		n := p.Node(port.Node)
-		if n == nil {
-			return
-		}
-		if k, _ := spec.LookupNodeKind(n.Kind); !k.Pairs {
-			return
-		}
+	a, b := p.Node(pl.Ports[0].Node), p.Node(pl.Ports[1].Node)
+	if a == nil || b == nil || !w.Wires(a.Kind, b.Kind) {
+		return
 	}
 	pl.Connector = wire
 }
@@ -59,7 +54,7 @@ func (l *Link) needsPorts(onWire bool) bool {
 // live change took its carrier away or impaired it): it is joined by the default
 // point-to-point connector instead. The reverse is left to the next `up` of the file.
 func (p *Plan) PlugPorts() {
-	wire := spec.WireLinkKind()
+	wire, _ := wireKind()
 	for _, l := range p.Links {
 		if l.Connector == wire && wire != "" && l.NeedsPorts() {
 			l.Connector = spec.DefaultP2PConnector

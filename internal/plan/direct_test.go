@@ -39,7 +39,7 @@ LINK`
 		{"veth named", "", "    connector: veth\n", "veth", "veth"},
 		{"bridge named", "", "    connector: bridge\n", "bridge", "bridge"},
 		{"engines", "engines: 2", "", "shortbridge", "shortbridge"},
-		{"a kind that cannot pair", "kind: " + testVMKind, "", "shortbridge", "shortbridge"},
+		{"a kind that cannot pair", "kind: vm", "", "shortbridge", "shortbridge"},
 	}
 	for _, tcx := range []bool{false, true} {
 		withWireEnforces(t, tcx, func() {

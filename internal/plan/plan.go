@@ -23,8 +23,11 @@ type Plan struct {
 	Host    string     // the machine this plan is for; "" when the network has no hosts
 	Local   netip.Addr `json:",omitzero"`  // this machine's underlay address, when Host is set
 	Tunnel  string     `json:",omitempty"` // the tunnel kind, when Host is set
-	Nodes   []*Node    // the nodes on this machine
-	Links   []*Link    // the links with at least one endpoint on this machine
+	// TunnelSettings are the tunnel kind's own settings (spec.Network.TunnelSettings), which
+	// the kind reads with TunnelKindSettings.
+	TunnelSettings *spec.KindSettings `json:",omitempty"`
+	Nodes          []*Node            // the nodes on this machine
+	Links          []*Link            // the links with at least one endpoint on this machine
 	// Hosts: the underlay addresses of the other machines holding engines of this plan's
 	// nodes; Hosted: the nodes of other machines with engines on this one.
 	Hosts  map[string]netip.Addr `json:",omitempty"`
@@ -103,7 +106,7 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 		if h == nil {
 			return nil, fmt.Errorf("%s: no host named %q under hosts", n.File, host)
 		}
-		p.Local, p.Tunnel = h.Address, n.Tunnel
+		p.Local, p.Tunnel, p.TunnelSettings = h.Address, n.Tunnel, n.TunnelSettings
 	} else if len(n.Hosts) > 0 {
 		return nil, fmt.Errorf("%s spreads the network over several hosts: say which one this machine is", n.File)
 	}
@@ -140,7 +143,7 @@ func Make(n *spec.Network, scope, host string, names *Names) (*Plan, error) {
 		p.Links = append(p.Links, pl)
 	}
 	p.engineNames(names)
-	p.engineVMDigests()
+	p.nodeDigests()
 	p.addRemoteEngines(n, placed)
 	return p, nil
 }
@@ -175,7 +178,6 @@ func EngineID(node string, i int, ifname string) string {
 // fits the tunnel into the underlay.
 func (p *Plan) addTunnels(n *spec.Network, index int, pl *Link, remote map[string]bool, names *Names) error {
 	l := n.Links[index]
-	kind, _ := spec.LookupTunnelKind(p.Tunnel)
 	underlay := n.Host(p.Host).MTU
 	for _, h := range n.Hosts {
 		if !remote[h.Name] {
@@ -186,11 +188,10 @@ func (p *Plan) addTunnels(n *spec.Network, index int, pl *Link, remote map[strin
 		if t.Key == 0 {
 			t.Key = TunnelKey(n.TunnelSecret, n.Name, l.Name)
 		}
-		if kind.OneDevice {
-			t.Device = names.device(p.NetID, 't', "tunnel/"+l.Name)
-		} else {
-			id := "tunnel/" + l.Name + "/" + h.Name
-			t.Device, t.Encap = names.device(p.NetID, 't', id), names.device(p.NetID, 'u', id)
+		device, encap := tunnelDevices(p.Tunnel, l.Name, h.Name)
+		t.Device = names.device(p.NetID, 't', device)
+		if encap != "" {
+			t.Encap = names.device(p.NetID, 'u', encap)
 		}
 		pl.Tunnels = append(pl.Tunnels, t)
 	}

@@ -12,10 +12,10 @@ import (
 // The kinds trellis registers (internal/kinds/*), registered here for the spec tests, which
 // cannot import those packages (they import spec).
 func init() {
-	RegisterNodeKind(DefaultNodeKind, NodeKind{Rootfs: true, Pairs: true, Engines: true})
-	RegisterNodeKind("vm", NodeKind{Settings: stubSettings, Engines: true, EngineVMs: true, DefaultMemory: 512 << 20, Refuse: map[string]Refusal{
-		"rootfs": {"a vm node boots its own disk, not a directory", "remove `rootfs:`, and give the VM its own root file system with `vm: {disk: IMAGE}`"},
-		"image":  {"a vm node boots its own disk, not a container image", "remove `image:`, and give the VM its own root file system with `vm: {disk: IMAGE}`"},
+	RegisterNodeKind(DefaultNodeKind, NodeKind{Impl: takesKeys{KeyRootfs: {}, KeyImage: {}, KeyEnv: {}, KeyEngines: {}, KeyDataplane: {}}})
+	RegisterNodeKind("vm", NodeKind{Settings: stubSettings, DefaultMemory: 512 << 20, Impl: refusesKeys{KeyEngines: {},
+		KeyRootfs: {"a vm node boots its own disk, not a directory", "remove `rootfs:`, and give the VM its own root file system with `vm: {disk: IMAGE}`"},
+		KeyImage:  {"a vm node boots its own disk, not a container image", "remove `image:`, and give the VM its own root file system with `vm: {disk: IMAGE}`"},
 	}})
 	RegisterLinkKind(Shortbridge, LinkKind{MinEndpoints: 2, MaxEndpoints: 2})
 	RegisterLinkKind(Bridge, LinkKind{MinEndpoints: 2})
@@ -26,7 +26,24 @@ func init() {
 	// Inner Ethernet header, outer IPv4, GRE with a key.
 	RegisterTunnelKind(EGRE, TunnelKind{Overhead: 14 + 20 + 8})
 	// Inner Ethernet header, outer IPv4, UDP, VXLAN.
-	RegisterTunnelKind(VXLAN, TunnelKind{Overhead: 14 + 20 + 8 + 8, OneDevice: true})
+	RegisterTunnelKind(VXLAN, TunnelKind{Overhead: 14 + 20 + 8 + 8})
+}
+
+// takesKeys is a Taker that takes the keys it holds.
+type takesKeys map[string]struct{}
+
+func (t takesKeys) Takes(key string) (bool, Refusal) {
+	_, ok := t[key]
+	return ok, Refusal{}
+}
+
+// refusesKeys is a Taker that takes the keys it holds with a zero refusal and refuses the others
+// with theirs (the general refusal for those it does not hold).
+type refusesKeys map[string]Refusal
+
+func (t refusesKeys) Takes(key string) (bool, Refusal) {
+	why, held := t[key]
+	return held && why == (Refusal{}), why
 }
 
 // stubSettings stands for the vm kind's settings (kinds/vm reads and tests the real ones): the

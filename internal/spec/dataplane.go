@@ -67,17 +67,16 @@ func (p *parser) dataplane(v *yaml.Node, field string) *Dataplane {
 	return d
 }
 
-// validateDataplane checks a node with a dataplane program: a container (its ports are veth
-// pairs whose substrate ends carry the program), no engines, and interfaces whose names
-// number its ports.
+// validateDataplane checks a node with a dataplane program: of a kind that takes one (a
+// container: its ports are veth pairs whose substrate ends carry the program), no engines, and
+// interfaces whose names number its ports.
 func (p *parser) validateDataplane(n *Network, nd *Node) {
 	if nd.Dataplane == nil {
 		return
 	}
-	if k, _ := nodeKinds.lookup(nd.Kind); !k.Pairs { // the program is on the substrate ends of veth pairs
-		p.add(n.NodeError(nd, "dataplane", "a dataplane program needs a node of kind "+DefaultNodeKind+", not "+nd.Kind,
-			"remove dataplane, or the node's kind"))
-	}
+	k, _ := nodeKinds.lookup(nd.Kind)
+	p.takes(n, nd, k, KeyDataplane, Refusal{"a dataplane program needs a node of kind " + DefaultNodeKind + ", not " + nd.Kind,
+		"remove dataplane, or the node's kind"})
 	if len(nd.Engines) > 0 {
 		p.add(n.NodeError(nd, "dataplane", "a node with a dataplane program forwards with it, not with engines", "remove engines or dataplane"))
 	}

@@ -245,9 +245,10 @@ func (p *parser) checkFlowBytes(d *Dispatch, f map[string]*yaml.Node, field stri
 
 // validateEngines checks a node's engines and dispatch against each other and the hosts.
 func (p *parser) validateEngines(n *Network, nd *Node) {
-	if k, _ := LookupNodeKind(nd.Kind); len(nd.Engines) > 0 && !k.Engines {
-		p.add(n.NodeError(nd, "engines", "engines need a node of kind "+DefaultNodeKind+" or a VM kind, not "+nd.Kind,
-			"remove engines, or the node's kind"))
+	if len(nd.Engines) > 0 {
+		k, _ := nodeKinds.lookup(nd.Kind)
+		p.takes(n, nd, k, KeyEngines, Refusal{"engines need a node of kind " + DefaultNodeKind + " or a VM kind, not " + nd.Kind,
+			"remove engines, or the node's kind"})
 	}
 	if nd.Dispatch != nil && len(nd.Engines) == 0 {
 		p.add(n.NodeError(nd, "dispatch", "dispatch without engines", "add `engines: N`, or remove dispatch"))

@@ -21,7 +21,7 @@ func (p *parser) machines(n *Network, hosts, tunnel *yaml.Node) {
 		return
 	}
 	if tunnel != nil {
-		name, ok := p.str(tunnel, "tunnel")
+		name, ok := p.tunnelName(n, tunnel)
 		switch _, known := tunnelKinds.lookup(name); {
 		case !ok:
 		case hosts == nil:
@@ -94,7 +94,7 @@ func (p *parser) clusterMachines(n *Network, hosts, tunnel *yaml.Node) {
 	if tunnel == nil {
 		return
 	}
-	if name, ok := p.str(tunnel, "tunnel"); ok {
+	if name, ok := p.tunnelName(n, tunnel); ok {
 		if _, known := tunnelKinds.lookup(name); !known {
 			p.fail(tunnel, "tunnel", fmt.Sprintf("unknown tunnel %q", name), useOneOf(TunnelKinds()))
 		}

@@ -58,8 +58,8 @@ func (p *parser) validateImage(n *Network, nd *Node, k NodeKind) {
 	case nd.Rootfs != "" || nd.lines["rootfs"] != 0:
 		p.add(n.NodeError(nd, "image", "both image: and rootfs: give the node's root file system",
 			"keep one: `image: REF` runs a container image, `rootfs: DIR` a directory you made"))
-	case !k.Rootfs:
-		p.add(k.refuse(n, nd, "image", Refusal{fmt.Sprintf("a %s node takes no image", nd.Kind), "remove `image:`, or make the node `kind: container`"}))
+	default:
+		p.takes(n, nd, k, KeyImage, Refusal{fmt.Sprintf("a %s node takes no image", nd.Kind), "remove `image:`, or make the node `kind: " + DefaultNodeKind + "`"})
 	}
 }
 
@@ -151,8 +151,8 @@ func (p *parser) validateImageKeys(n *Network, nd *Node, k NodeKind) {
 	if nd.ImageSet == nil {
 		return
 	}
-	if !k.Rootfs && nd.lines["env"] != 0 {
-		p.add(n.NodeError(nd, "env", fmt.Sprintf("a %s node takes no env:", nd.Kind), "remove `env:`, or set the variables in the exec: lines"))
+	if nd.lines["env"] != 0 {
+		p.takes(n, nd, k, KeyEnv, Refusal{fmt.Sprintf("a %s node takes no env:", nd.Kind), "remove `env:`, or set the variables in the exec: lines"})
 	}
 	if nd.Image != "" {
 		return

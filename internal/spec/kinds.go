@@ -8,30 +8,47 @@ import (
 )
 
 // NodeKind is what the spec layer needs of a node kind (container, vm, ...): a check of the
-// node's fields beyond the common ones. Check may be nil.
+// node's fields beyond the common ones. Check may be nil. Which of the keys only some kinds take
+// (rootfs, engines, ...) its nodes take, the kind says itself (Taker).
 type NodeKind struct {
 	Check func(n *Network, nd *Node) []*Error
 	// Settings, if not nil, reads the kind's own settings (settings.go); a node of another
 	// kind may not have them.
 	Settings *NodeSettings
-	// Rootfs says the kind takes `rootfs:`, a node's own root directory, and `image:`.
-	Rootfs bool
-	// Refuse words the refusal of a common key the kind does not take ("rootfs", "image"),
-	// where the general one ("a KIND node takes no rootfs") would not say why.
-	Refuse map[string]Refusal
-	// Engines says the kind's nodes may have forwarding engines (`engines:`); EngineVMs, that
-	// their engines are VMs of their own (the engines helper then starts VMs, not
-	// namespaces: docs/vm.md, parallel virtual routers).
-	Engines, EngineVMs bool
 	// DefaultMemory is the memory a node of the kind takes without `memory:` (a VM's guest),
 	// which a cluster counts in its tenant's quota; 0: ClusterMemory, the default limit.
 	DefaultMemory uint64
-	// Pairs says the kind's node interfaces are veth ends in a network namespace of the node
-	// on this machine, so that two of them can be one veth pair (a direct link, WireLinkKind).
-	Pairs bool
 	// Impl is the kind itself (a kinds.Node), set by kinds.RegisterNode: this registry is the
-	// only one, and the kinds package reads its kinds from here.
+	// only one, and the kinds package reads its kinds from here. The other layers ask it what
+	// only the kind knows through interfaces it may implement (Taker here; plan.NodeDigester,
+	// enginehelper.VMEngines, kinds.Namespaced, ...).
 	Impl any
+}
+
+// The node keys that only some kinds take: a kind's nodes take those its Takes says.
+const (
+	KeyRootfs    = "rootfs"    // a root directory of the node's own (`rootfs:`)
+	KeyImage     = "image"     // a container image as the node's root (`image:`)
+	KeyEnv       = "env"       // environment variables of the node's processes
+	KeyEngines   = "engines"   // parallel forwarding engines (docs/engines.md)
+	KeyDataplane = "dataplane" // an eBPF data plane on the node's ports (docs/ebpf.md)
+)
+
+// Taker is a node kind (NodeKind.Impl) whose nodes take some of the keys only some kinds take
+// (KeyRootfs, ...). A kind that is not a Taker takes none of them.
+type Taker interface {
+	// Takes says whether the kind's nodes take key. When they do not, why may word the
+	// refusal where the general one ("a KIND node takes no rootfs") would not say why; its
+	// zero value is the general one.
+	Takes(key string) (ok bool, why Refusal)
+}
+
+// takes asks node kind k whether its nodes take key.
+func (k NodeKind) takes(key string) (bool, Refusal) {
+	if t, ok := k.Impl.(Taker); ok {
+		return t.Takes(key)
+	}
+	return false, Refusal{}
 }
 
 // Refusal is a problem and its fix, as an Error says them.
@@ -43,14 +60,11 @@ type Refusal struct{ Msg, Fix string }
 type LinkKind struct {
 	MinEndpoints, MaxEndpoints int
 	Check                      func(n *Network, l *Link) []*Error
-	// Wire says the kind joins two node interfaces with nothing outside the nodes (one veth
-	// pair): the plan chooses it for a point-to-point link that says `connector: auto` and has
-	// nothing to enforce (WireLinkKind).
-	Wire bool
 	// Settings, if not nil, reads the kind's own settings among the link's keys
 	// (linksettings.go); a link of another kind may not have them.
 	Settings *LinkSettings
-	// Impl is the kind itself (a kinds.Link), set by kinds.RegisterLink.
+	// Impl is the kind itself (a kinds.Link), set by kinds.RegisterLink; the wire kind is a
+	// plan.Wirer.
 	Impl any
 }
 
@@ -59,11 +73,12 @@ type LinkKind struct {
 // may be nil.
 type TunnelKind struct {
 	Overhead int
-	// OneDevice: one device carries a link to all its other machines (VXLAN), rather than
-	// one per machine (EGRE's tunnel ports).
-	OneDevice bool
-	Check     func(n *Network) []*Error
-	// Impl is the kind itself (a kinds.Tunnel), set by kinds.RegisterTunnel.
+	Check    func(n *Network) []*Error
+	// Settings, if not nil, reads the kind's own settings among the keys of `tunnel:`
+	// (tunnelsettings.go); a network with another tunnel kind may not have them.
+	Settings *TunnelSettings
+	// Impl is the kind itself (a kinds.Tunnel), set by kinds.RegisterTunnel; it says which
+	// devices carry a link (plan.TunnelDevices).
 	Impl any
 }
 
@@ -140,6 +155,9 @@ func RegisterTunnelKind(name string, k TunnelKind) {
 	if k.Overhead < 0 {
 		panic(fmt.Sprintf("spec: tunnel kind %q with negative overhead %d", name, k.Overhead))
 	}
+	if k.Settings != nil {
+		checkTunnelSettings(name, k.Settings)
+	}
 	tunnelKinds.register(name, k)
 }
 
@@ -151,16 +169,6 @@ func LookupLinkKind(name string) (LinkKind, bool) { return linkKinds.lookup(name
 
 // LookupTunnelKind returns the tunnel kind registered under name.
 func LookupTunnelKind(name string) (TunnelKind, bool) { return tunnelKinds.lookup(name) }
-
-// WireLinkKind returns the name of the link kind registered with Wire, or "" if none is.
-func WireLinkKind() string {
-	for _, name := range linkKinds.names() {
-		if k, _ := linkKinds.lookup(name); k.Wire {
-			return name
-		}
-	}
-	return ""
-}
 
 // NodeKinds returns the names of the registered node kinds, sorted.
 func NodeKinds() []string { return nodeKinds.names() }

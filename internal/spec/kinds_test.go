@@ -2,7 +2,10 @@ package spec
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -54,6 +57,12 @@ func TestRegisterRejects(t *testing.T) {
 		{"link kind with max below min", func() { RegisterLinkKind("t-maxmin", LinkKind{MinEndpoints: 3, MaxEndpoints: 2}) }},
 		{"tunnel kind twice", func() { RegisterTunnelKind(EGRE, TunnelKind{}) }},
 		{"tunnel kind with negative overhead", func() { RegisterTunnelKind("t-neg", TunnelKind{Overhead: -1}) }},
+		{"tunnel kind with settings without keys", func() {
+			RegisterTunnelKind("t-nokeys", TunnelKind{Settings: &TunnelSettings{Parse: func(*Reader) Settings { return nil }, New: func() Settings { return nil }}})
+		}},
+		{"tunnel kind whose settings key is kind", func() {
+			RegisterTunnelKind("t-kindkey", TunnelKind{Settings: &TunnelSettings{Keys: []string{"kind"}, Parse: func(*Reader) Settings { return nil }, New: func() Settings { return nil }}})
+		}},
 	} {
 		func() {
 			defer func() {
@@ -146,4 +155,83 @@ func (r *registry[K]) remove(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.kinds, name)
+}
+
+// TestTakes: a node kind's nodes take the keys only some kinds take (rootfs, image, env, engines,
+// dataplane) when the kind says so (Taker), and the refusal is the general one unless the kind
+// words its own; a kind that is not a Taker takes none.
+func TestTakes(t *testing.T) {
+	t.Cleanup(func() {
+		nodeKinds.remove("t-plain")
+		nodeKinds.remove("t-some")
+	})
+	RegisterNodeKind("t-plain", NodeKind{})
+	RegisterNodeKind("t-some", NodeKind{Impl: refusesKeys{KeyEngines: {}, KeyEnv: {}, KeyImage: {"t-some boots no image", "remove it"}}})
+	dir := t.TempDir()
+	doc := `name: t
+nodes:
+  a:
+    kind: KIND
+    rootfs: DIR
+    engines: 2
+    dataplane: {program: p.o}
+  b:
+    kind: KIND
+    image: alpine
+    env: {X: "1"}
+links:
+  - endpoints: [a:eth1, b:eth1]
+`
+	root := filepath.Join(dir, "root")
+	for _, d := range []string{"dev", "etc", "proc", "run", "sys", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc = strings.ReplaceAll(doc, "DIR", root)
+	if err := os.WriteFile(filepath.Join(dir, "p.o"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		kind string
+		want []string
+	}{
+		{"t-plain", []string{
+			":5: nodes.a.rootfs: a t-plain node takes no rootfs; remove `rootfs:`, or make the node `kind: container`",
+			":6: nodes.a.engines: engines need a node of kind container or a VM kind, not t-plain; remove engines, or the node's kind",
+			":7: nodes.a.dataplane: a dataplane program needs a node of kind container, not t-plain; remove dataplane, or the node's kind",
+			":7: nodes.a.dataplane: a node with a dataplane program forwards with it, not with engines; remove engines or dataplane",
+			":10: nodes.b.image: a t-plain node takes no image; remove `image:`, or make the node `kind: container`",
+			":11: nodes.b.env: a t-plain node takes no env:; remove `env:`, or set the variables in the exec: lines",
+		}},
+		{"t-some", []string{
+			":5: nodes.a.rootfs: a t-some node takes no rootfs; remove `rootfs:`, or make the node `kind: container`",
+			":7: nodes.a.dataplane: a dataplane program needs a node of kind container, not t-some; remove dataplane, or the node's kind",
+			":7: nodes.a.dataplane: a node with a dataplane program forwards with it, not with engines; remove engines or dataplane",
+			":10: nodes.b.image: t-some boots no image; remove it",
+		}},
+	} {
+		path := filepath.Join(dir, "topo.yaml")
+		_, err := Parse(path, []byte(strings.ReplaceAll(doc, "KIND", c.kind)))
+		wantErrors(t, err, path, c.want)
+	}
+}
+
+// TestTunnelMapping: `tunnel: {kind: K}` is `tunnel: K`, and without kind the default; a key no
+// tunnel kind registered is refused.
+func TestTunnelMapping(t *testing.T) {
+	const doc = "name: t\nhosts: {m1: {address: 198.18.0.1}, m2: {address: 198.18.0.2}}\ntunnel: TUNNEL\nnodes: {a: {host: m1}, b: {host: m2}}\nlinks:\n  - endpoints: [a:eth1, b:eth1]\n"
+	for _, c := range []struct{ tunnel, want string }{{"vxlan", VXLAN}, {"{kind: vxlan}", VXLAN}, {"{}", DefaultTunnel}} {
+		n, err := Parse("topo.yaml", []byte(strings.Replace(doc, "TUNNEL", c.tunnel, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Tunnel != c.want || n.TunnelSettings != nil {
+			t.Errorf("tunnel: %s: %q with settings %v, want %q and none", c.tunnel, n.Tunnel, n.TunnelSettings, c.want)
+		}
+	}
+	_, err := Parse("topo.yaml", []byte(strings.Replace(doc, "TUNNEL", "{kind: vxlan, port: 1}", 1)))
+	if want := "topo.yaml:3: tunnel.port: unknown key; the keys allowed here are [kind]"; err == nil || err.Error() != want {
+		t.Errorf("errors %v, want %s", err, want)
+	}
 }

@@ -109,20 +109,23 @@ func hasShell(dir string) bool {
 func (p *parser) validateRootfs(n *Network, nd *Node, k NodeKind) {
 	switch {
 	case nd.Rootfs == "":
-	case !k.Rootfs:
-		p.add(k.refuse(n, nd, "rootfs", Refusal{fmt.Sprintf("a %s node takes no rootfs", nd.Kind), "remove `rootfs:`, or make the node `kind: container`"}))
+	case !p.takes(n, nd, k, KeyRootfs, Refusal{fmt.Sprintf("a %s node takes no rootfs", nd.Kind), "remove `rootfs:`, or make the node `kind: " + DefaultNodeKind + "`"}):
 	case len(nd.Exec) > 0 && !hasShell(nd.Rootfs):
 		p.add(n.NodeError(nd, "exec", fmt.Sprintf("the node's rootfs %s has no executable /bin/sh to run the exec: commands with", nd.Rootfs),
 			"install a shell in it (e.g. a copy of busybox-static's /bin/busybox as bin/sh), or remove `exec:`"))
 	}
 }
 
-// refuse is the error for a node's key its kind does not take: the kind's own words for it
-// (Refuse), or def.
-func (k NodeKind) refuse(n *Network, nd *Node, key string, def Refusal) *Error {
-	r, ok := k.Refuse[key]
-	if !ok {
-		r = def
+// takes says whether node nd's kind k takes key (Taker), and refuses it at field key if not:
+// in the kind's own words, or def's.
+func (p *parser) takes(n *Network, nd *Node, k NodeKind, key string, def Refusal) bool {
+	ok, why := k.takes(key)
+	if ok {
+		return true
 	}
-	return n.NodeError(nd, key, r.Msg, r.Fix)
+	if why == (Refusal{}) {
+		why = def
+	}
+	p.add(n.NodeError(nd, key, why.Msg, why.Fix))
+	return false
 }

@@ -49,10 +49,14 @@ type Network struct {
 	// derived from the names: the content of the file `secret:` names, or in a cluster the
 	// placement's secret.
 	TunnelSecret []byte `json:"-"`
-	Nodes        []*Node
-	Links        []*Link
+	// TunnelSettings are the tunnel kind's own settings, keys of `tunnel:` beside `kind:`
+	// (TunnelKindSettings reads them); nil if it has none.
+	TunnelSettings *KindSettings `json:",omitempty"`
+	Nodes          []*Node
+	Links          []*Link
 
-	lines map[string]int // line of each top-level key's value ("name", "tunnel", "hosts", ...)
+	lines       map[string]int // line of each top-level key's value ("name", "tunnel", "hosts", ...)
+	tunnelGiven []given        // the settings of tunnel kinds `tunnel:` gives, as read
 }
 
 // Host is a physical machine that holds part of a network.
@@ -136,7 +140,7 @@ type Link struct {
 	MTU       int    // 0 means the kernel default
 	Connector string // a registered link kind: DefaultP2PConnector or DefaultLANConnector unless given
 	// DefaultConnector: the file says `connector: auto`, so the plan may join a point-to-point
-	// link that has nothing to enforce with the wire kind instead (WireLinkKind); the
+	// link that has nothing to enforce with the wire kind instead (plan.Wirer); the
 	// connector is the default one whenever the link needs its ports.
 	DefaultConnector bool   `json:",omitempty"`
 	State            string // StateUp or StateDown: the initial carrier state

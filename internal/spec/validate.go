@@ -91,6 +91,7 @@ func (p *parser) validate(n *Network) {
 	if !p.hostsBad {
 		p.validateHosts(n)
 	}
+	p.validateTunnelSettings(n)
 	if k, ok := tunnelKinds.lookup(n.Tunnel); ok && k.Check != nil {
 		p.add(k.Check(n)...)
 	}

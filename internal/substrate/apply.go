@@ -285,7 +285,7 @@ func (a *applier) removeOldParts(ctx context.Context, ol, nl *plan.Link) error {
 	gone := *ol
 	gone.Tunnels = nil
 	for _, t := range ol.Tunnels {
-		if nl == nil || a.old.Tunnel != a.env.Plan.Tunnel || !hasTunnel(nl, t) {
+		if nl == nil || !a.old.SameTunnel(a.env.Plan) || !hasTunnel(nl, t) {
 			gone.Tunnels = append(gone.Tunnels, t)
 		}
 	}

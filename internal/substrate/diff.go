@@ -111,7 +111,7 @@ func diffLinks(old, p *plan.Plan) []Change {
 			out = append(out, Change{Op: "add", Object: "link", Name: l.Name})
 			continue
 		}
-		if what := linkChanges(ol, l, old.Tunnel != p.Tunnel, anewOnMTU(p, l)); len(what) > 0 {
+		if what := linkChanges(ol, l, !old.SameTunnel(p), anewOnMTU(p, l)); len(what) > 0 {
 			out = append(out, Change{Op: "change", Object: "link", Name: l.Name, What: what})
 		}
 	}

@@ -25,7 +25,7 @@ func (a *applier) link(ctx context.Context, l *plan.Link) error {
 // that is unchanged and whole is not touched.
 func (a *applier) linkHere(ctx context.Context, l *plan.Link) error {
 	var ol *plan.Link
-	if a.old != nil && a.old.Tunnel == a.env.Plan.Tunnel {
+	if a.old != nil && a.old.SameTunnel(a.env.Plan) {
 		ol = a.old.Link(l.Name)
 	}
 	if lk, err := kinds.LinkKind(l.Connector); err == nil {

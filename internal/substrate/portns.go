@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/vishvananda/netns"
@@ -159,7 +160,8 @@ func (a *applier) openPorts() error {
 
 // portNSRefusal names the first part of plan p that cannot work with its ports in a port
 // namespace yet: tunnels (their underlay is the root namespace's), delay lines, engines, eBPF
-// data planes and nodes of kinds other than container (a VM's tap is made in the root).
+// data planes and nodes of kinds whose ports do not follow (not kinds.Namespaced: a VM's tap is
+// made in the root).
 func portNSRefusal(p *plan.Plan) error {
 	refuse := func(what string) error {
 		return fmt.Errorf("network %s (ports in a namespace of its own: --port-netns network, or %s=network): %s: %w; put this network's ports in the root namespace (--port-netns root, the default)",
@@ -170,7 +172,7 @@ func portNSRefusal(p *plan.Plan) error {
 	}
 	for _, n := range p.Nodes {
 		switch {
-		case n.Kind != "container":
+		case !kinds.IsNamespaced(n.Kind):
 			return refuse("node " + n.Name + " of kind " + n.Kind)
 		case len(n.FEPorts) > 0:
 			return refuse("node " + n.Name + "'s engines")

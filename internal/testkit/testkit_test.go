@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -178,20 +179,84 @@ func TestAllowListIsTrue(t *testing.T) {
 	}
 }
 
-func TestDiff(t *testing.T) {
-	before := Host{"link lo (device)": true, "mount /tmp/a (tmpfs)": true}
-	after := Host{"link lo (device)": true, "link tr0 (veth)": true}
-	want := []string{"gone: mount /tmp/a (tmpfs)", "left: link tr0 (veth)"}
-	if got := Diff(before, after); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("Diff = %v, want %v", got, want)
+// host is a snapshot with links and mounts, attributed with owners o.
+func host(o Owners, links map[string]string, mounts ...string) *Host {
+	h := &Host{Links: links, Mounts: map[string]bool{}, owners: o}
+	for _, m := range mounts {
+		h.Mounts[m] = true
 	}
-	if got := Diff(after, after); len(got) != 0 {
-		t.Errorf("Diff of a host with itself = %v", got)
+	return h
+}
+
+// TestDiff: a difference fails unless it is provably someone else's (with Owners), or nothing
+// tells whose it is outside CI; Strict excuses nothing.
+func TestDiff(t *testing.T) {
+	const ours, theirs = "0a0b0c", "0d0e0f"
+	attributed := Owners{IDs: func() (map[string]bool, map[string]bool) { return nil, nil }, HostLinks: map[string]bool{"eth0": true},
+		stateIDs: map[string]bool{"s1": true}, netIDs: map[string]bool{ours: true}}
+	strict := attributed
+	strict.Strict = true
+	before := map[string]string{"lo": "device", "eth0": "device", "veth9": "veth"}
+	after := map[string]string{"lo": "device", "tr" + ours + "p1": "veth", "tr" + theirs + "p1": "veth"}
+	for _, c := range []struct {
+		name          string
+		o             Owners
+		ci            bool
+		fail, excused []string
+	}{
+		{"no owners, CI", Owners{}, true, []string{
+			"- link   eth0 (device) [unattributed]", "- link   veth9 (veth) [unattributed]", "+ link   tr0a0b0cp1 (veth) [unattributed]",
+			"+ link   tr0d0e0fp1 (veth) [unattributed]", "- mount  /tmp/a (tmpfs) [unattributed]"}, nil},
+		{"no owners, developer machine", Owners{}, false, nil, []string{
+			"- link   eth0 (device) [unattributed]", "- link   veth9 (veth) [unattributed]", "+ link   tr0a0b0cp1 (veth) [unattributed]",
+			"+ link   tr0d0e0fp1 (veth) [unattributed]", "- mount  /tmp/a (tmpfs) [unattributed]"}},
+		{"owners", attributed, false, []string{"- link   eth0 (device) [host]", "+ link   tr0a0b0cp1 (veth) [ours]"},
+			[]string{"- link   veth9 (veth) [foreign]", "+ link   tr0d0e0fp1 (veth) [foreign]", "- mount  /tmp/a (tmpfs) [unattributed]"}},
+		{"owners, CI", attributed, true, []string{"- link   eth0 (device) [host]", "+ link   tr0a0b0cp1 (veth) [ours]", "- mount  /tmp/a (tmpfs) [unattributed]"},
+			[]string{"- link   veth9 (veth) [foreign]", "+ link   tr0d0e0fp1 (veth) [foreign]"}},
+		{"strict", strict, false, []string{"- link   eth0 (device) [host]", "- link   veth9 (veth) [foreign]", "+ link   tr0a0b0cp1 (veth) [ours]", "+ link   tr0d0e0fp1 (veth) [foreign]"},
+			[]string{"- mount  /tmp/a (tmpfs) [unattributed]"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ci := "0"
+			if c.ci {
+				ci = "1"
+			}
+			t.Setenv(CIEnv, ci)
+			fail, excused := Diff(host(c.o, before, "/tmp/a (tmpfs)"), host(c.o, after))
+			sortWhat(c.fail)
+			sortWhat(c.excused)
+			if got, want := strings.Join(str(fail), "\n"), strings.Join(c.fail, "\n"); got != want {
+				t.Errorf("fail\n%s\nwant\n%s", got, want)
+			}
+			if got, want := strings.Join(str(excused), "\n"), strings.Join(c.excused, "\n"); got != want {
+				t.Errorf("excused\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+	if fail, excused := Diff(host(Owners{}, after), host(Owners{}, after)); len(fail)+len(excused) != 0 {
+		t.Errorf("Diff of a host with itself = %v, %v", fail, excused)
 	}
 }
 
-// TestSnapshotSeesLinksAndMounts: a veth pair made and a tmpfs mounted between two snapshots
-// show up in their difference, and are gone from it once removed.
+// sortWhat sorts changes as Diff does, by kind and then what ("+ link   NAME ...").
+func sortWhat(lines []string) {
+	slices.SortFunc(lines, func(a, b string) int {
+		fa, fb := strings.Fields(a), strings.Fields(b)
+		return strings.Compare(fa[1]+" "+fa[2], fb[1]+" "+fb[2])
+	})
+}
+
+func str(cs []Change) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.String())
+	}
+	return out
+}
+
+// TestSnapshotSeesLinksAndMounts: a veth pair made, a tmpfs mounted and a network namespace
+// held by a descriptor between two snapshots show up in their difference.
 func TestSnapshotSeesLinksAndMounts(t *testing.T) {
 	RequireRoot(t)
 	before, err := Snapshot()
@@ -213,10 +278,34 @@ func TestSnapshotSeesLinksAndMounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	diff := strings.Join(Diff(before, after), "\n")
-	for _, want := range []string{"left: link " + name + " (veth)", "left: link " + name + "p (veth)", "left: mount " + dir + " (tmpfs)"} {
+	t.Setenv(CIEnv, "1")
+	fail, _ := Diff(before, after)
+	diff := strings.Join(str(fail), "\n")
+	for _, want := range []string{"+ link   " + name + " (veth)", "+ link   " + name + "p (veth)", "+ mount  " + dir + " (tmpfs)"} {
 		if !strings.Contains(diff, want) {
 			t.Errorf("diff %q lacks %q", diff, want)
 		}
+	}
+}
+
+// TestDiffKept: what trellis keeps once made (the control groups' parent) may appear, not go;
+// a control group not attributed fails in CI.
+func TestDiffKept(t *testing.T) {
+	t.Setenv(CIEnv, "1")
+	o := Owners{IDs: func() (map[string]bool, map[string]bool) { return nil, nil },
+		Kept: func(path string) bool { return filepath.Base(path) == "trellis" }}
+	groups := func(paths ...string) *Host {
+		h := &Host{Cgroups: map[string]bool{}, owners: o}
+		for _, p := range paths {
+			h.Cgroups[p] = true
+		}
+		return h
+	}
+	fail, excused := Diff(groups("/sys/fs/cgroup/a"), groups("/sys/fs/cgroup/a", "/sys/fs/cgroup/trellis", "/sys/fs/cgroup/b"))
+	if got := fmt.Sprint(str(fail), str(excused)); got != "[+ cgroup /sys/fs/cgroup/b [unattributed]] [+ cgroup /sys/fs/cgroup/trellis [kept]]" {
+		t.Errorf("appeared: %s", got)
+	}
+	if fail, _ := Diff(groups("/sys/fs/cgroup/trellis"), groups()); fmt.Sprint(str(fail)) != "[- cgroup /sys/fs/cgroup/trellis [kept]]" {
+		t.Errorf("gone: fail %v", str(fail))
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // The control paths of a programmable node's tables besides `trellis table` (ebpf_test.go):
@@ -282,8 +284,8 @@ func tableServers(t *testing.T, state string) []int {
 		t.Fatal(err)
 	}
 	var out []int
-	for pid, p := range readProcs() {
-		if len(p.cmdline) > 1 && p.cmdline[0] == "trellis-tables" && p.cmdline[1] == strings.TrimSpace(string(id)) {
+	for pid, p := range testkit.Processes() {
+		if len(p.Cmdline) > 1 && p.Cmdline[0] == "trellis-tables" && p.Cmdline[1] == strings.TrimSpace(string(id)) {
 			out = append(out, pid)
 		}
 	}

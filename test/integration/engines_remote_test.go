@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/testkit"
 )
 
 // remoteEnginesTopo is enginesTopo on machine m1, r's second engine on machine m2.
@@ -248,8 +250,8 @@ func (m *machines) remoteRoutes(t *testing.T) int {
 func (m *machines) enginesHelpers(i int) []int {
 	id := m.stateID(i)
 	var out []int
-	for pid, p := range readProcs() {
-		if len(p.cmdline) > 1 && p.cmdline[0] == "trellis-engines" && p.cmdline[1] == id {
+	for pid, p := range testkit.Processes() {
+		if len(p.Cmdline) > 1 && p.Cmdline[0] == "trellis-engines" && p.Cmdline[1] == id {
 			out = append(out, pid)
 		}
 	}

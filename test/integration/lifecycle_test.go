@@ -46,7 +46,7 @@ func TestUpDownLeavesNothing(t *testing.T) {
 	// The snapshot must see what the network is made of, or assertClean would prove nothing:
 	// 5 ports (the LAN's connector has no device), 3 node namespaces and init processes, 2
 	// shortbridge programs and the LAN's (one for its three ports).
-	during := snapshot(t).oursCount()
+	during := snapshot(t).OursCount()
 	want := map[string]int{"link": 5, "netns": 3, "node": 3, "bpf": 3}
 	for kind, n := range want {
 		if during[kind] != n {
@@ -232,7 +232,7 @@ func TestKillDuringUp(t *testing.T) {
 				t.Logf("up killed after %v (kill: %v, wait: %v); stdout %q stderr %q", delay, killErr, werr, out.String(), errOut.String())
 			}
 			listed := listNetworks(t, e.state)
-			t.Logf("left by the killed up: %v (of 200 nodes, 398 ports); ls lists %v", snapshot(t).oursCount(), listed)
+			t.Logf("left by the killed up: %v (of 200 nodes, 398 ports); ls lists %v", snapshot(t).OursCount(), listed)
 
 			down, downErr, err := trellis(t, e.state, "down", "chain")
 			switch {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 )
 
@@ -177,7 +178,7 @@ func checkExactly(t *testing.T, info *netInfo) {
 			want[l.Bridge] = true
 		}
 	}
-	links, err := retryDump(netlink.LinkList)
+	links, err := testkit.RetryDump(netlink.LinkList)
 	if err != nil {
 		t.Fatal(err)
 	}

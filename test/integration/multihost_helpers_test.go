@@ -272,9 +272,9 @@ func (m *machines) nodePIDs(i int) map[int]string {
 		return nil
 	}
 	out := map[int]string{}
-	for pid, p := range readProcs() {
-		if len(p.cmdline) > 1 && p.cmdline[0] == "trellis-node" && p.cmdline[1] == id {
-			out[pid] = strings.Join(p.cmdline, " ")
+	for pid, p := range testkit.Processes() {
+		if len(p.Cmdline) > 1 && p.Cmdline[0] == "trellis-node" && p.Cmdline[1] == id {
+			out[pid] = strings.Join(p.Cmdline, " ")
 		}
 	}
 	return out
@@ -312,7 +312,7 @@ func (m *machines) checkMachineClean(t *testing.T, i int) {
 
 // cleanup takes every network down on every machine, checks the machines are clean, deletes
 // the namespaces and checks the host.
-func (m *machines) cleanup(before *hostSnapshot) {
+func (m *machines) cleanup(before *testkit.Host) {
 	t := m.t
 	made := len(m.mac) // machines made whole, on which trellis may have run
 	for i := 1; i <= made; i++ {

@@ -143,6 +143,9 @@ func TestPortNamespace(t *testing.T) {
 	}
 	checkPortNSCapture(t, e.state)
 	checkPortNSMetrics(t, e.state)
+	if n := snapshot(t).OursCount()["netns held"]; n != 1 {
+		t.Errorf("the host snapshot holds %d namespaces of the test held by no process, want 1 (the port namespace)", n)
+	}
 
 	mustTrellis(t, e.state, "link", "pns", "a:eth1--b:eth1", "down")
 	if err := tryPing(t, e.state, "pns", "a", "10.0.0.2"); err == nil {
@@ -256,7 +259,7 @@ func TestPortNamespaceKillDuringUp(t *testing.T) {
 			made := waitPorts(t, after, cmd)
 			_ = killProcess(cmd.Process)
 			_ = cmd.Wait()
-			t.Logf("killed with %d ports made: %v", made, snapshot(t).oursCount())
+			t.Logf("killed with %d ports made: %v", made, snapshot(t).OursCount())
 			if made < after {
 				t.Errorf("up made %d ports in its port namespace, want at least %d before the kill", made, after)
 			}

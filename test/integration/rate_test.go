@@ -37,7 +37,7 @@ func tbfOf(t *testing.T, port string) (*netlink.Tbf, string) {
 	if err != nil {
 		t.Fatalf("port %s: %v", port, err)
 	}
-	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return netlink.QdiscList(link) })
+	qdiscs, err := testkit.RetryDump(func() ([]netlink.Qdisc, error) { return netlink.QdiscList(link) })
 	if err != nil {
 		t.Fatalf("qdiscs of %s: %v", port, err)
 	}

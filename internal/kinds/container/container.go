@@ -23,7 +23,17 @@ import (
 const Name = "container"
 
 func init() {
-	kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check, Rootfs: true, Pairs: true, Engines: true})
+	kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check})
+}
+
+// Takes: a container node takes every key only some kinds take: its own root (rootfs, image,
+// env), engines, and a data plane on the substrate ends of its veth pairs (spec.Taker).
+func (Kind) Takes(key string) (bool, spec.Refusal) {
+	switch key {
+	case spec.KeyRootfs, spec.KeyImage, spec.KeyEnv, spec.KeyEngines, spec.KeyDataplane:
+		return true, spec.Refusal{}
+	}
+	return false, spec.Refusal{}
 }
 
 // NotReady is the digest Running gives a node whose init has not finished setting it up (its

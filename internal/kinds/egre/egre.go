@@ -30,6 +30,12 @@ func init() { kinds.RegisterTunnel(Name, Kind{}, spec.TunnelKind{Overhead: Overh
 // Kind is the EGRE tunnel kind.
 type Kind struct{}
 
+// Devices: a tunnel port per link and machine, and its encapsulation port (plan.TunnelDevices).
+func (Kind) Devices(link, host string) (device, encap string) {
+	id := "tunnel/" + link + "/" + host
+	return id, id
+}
+
 // Ensure makes the link's tunnel ports, encapsulation on each, its entries in the machine's
 // decapsulation program (made with the machine's first tunnel), and primes the neighbour entry
 // of each remote machine. Decapsulated frames of a direct connector go straight to its port

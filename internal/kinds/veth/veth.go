@@ -27,11 +27,16 @@ import (
 const Name = "veth"
 
 func init() {
-	kinds.RegisterLink(Name, Kind{}, spec.LinkKind{MinEndpoints: 2, MaxEndpoints: 2, Wire: true, Check: check})
+	kinds.RegisterLink(Name, Kind{}, spec.LinkKind{MinEndpoints: 2, MaxEndpoints: 2, Check: check})
 }
 
 // Kind is the veth link kind.
 type Kind struct{}
+
+// Wires: one veth pair joins two nodes whose kinds keep their interfaces in a network
+// namespace of the node's own on this machine (kinds.Namespaced); the plan then chooses this
+// kind for a link that says `connector: auto` (plan.Wirer).
+func (Kind) Wires(a, b string) bool { return kinds.IsNamespaced(a) && kinds.IsNamespaced(b) }
 
 // check refuses, on a link that names this connector, what only a port can enforce: a rate,
 // a delay or jitter and, on a kernel without tcx (plan.WireEnforces), a carrier taken away

@@ -32,8 +32,7 @@ import (
 const Name = "vm"
 
 func init() {
-	kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check, Settings: nodeSettings, Engines: true, EngineVMs: true, Refuse: refusals,
-		DefaultMemory: DefaultMemory})
+	kinds.RegisterNode(Name, Kind{}, spec.NodeKind{Check: check, Settings: nodeSettings, DefaultMemory: DefaultMemory})
 }
 
 // DefaultMemory is a VM's guest memory without `memory:`, in a cluster or not.
@@ -41,10 +40,16 @@ const DefaultMemory = 512 << 20
 
 // refusals word why a VM node takes no rootfs or image.
 var refusals = map[string]spec.Refusal{
-	"rootfs": {Msg: "a vm node boots its own disk, not a directory",
+	spec.KeyRootfs: {Msg: "a vm node boots its own disk, not a directory",
 		Fix: "remove `rootfs:`, and give the VM its own root file system with `vm: {disk: IMAGE}`"},
-	"image": {Msg: "a vm node boots its own disk, not a container image",
+	spec.KeyImage: {Msg: "a vm node boots its own disk, not a container image",
 		Fix: "remove `image:`, and give the VM its own root file system with `vm: {disk: IMAGE}`"},
+}
+
+// Takes: a VM node has engines (engine VMs of its own, docs/vm.md); it boots its own disk, so
+// it takes no rootfs, image or env, and has no veth ends to carry a data plane (spec.Taker).
+func (Kind) Takes(key string) (bool, spec.Refusal) {
+	return key == spec.KeyEngines, refusals[key]
 }
 
 // NotReady is the digest Running gives a VM whose set-up did not finish.

@@ -29,10 +29,14 @@ const Overhead = 14 + 20 + 8 + 8
 // Port is the IANA port of VXLAN, as Linux `ip link add type vxlan dstport 4789` uses.
 const Port = dataplane.VXLANPort
 
-func init() { kinds.RegisterTunnel(Name, Kind{}, spec.TunnelKind{Overhead: Overhead, OneDevice: true}) }
+func init() { kinds.RegisterTunnel(Name, Kind{}, spec.TunnelKind{Overhead: Overhead}) }
 
 // Kind is the VXLAN tunnel kind.
 type Kind struct{}
+
+// Devices: one VXLAN device carries a link to all its other machines, with a forwarding entry
+// for each; no encapsulation port (plan.TunnelDevices).
+func (Kind) Devices(link, _ string) (device, encap string) { return "tunnel/" + link, "" }
 
 // Ensure makes the link's VXLAN device (all its tunnels name the same one) if it is missing, and
 // gives it a forwarding entry for every machine of the link, and lets the link's packets in from

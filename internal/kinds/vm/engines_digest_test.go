@@ -1,19 +1,16 @@
-package plan_test
+package vm_test
 
 import (
 	"strings"
 	"testing"
 
+	_ "github.com/trellisnet/trellis/internal/kinds/all"
+	"github.com/trellisnet/trellis/internal/kinds/vm"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 )
 
-// testVMKind is a node kind that takes `vm:` settings, as the vm kind does.
-const testVMKind = "plan-test-vm"
-
-func init() { spec.RegisterNodeKind(testVMKind, spec.NodeKind{Engines: true, EngineVMs: true}) }
-
-// The digest of a VM node with engines covers how many engines and its link interfaces'
+// The digest of a VM node with engines (the kind's NodeDigest) covers how many engines and its link interfaces'
 // addresses (its engine VMs copy them at boot); a container node's does not (its engines change
 // live).
 func TestEngineVMDigests(t *testing.T) {
@@ -48,9 +45,9 @@ links:
 		a, b       [3]string // engines, dispatch, address
 		wantChange bool
 	}{
-		{"vm: engines", testVMKind, [3]string{"2", "flow", "10.0.1.2/24"}, [3]string{"3", "flow", "10.0.1.2/24"}, true},
-		{"vm: an address", testVMKind, [3]string{"2", "flow", "10.0.1.2/24"}, [3]string{"2", "flow", "10.0.1.3/24"}, true},
-		{"vm: dispatch", testVMKind, [3]string{"2", "flow", "10.0.1.2/24"}, [3]string{"2", "round-robin", "10.0.1.2/24"}, false},
+		{"vm: engines", vm.Name, [3]string{"2", "flow", "10.0.1.2/24"}, [3]string{"3", "flow", "10.0.1.2/24"}, true},
+		{"vm: an address", vm.Name, [3]string{"2", "flow", "10.0.1.2/24"}, [3]string{"2", "flow", "10.0.1.3/24"}, true},
+		{"vm: dispatch", vm.Name, [3]string{"2", "flow", "10.0.1.2/24"}, [3]string{"2", "round-robin", "10.0.1.2/24"}, false},
 		{"container: engines", spec.DefaultNodeKind, [3]string{"2", "flow", "10.0.1.2/24"}, [3]string{"3", "flow", "10.0.1.2/24"}, false},
 		{"container: an address", spec.DefaultNodeKind, [3]string{"2", "flow", "10.0.1.2/24"}, [3]string{"2", "flow", "10.0.1.3/24"}, false},
 	}
