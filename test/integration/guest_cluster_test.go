@@ -135,7 +135,7 @@ func TestGuestCluster(t *testing.T) {
 		t.Fatalf("up --cluster: %v\n%s\n%s", err, out, k8.logs())
 	}
 	p := k8.converged(t, "chain", k8.generation(t, "chain"))
-	t.Logf("up --cluster, converged on the guests: %v; placement %v", time.Since(up).Round(time.Second), p.Nodes)
+	t.Logf("up --cluster, converged on the guests: %v; placement %v (load average %s)", time.Since(up).Round(time.Second), p.Nodes, loadAverage())
 	if len(p.Machines) != guestMachines {
 		t.Fatalf("chain placed on %v, want the three guests", p.Nodes)
 	}
@@ -170,13 +170,23 @@ func TestGuestCluster(t *testing.T) {
 		err := ping(t)
 		return err == nil, fmt.Sprint(err, "\n", k8.logs())
 	})
-	t.Logf("guest m%d's QEMU killed: c placed again on %s after %v, a reached it again after %v (lease 5s)",
-		lost, q.Nodes["c"], placed.Round(time.Millisecond), time.Since(lostAt).Round(time.Millisecond))
+	t.Logf("guest m%d's QEMU killed: c placed again on %s after %v, a reached it again after %v (lease 5s; load average %s)",
+		lost, q.Nodes["c"], placed.Round(time.Millisecond), time.Since(lostAt).Round(time.Millisecond), loadAverage())
 
 	if out, err := cli(t, "down", "chain"); err != nil || out != "network chain is down\n" {
 		t.Errorf("down --cluster: %v, said %q", err, out)
 	}
-	t.Logf("the whole run, building the guest's init and booting included: %v", time.Since(whole).Round(time.Second))
+	t.Logf("the whole run, building the guest's init and booting included: %v (load average %s)", time.Since(whole).Round(time.Second), loadAverage())
+}
+
+// loadAverage is the host's load average over 1, 5 and 15 minutes, logged with every figure:
+// the guests' CPUs are host threads, and eight engineers share two cores.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 // startGuestMachine boots guest i (machine mI, 198.18.0.I on tap I of the bridge in namespace
