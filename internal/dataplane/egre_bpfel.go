@@ -46,6 +46,7 @@ const (
 	egreMapVxlanVnis       = "vxlan_vnis"
 	egreProgEgreDecap      = "egre_decap"
 	egreProgEgreEncap      = "egre_encap"
+	egreVarDecapL3         = "decap_l3"
 	egreVarKey             = "key"
 	egreVarLocalIp         = "local_ip"
 	egreVarRemoteIp        = "remote_ip"
@@ -116,6 +117,7 @@ type egreMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type egreVariableSpecs struct {
+	DecapL3         *ebpf.VariableSpec `ebpf:"decap_l3"`
 	Key             *ebpf.VariableSpec `ebpf:"key"`
 	LocalIp         *ebpf.VariableSpec `ebpf:"local_ip"`
 	RemoteIp        *ebpf.VariableSpec `ebpf:"remote_ip"`
@@ -168,6 +170,7 @@ func (m *egreMaps) Close() error {
 //
 // It can be passed to loadEgreObjects or ebpf.CollectionSpec.LoadAndAssign.
 type egreVariables struct {
+	DecapL3         *ebpf.Variable `ebpf:"decap_l3"`
 	Key             *ebpf.Variable `ebpf:"key"`
 	LocalIp         *ebpf.Variable `ebpf:"local_ip"`
 	RemoteIp        *ebpf.Variable `ebpf:"remote_ip"`

@@ -177,6 +177,13 @@ func (d *Decap) create(local netip.Addr) error {
 	if err := specs.LocalIp.Set(ipv4Word(local)); err != nil {
 		return fmt.Errorf("setting local_ip: %w", err)
 	}
+	var l3 uint32
+	if decapL3() {
+		l3 = 1
+	}
+	if err := specs.DecapL3.Set(l3); err != nil {
+		return fmt.Errorf("setting decap_l3: %w", err)
+	}
 	var objs struct {
 		Prog    *ebpf.Program `ebpf:"egre_decap"`
 		Tunnels *ebpf.Map     `ebpf:"tunnels"`

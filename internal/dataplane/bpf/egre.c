@@ -50,9 +50,13 @@
 
 // BPF_F_ADJ_ROOM_DECAP_L3_IPV4/_IPV6 (Linux 6.3), which the uapi headers
 // this is built with may lack (they are enum constants, not macros, so
-// #ifndef cannot tell). Values checked against the kernel's BTF.
+// #ifndef cannot tell). Values checked against the kernel's BTF. Earlier
+// kernels refuse every adjust_room call that has them (-EINVAL): see
+// decap_l3 below.
 #define ADJ_ROOM_DECAP_L3_IPV4 (1ULL << 7)
 #define ADJ_ROOM_DECAP_L3_IPV6 (1ULL << 8)
+// What an IPv6 header is longer than an IPv4 one (bpf_skb_change_proto).
+#define IP6_MORE (40 - 20)
 
 #define VLAN_HLEN 4
 #define MAX_VLAN_TAGS 2
@@ -69,6 +73,9 @@ volatile const __u32 underlay_ifindex = 0;
 // changes on the underlay apply within this time. 0 looks the route up for
 // every frame (the earlier path, kept for comparison).
 volatile const __u64 route_ttl_ns = 0;
+// 1 when the kernel's adjust_room takes ADJ_ROOM_DECAP_L3_* (Linux 6.3 and
+// later), 0 before (Debian 12's 6.1): the loader asks the kernel.
+volatile const __u32 decap_l3 = 0;
 
 // Counter slots of encap_stats.
 enum {
@@ -508,6 +515,7 @@ static __always_inline int decap_tags(struct __sk_buff *skb, const int ntags,
 {
 	const __u32 cut = EGRE_HLEN + VLAN_HLEN * ntags;
 	__u64 flags = BPF_F_ADJ_ROOM_FIXED_GSO;
+	__u32 more = 0;
 	int i;
 
 	if (!skb->gso_size) {
@@ -527,21 +535,30 @@ static __always_inline int decap_tags(struct __sk_buff *skb, const int ntags,
 			goto error;
 	}
 
-	// Tell adjust_room the new L3 protocol: skb->protocol is then right
-	// for IPv6 too. It stays IPv4 for frames that are not IP, which
-	// cannot be GSO packets; the receiving veth derives the real one.
-	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
-		flags |= ADJ_ROOM_DECAP_L3_IPV6;
-	else if (eth->h_proto == bpf_htons(ETH_P_IP))
-		flags |= ADJ_ROOM_DECAP_L3_IPV4;
-
 	// The inner Ethernet header takes the place of the outer one, then the
 	// bytes behind it (outer IPv4, GRE, the inner header's old place and
 	// its tags) go. FIXED_GSO: the segment size of a GSO packet stays what
 	// it is (the sender's MSS).
 	if (bpf_skb_store_bytes(skb, 0, eth, ETH_HLEN, 0) < 0)
 		goto error;
-	if (bpf_skb_adjust_room(skb, -(int)cut, BPF_ADJ_ROOM_MAC, flags) < 0)
+	// skb->protocol must become the inner frame's L3 protocol: IPv6 frames
+	// go into nodes, and their GSO packets are cut by it. Since 6.3
+	// adjust_room sets it when told. Before, an IPv6 frame's is made IPv6
+	// by bpf_skb_change_proto, which turns the outer IPv4 header's room
+	// into an IPv6 header's (20 bytes more, cut with the rest); an IPv4
+	// frame's already is. It stays IPv4 for frames that are not IP, which
+	// cannot be GSO packets; the receiving veth derives the real one.
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		if (decap_l3)
+			flags |= ADJ_ROOM_DECAP_L3_IPV6;
+		else if (bpf_skb_change_proto(skb, bpf_htons(ETH_P_IPV6), 0) < 0)
+			goto error;
+		else
+			more = IP6_MORE;
+	} else if (decap_l3 && eth->h_proto == bpf_htons(ETH_P_IP)) {
+		flags |= ADJ_ROOM_DECAP_L3_IPV4;
+	}
+	if (bpf_skb_adjust_room(skb, -(int)(cut + more), BPF_ADJ_ROOM_MAC, flags) < 0)
 		goto error;
 	// Innermost first: pushing a tag moves the one already out of band
 	// into the frame.
