@@ -102,6 +102,7 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 	if s := SnapshotFrom(ctx); s != nil && !s.empty(p.NetID) {
 		ctx = WithSnapshot(ctx, nil) // leftovers may have deleted devices it holds: apply lists
 	}
+	env.Listed = SnapshotFrom(ctx).listed(p.NetID)
 	if err := apply(ctx, env, nil, rec, running); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("interrupted (%w); run `trellis up` again to finish, or `trellis down %s`", err, p.Network)
@@ -138,7 +139,8 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, err
 	}
 	old := rec.Plan
-	running, err := runningNodes(&kinds.Env{Store: st, Plan: p})
+	listed := SnapshotFrom(ctx).listed(p.NetID)
+	running, err := runningNodes(&kinds.Env{Store: st, Plan: p, Listed: listed})
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +199,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 	if err2 != nil {
 		return nil, err2
 	}
-	env := &kinds.Env{Store: st, Plan: p, Log: log}
+	env := &kinds.Env{Store: st, Plan: p, Log: log, Listed: listed}
 	if prevStatus != state.Up {
 		old = nil // interrupted: trust nothing but the kernel
 	}
