@@ -145,7 +145,7 @@ func FindRunning(stateID, netID string) (map[string]Running, error) {
 // FindRunningIn is FindRunning among processes pids only (nil: every process): a caller that
 // knows every process the network could have (kinds.Env.Listed) spares the scan of /proc.
 func FindRunningIn(pids []int, stateID, netID string) (map[string]Running, error) {
-	found, err := findMarked(pids, InitArg0, stateID, netID, false)
+	found, err := FindMarkedIn(pids, InitArg0, stateID, netID, false)
 	if err != nil {
 		return nil, err
 	}
@@ -169,10 +169,11 @@ type Marked struct {
 // process with a node init's marker counts only if it is one (isInit), one with another
 // marker (a node's engines helper) only if it runs in trellis's own PID namespace.
 func FindMarked(arg0, stateID, netID string, skipGone bool) (map[string]Marked, error) {
-	return findMarked(nil, arg0, stateID, netID, skipGone)
+	return FindMarkedIn(nil, arg0, stateID, netID, skipGone)
 }
 
-func findMarked(pids []int, arg0, stateID, netID string, skipGone bool) (map[string]Marked, error) {
+// FindMarkedIn is FindMarked among processes pids only (nil: every process).
+func FindMarkedIn(pids []int, arg0, stateID, netID string, skipGone bool) (map[string]Marked, error) {
 	pids, err := pidsOr(pids)
 	if err != nil {
 		return nil, err

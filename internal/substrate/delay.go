@@ -217,9 +217,15 @@ func otherDevices(p *plan.Plan, hold string) map[string]bool {
 
 // convergeLines ends the delay lines of the network that the plan no longer has, and starts
 // again those of its delayed ports that are missing or differ (killed, or lost with a restart
-// of the machine; their frames go nowhere until then).
+// of the machine; their frames go nowhere until then). With a shared listing (Env.Listed) it
+// looks for the lines among the network's processes there: the lines this apply started are
+// the plan's, which stay.
 func (a *applier) convergeLines(ctx context.Context) error {
-	if err := delay.KillExcept(a.env.Store.ID, a.env.Plan.NetID, delayDevices(a.env.Plan)); err != nil {
+	var pids []int // nil: every process
+	if a.env.Listed != nil {
+		pids = a.env.Listed.PIDs
+	}
+	if err := delay.KillExceptIn(pids, a.env.Store.ID, a.env.Plan.NetID, delayDevices(a.env.Plan)); err != nil {
 		return err
 	}
 	missing, err := missingLines(a.env.Store.ID, a.env.Plan)
