@@ -50,6 +50,14 @@ type Listed struct {
 	UIDBases func() (map[uint32]bool, error)
 }
 
+// Processes returns the listing's processes, or nil (every process) without a listing.
+func (l *Listed) Processes() []int {
+	if l == nil {
+		return nil
+	}
+	return l.PIDs
+}
+
 // UIDBases returns the listing's UIDBases if env has one, else scan (which reads /proc).
 func UIDBases(env *Env, scan func() (map[uint32]bool, error)) func() (map[uint32]bool, error) {
 	if env.Listed != nil && env.Listed.UIDBases != nil {

@@ -51,3 +51,18 @@ func TestUIDBases(t *testing.T) {
 		}
 	}
 }
+
+// Without a listing a kind looks at every process (nil), with one at its processes only, an
+// empty list included.
+func TestProcesses(t *testing.T) {
+	var none *Listed
+	if got := none.Processes(); got != nil {
+		t.Errorf("no listing: %v, want nil", got)
+	}
+	if got := (&Listed{PIDs: []int{}}).Processes(); got == nil || len(got) != 0 {
+		t.Errorf("an empty listing: %v, want an empty list", got)
+	}
+	if got := (&Listed{PIDs: []int{3, 4}}).Processes(); !slices.Equal(got, []int{3, 4}) {
+		t.Errorf("a listing: %v", got)
+	}
+}

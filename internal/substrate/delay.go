@@ -221,11 +221,7 @@ func otherDevices(p *plan.Plan, hold string) map[string]bool {
 // looks for the lines among the network's processes there: the lines this apply started are
 // the plan's, which stay.
 func (a *applier) convergeLines(ctx context.Context) error {
-	var pids []int // nil: every process
-	if a.env.Listed != nil {
-		pids = a.env.Listed.PIDs
-	}
-	if err := delay.KillExceptIn(pids, a.env.Store.ID, a.env.Plan.NetID, delayDevices(a.env.Plan)); err != nil {
+	if err := delay.KillExceptIn(a.env.Listed.Processes(), a.env.Store.ID, a.env.Plan.NetID, delayDevices(a.env.Plan)); err != nil {
 		return err
 	}
 	missing, err := missingLines(a.env.Store.ID, a.env.Plan)

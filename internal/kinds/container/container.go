@@ -39,11 +39,7 @@ func (Kind) Tasks(*plan.Node) int { return noderuntime.InitTasks }
 
 // Running finds the network's node init processes by their markers in /proc.
 func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
-	var pids []int // nil: every process
-	if env.Listed != nil {
-		pids = env.Listed.PIDs
-	}
-	found, err := noderuntime.FindRunningIn(pids, env.Store.ID, env.Plan.NetID)
+	found, err := noderuntime.FindRunningIn(env.Listed.Processes(), env.Store.ID, env.Plan.NetID)
 	if err != nil {
 		return nil, err
 	}
