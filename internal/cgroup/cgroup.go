@@ -153,6 +153,12 @@ func (h *Hierarchy) Sweep(prefix string, keep func(rest string) bool) error {
 	if err != nil {
 		return err
 	}
+	return h.SweepNames(names, prefix, keep)
+}
+
+// SweepNames is Sweep among the groups names (a listing made earlier), which begin with
+// prefix; a group of names that no longer exists is passed over.
+func (h *Hierarchy) SweepNames(names []string, prefix string, keep func(rest string) bool) error {
 	for _, name := range names {
 		if keep(strings.TrimPrefix(name, prefix)) {
 			continue

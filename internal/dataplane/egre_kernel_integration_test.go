@@ -44,7 +44,7 @@ func TestEGREBeforeDecapL3(t *testing.T) {
 	m1, m2 := setupEGRE(t)
 	for _, m := range []*egreMachine{m1, m2} {
 		inMachine(t, m, func() error {
-			if err := AttachEncap(m.port, m.underlay, Tunnel{Key: egreKey, Local: m.addr, Remote: m.peer.addr}); err != nil {
+			if err := AttachEncap(Config{}, m.port, m.underlay, Tunnel{Key: egreKey, Local: m.addr, Remote: m.peer.addr}); err != nil {
 				return err
 			}
 			d, err := OpenDecap(m.underlay, m.addr, true)

@@ -41,3 +41,8 @@ func EnsureLine(ctx context.Context, stateID, netID string, c LineConfig) error 
 func KillExcept(stateID, netID string, keep map[string]bool) error {
 	return lines.KillExcept(stateID, netID, keep)
 }
+
+// KillExceptIn is KillExcept among processes pids only (nil: every process).
+func KillExceptIn(pids []int, stateID, netID string, keep map[string]bool) error {
+	return lines.KillExceptIn(pids, stateID, netID, keep)
+}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/plan"
@@ -47,6 +48,53 @@ type Env struct {
 	// target of a change under way or interrupted): what a Sweeper may find left over of,
 	// besides Plan. The substrate sets it for Sweep only.
 	Recorded []*plan.Plan
+	// Listed, when set, is what one listing of the machine, shared by the applies of many
+	// networks, found of this network (substrate.Snapshot), taken after the network's last
+	// apply or removal on this machine ended: only that network's applies start its processes
+	// and make its control groups, so none is missing from it (some may have ended since).
+	// The kinds look there instead of in every process and control group of the machine. nil:
+	// they look everywhere.
+	Listed *Listed
+}
+
+// Listed is what a shared listing of the machine found (Env.Listed).
+type Listed struct {
+	PIDs   []int    // the processes whose command line names the network (a superset of its own)
+	Groups []string // the control groups under cgroup.Parent whose name names the network
+	// UIDBases returns the first host uid of the user namespace of every node init on the
+	// machine, whatever its state directory (noderuntime.UIDBases), as of the listing.
+	UIDBases func() (map[uint32]bool, error)
+}
+
+// Processes returns the listing's processes, or nil (every process) without a listing.
+func (l *Listed) Processes() []int {
+	if l == nil {
+		return nil
+	}
+	return l.PIDs
+}
+
+// UIDBases returns the listing's UIDBases if env has one, else scan (which reads /proc).
+func UIDBases(env *Env, scan func() (map[uint32]bool, error)) func() (map[uint32]bool, error) {
+	if env.Listed != nil && env.Listed.UIDBases != nil {
+		return env.Listed.UIDBases
+	}
+	return scan
+}
+
+// Groups returns the control groups of env.Listed that begin with prefix, and whether env has
+// a listing (without one, the kind lists the machine's groups itself).
+func Groups(env *Env, prefix string) ([]string, bool) {
+	if env.Listed == nil {
+		return nil, false
+	}
+	out := []string{}
+	for _, g := range env.Listed.Groups {
+		if strings.HasPrefix(g, prefix) {
+			out = append(out, g)
+		}
+	}
+	return out, true
 }
 
 // Instance is a running node.

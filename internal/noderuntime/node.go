@@ -139,7 +139,13 @@ func Find(stateID, netID string) (map[string]int, error) {
 
 // FindRunning is Find with the digest each node was started with.
 func FindRunning(stateID, netID string) (map[string]Running, error) {
-	found, err := FindMarked(InitArg0, stateID, netID, false)
+	return FindRunningIn(nil, stateID, netID)
+}
+
+// FindRunningIn is FindRunning among processes pids only (nil: every process): a caller that
+// knows every process the network could have (kinds.Env.Listed) spares the scan of /proc.
+func FindRunningIn(pids []int, stateID, netID string) (map[string]Running, error) {
+	found, err := FindMarkedIn(pids, InitArg0, stateID, netID, false)
 	if err != nil {
 		return nil, err
 	}
@@ -163,17 +169,18 @@ type Marked struct {
 // process with a node init's marker counts only if it is one (isInit), one with another
 // marker (a node's engines helper) only if it runs in trellis's own PID namespace.
 func FindMarked(arg0, stateID, netID string, skipGone bool) (map[string]Marked, error) {
-	entries, err := os.ReadDir("/proc")
+	return FindMarkedIn(nil, arg0, stateID, netID, skipGone)
+}
+
+// FindMarkedIn is FindMarked among processes pids only (nil: every process).
+func FindMarkedIn(pids []int, arg0, stateID, netID string, skipGone bool) (map[string]Marked, error) {
+	pids, err := pidsOr(pids)
 	if err != nil {
 		return nil, err
 	}
 	want := strings.Join([]string{arg0, stateID, netID, ""}, "\x00")
 	out := map[string]Marked{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range pids {
 		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil || !strings.HasPrefix(string(cmdline), want) {
 			continue
@@ -188,17 +195,16 @@ func FindMarked(arg0, stateID, netID string, skipGone bool) (map[string]Marked, 
 
 // UIDBases returns the first host uid of the user namespace of every node init running on the
 // machine, whatever its state directory: the uid ranges in use.
-func UIDBases() (map[uint32]bool, error) {
-	entries, err := os.ReadDir("/proc")
+func UIDBases() (map[uint32]bool, error) { return UIDBasesIn(nil) }
+
+// UIDBasesIn is UIDBases among processes pids only (nil: every process).
+func UIDBasesIn(pids []int) (map[uint32]bool, error) {
+	pids, err := pidsOr(pids)
 	if err != nil {
 		return nil, err
 	}
 	out := map[uint32]bool{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range pids {
 		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil || !strings.HasPrefix(string(cmdline), InitArg0+"\x00") {
 			continue
@@ -215,4 +221,22 @@ func UIDBases() (map[uint32]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// pidsOr returns pids, or with nil every process's pid, from /proc.
+func pidsOr(pids []int) ([]int, error) {
+	if pids != nil {
+		return pids, nil
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	pids = make([]int, 0, len(entries))
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
 }

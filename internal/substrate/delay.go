@@ -127,7 +127,7 @@ func (a *applier) setDelay(ctx context.Context, port plan.Port, dev netlink.Link
 	}
 	s := delaySettings(port.Impair)
 	if way == wayNetem {
-		if err := a.m.EndLinesExcept(a.env.Store.ID, a.env.Plan.NetID, otherDevices(a.env.Plan, hold)); err != nil {
+		if err := a.m.EndLinesExcept(nil, a.env.Store.ID, a.env.Plan.NetID, otherDevices(a.env.Plan, hold)); err != nil {
 			return err
 		}
 		if err := delay.SetNetem(h, s); err != nil {
@@ -215,9 +215,11 @@ func otherDevices(p *plan.Plan, hold string) map[string]bool {
 
 // convergeLines ends the delay lines of the network that the plan no longer has, and starts
 // again those of its delayed ports that are missing or differ (killed, or lost with a restart
-// of the machine; their frames go nowhere until then).
+// of the machine; their frames go nowhere until then). With a shared listing (Env.Listed) it
+// looks for the lines among the network's processes there: the lines this apply started are
+// the plan's, which stay.
 func (a *applier) convergeLines(ctx context.Context) error {
-	if err := a.m.EndLinesExcept(a.env.Store.ID, a.env.Plan.NetID, delayDevices(a.env.Plan)); err != nil {
+	if err := a.m.EndLinesExcept(a.env.Listed.Processes(), a.env.Store.ID, a.env.Plan.NetID, delayDevices(a.env.Plan)); err != nil {
 		return err
 	}
 	missing, err := missingLines(a.env.Store.ID, a.env.Plan, a.opt)

@@ -234,7 +234,7 @@ func (f *fakeMachine) EndHelpers(dir, stateID, netID string) error {
 	return nil
 }
 
-func (f *fakeMachine) EndLinesExcept(stateID, netID string, keep map[string]bool) error {
+func (f *fakeMachine) EndLinesExcept(_ []int, stateID, netID string, keep map[string]bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.op("end lines %s", netID)

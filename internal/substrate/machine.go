@@ -42,8 +42,9 @@ type machine interface {
 	// EndHelpers ends every helper process of network netID (forwarding engines' helpers,
 	// delay lines, table servers) of the state directory dir (id stateID).
 	EndHelpers(dir, stateID, netID string) error
-	// EndLinesExcept ends the delay lines of network netID but those of hold devices in keep.
-	EndLinesExcept(stateID, netID string, keep map[string]bool) error
+	// EndLinesExcept ends the delay lines of network netID but those of hold devices in keep,
+	// looking among processes pids (nil: every process).
+	EndLinesExcept(pids []int, stateID, netID string, keep map[string]bool) error
 	// OpenPortNS opens the network's port namespace; ok is false if it has none.
 	OpenPortNS(netID string) (ns netns.NsHandle, ok bool, err error)
 	// MakePortNS makes the network's port namespace, or opens it if it exists.

@@ -39,8 +39,8 @@ func (hostMachine) EndHelpers(dir, stateID, netID string) error {
 	return tablesock.KillExcept(stateID, netID, nil)
 }
 
-func (hostMachine) EndLinesExcept(stateID, netID string, keep map[string]bool) error {
-	return delay.KillExcept(stateID, netID, keep)
+func (hostMachine) EndLinesExcept(pids []int, stateID, netID string, keep map[string]bool) error {
+	return delay.KillExceptIn(pids, stateID, netID, keep)
 }
 
 func (hostMachine) OpenPortNS(netID string) (netns.NsHandle, bool, error) { return OpenPortNS(netID) }

@@ -3,11 +3,17 @@ package substrate
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/trellisnet/trellis/internal/cgroup"
+	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/plan"
 )
 
@@ -23,67 +29,131 @@ import (
 // node died), which the apply finds missing and fails on, and then the caller applies again
 // without a snapshot.
 //
-// It also holds which networks have processes on the machine: a network new to the machine
+// It also holds the processes and control groups of each network: a network new to the machine
 // (created) first looks for nodes of an earlier life of its network id, scanning every
 // process once per node kind, and for its devices; with neither in the snapshot, it has none.
-// Processes too are started only by the network's own apply.
+// A network that changes finds its running nodes among its processes in the snapshot, sweeps
+// its control groups there, and a creation allocates its uid range from the node inits there
+// (kinds.Env.Listed), instead of each scanning every process and control group of the machine.
+// Processes and control groups too are made only by the network's own apply. A uid range is
+// allocated under the machine's registry (state.AllocUIDs), which holds every range that a
+// node started after the snapshot has; the scan only adds ranges whose registry entry was lost.
 
 // Snapshot is the machine's substrate devices, by network id, as listed at one moment, and the
-// networks of one state directory that have processes then.
+// processes and control groups of one state directory's networks then.
 type Snapshot struct {
-	Taken time.Time
-	byNet map[string][]string
-	procs map[string]bool // network ids named in a process's command line (procNets)
+	Taken  time.Time
+	byNet  map[string][]string
+	pids   map[string][]int    // by network id named in the process's command line (procNets)
+	groups map[string][]string // control groups under cgroup.Parent, by network id (groupNets)
+	// uidBases are the first host uids of the node inits' user namespaces, read once if asked
+	uidBases func() (map[uint32]bool, error)
 }
 
-// TakeSnapshot lists the machine's substrate devices and the processes of state directory
-// stateID's networks.
+// TakeSnapshot lists the machine's substrate devices, control groups and processes, for state
+// directory stateID's networks.
 func TakeSnapshot(stateID string) (*Snapshot, error) {
 	s, err := listSnapshot()
 	if err != nil {
 		return nil, err
 	}
-	if s.procs, err = procNets(stateID); err != nil {
+	if s.groups, err = groupNets(stateID); err != nil {
 		return nil, err
 	}
-	return s, nil
-}
-
-// procNets returns the network ids that follow state id stateID and one separator ("\x00" or
-// "/") in any process's command line: the node kinds mark every process they start with both
-// (a node init's ARG0 STATE-ID NET-ID NAME DIGEST, a VM's guest=trellis-STATE-ID/NET-ID/...).
-// It finds more than the kinds would (any command line naming them), never fewer.
-func procNets(stateID string) (map[string]bool, error) {
-	entries, err := os.ReadDir("/proc")
+	pids, inits, err := procNets(stateID)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]bool{}
+	s.pids = pids
+	s.uidBases = sync.OnceValues(func() (map[uint32]bool, error) { return noderuntime.UIDBasesIn(inits) })
+	return s, nil
+}
+
+// procNets returns the pids of the processes whose command line names a network of state id
+// stateID, by network id (netsIn), and those of the node inits of every state directory. It
+// finds more than the kinds would (any command line naming them), never fewer.
+func procNets(stateID string) (map[string][]int, []int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, nil, err
+	}
+	out, inits := map[string][]int{}, []int{}
+	initMark := []byte(noderuntime.InitArg0 + "\x00")
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil {
-			netsIn(cmdline, stateID, out)
+		if err != nil {
+			continue
+		}
+		for id := range netsIn(cmdline, stateID) {
+			out[id] = append(out[id], pid)
+		}
+		if bytes.HasPrefix(cmdline, initMark) {
+			inits = append(inits, pid)
 		}
 	}
-	return out, nil
+	return out, inits, nil
 }
 
-// netsIn adds to out the network ids that follow stateID and a separator in cmdline.
-func netsIn(cmdline []byte, stateID string, out map[string]bool) {
+// netsIn returns the network ids that follow stateID and one separator ("\x00" or "/") in
+// cmdline: the node kinds mark every process they start with both (a node init's ARG0
+// STATE-ID NET-ID NAME DIGEST, a VM's guest=trellis-STATE-ID/NET-ID/...).
+func netsIn(cmdline []byte, stateID string) map[string]bool {
 	const idLen = 6 // plan's network ids
+	out := map[string]bool{}
 	for rest := cmdline; ; {
 		i := bytes.Index(rest, []byte(stateID))
 		if i < 0 {
-			return
+			return out
 		}
 		rest = rest[i+len(stateID):]
 		if len(rest) > idLen && (rest[0] == 0 || rest[0] == '/') {
 			out[string(rest[1:1+idLen])] = true
 		}
 	}
+}
+
+// hierarchy is the machine's control group hierarchy.
+var hierarchy = sync.OnceValues(cgroup.Detect)
+
+// groupNets lists the control groups under cgroup.Parent by the network id that follows
+// stateID and a "." in their name: the node kinds name their groups [KIND.]STATE-ID.NET-ID.NODE.
+func groupNets(stateID string) (map[string][]string, error) {
+	out := map[string][]string{}
+	h, err := hierarchy()
+	if errors.Is(err, cgroup.ErrNoCgroups) {
+		return out, nil // the kinds have none to sweep
+	}
+	if err != nil {
+		return nil, err
+	}
+	names, err := h.List("")
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if id := groupNet(name, stateID); id != "" {
+			out[id] = append(out[id], name)
+		}
+	}
+	return out, nil
+}
+
+// groupNet returns the network id in control group name of state id stateID, or "".
+func groupNet(name, stateID string) string {
+	const idLen = 6
+	i := strings.Index(name, stateID+".")
+	if i < 0 || (i > 0 && name[i-1] != '.') {
+		return ""
+	}
+	rest := name[i+len(stateID)+1:]
+	if len(rest) <= idLen || rest[idLen] != '.' {
+		return ""
+	}
+	return rest[:idLen]
 }
 
 func snapshotOf(taken time.Time, names []string) *Snapshot {
@@ -100,7 +170,18 @@ func snapshotOf(taken time.Time, names []string) *Snapshot {
 func (s *Snapshot) devices(netID string) []string { return s.byNet[netID] }
 
 // empty tells whether network netID had neither devices nor processes in the snapshot.
-func (s *Snapshot) empty(netID string) bool { return len(s.byNet[netID]) == 0 && !s.procs[netID] }
+func (s *Snapshot) empty(netID string) bool {
+	return len(s.byNet[netID]) == 0 && len(s.pids[netID]) == 0
+}
+
+// listed returns what the snapshot holds of network netID for the node kinds, or nil if the
+// snapshot lists only devices.
+func (s *Snapshot) listed(netID string) *kinds.Listed {
+	if s == nil || s.pids == nil {
+		return nil
+	}
+	return &kinds.Listed{PIDs: append([]int{}, s.pids[netID]...), Groups: s.groups[netID], UIDBases: s.uidBases}
+}
 
 type snapshotKey struct{}
 

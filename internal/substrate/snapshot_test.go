@@ -3,6 +3,7 @@ package substrate
 import (
 	"context"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -64,8 +65,7 @@ func TestNetsIn(t *testing.T) {
 		{"state id within a word", "x5f3a9cy000001", nil},
 	}
 	for _, tt := range tests {
-		got := map[string]bool{}
-		netsIn([]byte(tt.cmdline), st, got)
+		got := netsIn([]byte(tt.cmdline), st)
 		want := map[string]bool{}
 		for _, id := range tt.want {
 			want[id] = true
@@ -80,10 +80,54 @@ func TestNetsIn(t *testing.T) {
 // leftovers.
 func TestSnapshotEmpty(t *testing.T) {
 	s := snapshotOf(time.Now(), []string{"tr0000aap1"})
-	s.procs = map[string]bool{"0000bb": true}
+	s.pids = map[string][]int{"0000bb": {42}}
 	for id, want := range map[string]bool{"0000aa": false, "0000bb": false, "0000cc": true} {
 		if s.empty(id) != want {
 			t.Errorf("empty(%s) = %v, want %v", id, !want, want)
 		}
+	}
+}
+
+func TestGroupNet(t *testing.T) {
+	const st = "5f3a9c"
+	tests := []struct{ name, want string }{
+		{"5f3a9c.ab12cd.r1", "ab12cd"},           // a container node's
+		{"vm.5f3a9c.0000ff.r2", "0000ff"},        // a VM's
+		{"5f3a9c.ab12cd.r1.with.dots", "ab12cd"}, // a node name with dots
+		{"aaaaaa.ab12cd.r1", ""},                 // another state directory's
+		{"x5f3a9c.ab12cd.r1", ""},                // the state id within a word
+		{"5f3a9c.ab12c.r1", ""},                  // not a network id
+		{"5f3a9c.ab12cd", ""},                    // no node
+		{"machine.slice", ""},
+	}
+	for _, tt := range tests {
+		if got := groupNet(tt.name, st); got != tt.want {
+			t.Errorf("groupNet(%q) = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A snapshot with processes gives the node kinds a network's processes and control groups,
+// none (not every one) for a network it has none of; a snapshot of devices only gives nothing.
+func TestSnapshotListed(t *testing.T) {
+	s := snapshotOf(time.Now(), nil)
+	s.pids = map[string][]int{"0000aa": {7, 9}}
+	s.groups = map[string][]string{"0000aa": {"5f3a9c.0000aa.r1"}}
+	l := s.listed("0000aa")
+	if l == nil || !slices.Equal(l.PIDs, []int{7, 9}) || !slices.Equal(l.Groups, []string{"5f3a9c.0000aa.r1"}) {
+		t.Fatalf("listed(0000aa) = %+v", l)
+	}
+	l.PIDs[0] = 1 // the kinds' copy
+	if s.pids["0000aa"][0] != 7 {
+		t.Fatal("listed shares the snapshot's pids")
+	}
+	if l := s.listed("0000bb"); l == nil || l.PIDs == nil || len(l.PIDs) != 0 || len(l.Groups) != 0 {
+		t.Fatalf("listed(0000bb) = %+v, want no processes (a non-nil empty list) and no groups", l)
+	}
+	if l := snapshotOf(time.Now(), nil).listed("0000aa"); l != nil {
+		t.Fatalf("a devices-only snapshot listed %+v", l)
+	}
+	if l := (*Snapshot)(nil).listed("0000aa"); l != nil {
+		t.Fatalf("no snapshot listed %+v", l)
 	}
 }

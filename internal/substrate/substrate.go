@@ -96,6 +96,7 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 	if s := SnapshotFrom(ctx); s != nil && !s.empty(p.NetID) {
 		ctx = WithSnapshot(ctx, nil) // leftovers may have deleted devices it holds: apply lists
 	}
+	env.Listed = SnapshotFrom(ctx).listed(p.NetID)
 	if err := apply(ctx, env, nil, rec, running, opt); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("interrupted (%w); run `trellis up` again to finish, or `trellis down %s`", err, p.Network)
@@ -132,7 +133,8 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, err
 	}
 	old := rec.Plan
-	running, err := findNodes(machineFrom(ctx), &kinds.Env{Store: st, Plan: p})
+	listed := SnapshotFrom(ctx).listed(p.NetID)
+	running, err := findNodes(machineFrom(ctx), &kinds.Env{Store: st, Plan: p, Listed: listed})
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +194,7 @@ func change(ctx context.Context, st *state.Store, rec *state.Record, n *spec.Net
 		return nil, err2
 	}
 	env := opt.env(st, p)
+	env.Listed = listed
 	if prevStatus != state.Up {
 		old = nil // interrupted: trust nothing but the kernel
 	}

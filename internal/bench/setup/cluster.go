@@ -160,13 +160,18 @@ func (b *ClusterBed) downAll() error {
 			continue // the machine's agent never made its state directory
 		}
 		recs, err := st.List()
-		if err != nil {
+		if err != nil || len(recs) == 0 {
 			errs = append(errs, err)
 			continue
 		}
-		for _, r := range recs {
-			if err := m.down(r.Name); err != nil {
-				errs = append(errs, err)
+		// An agent names its records TENANT.NETWORK, which `trellis down NAME` takes for a
+		// topology file's name: --all takes every record down by its name. (Naming them, the
+		// bench failed to, killed their nodes only, and left their control groups and uid
+		// ranges on the machine.)
+		if err := m.trellis("down", "--all"); err != nil {
+			errs = append(errs, err)
+			for _, r := range recs {
+				m.killNodes(st, r.Name)
 			}
 		}
 	}

@@ -224,17 +224,21 @@ func (m *simMachine) down(name string) error {
 	}
 	err = m.trellis("down", name)
 	if err != nil {
-		// The machine goes next, with every device of the network; node processes would
-		// outlive it.
-		if rec, lerr := st.Load(name); lerr == nil && rec != nil {
-			for _, pid := range rec.Nodes {
-				if p, ferr := os.FindProcess(pid); ferr == nil {
-					p.Kill()
-				}
+		m.killNodes(st, name)
+	}
+	return err
+}
+
+// killNodes kills the recorded nodes of network name, whose down failed: the machine goes
+// next, with every device of the network; node processes would outlive it.
+func (m *simMachine) killNodes(st *state.Store, name string) {
+	if rec, err := st.Load(name); err == nil && rec != nil {
+		for _, pid := range rec.Nodes {
+			if p, err := os.FindProcess(pid); err == nil {
+				p.Kill()
 			}
 		}
 	}
-	return err
 }
 
 // hostsTopology is the bench network over two machines: the source and the sink on machine A,

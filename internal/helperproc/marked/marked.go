@@ -81,15 +81,21 @@ func (k Kind) Kill(pids ...int) error {
 // KillExcept ends the helpers of network netID whose key is not in keep (all of them with keep
 // nil).
 func (k Kind) KillExcept(stateID, netID string, keep map[string]bool) error {
-	found, err := k.Find(stateID, netID)
+	return k.KillExceptIn(nil, stateID, netID, keep)
+}
+
+// KillExceptIn is KillExcept among processes pids only (nil: every process), for a caller that
+// knows every process the network could have (kinds.Env.Listed).
+func (k Kind) KillExceptIn(pids []int, stateID, netID string, keep map[string]bool) error {
+	found, err := noderuntime.FindMarkedIn(pids, k.Arg0, stateID, netID, true)
 	if err != nil {
 		return err
 	}
-	var pids []int
+	var kill []int
 	for key, m := range found {
 		if !keep[key] {
-			pids = append(pids, m.PID)
+			kill = append(kill, m.PID)
 		}
 	}
-	return k.Kill(pids...)
+	return k.Kill(kill...)
 }

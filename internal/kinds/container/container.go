@@ -49,7 +49,7 @@ func (Kind) Tasks(*plan.Node) int { return noderuntime.InitTasks }
 
 // Running finds the network's node init processes by their markers in /proc.
 func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
-	found, err := noderuntime.FindRunning(env.Store.ID, env.Plan.NetID)
+	found, err := noderuntime.FindRunningIn(env.Listed.Processes(), env.Store.ID, env.Plan.NetID)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 		cfg.Files = append(cfg.Files, noderuntime.File{Path: f.Path, Content: f.Content, Mode: f.Mode, Owner: f.Owner})
 	}
 	in := kinds.Instance{Kind: Name, Name: n.Name, Digest: n.Digest}
-	base, err := env.Store.AllocUIDs(env.Plan.Network, noderuntime.UIDBases)
+	base, err := env.Store.AllocUIDs(env.Plan.Network, kinds.UIDBases(env, noderuntime.UIDBases))
 	if err != nil {
 		return in, err
 	}

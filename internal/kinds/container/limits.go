@@ -78,10 +78,14 @@ func (Kind) Sweep(env *kinds.Env, running map[string]kinds.Instance) error {
 	if err != nil {
 		return err
 	}
-	return h.Sweep(groupPrefix(env), func(node string) bool {
+	keep := func(node string) bool {
 		_, ok := running[node]
 		return ok
-	})
+	}
+	if names, ok := kinds.Groups(env, groupPrefix(env)); ok {
+		return h.SweepNames(names, groupPrefix(env), keep)
+	}
+	return h.Sweep(groupPrefix(env), keep)
 }
 
 // Usage reads what a node uses from its control group.

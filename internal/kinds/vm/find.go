@@ -21,14 +21,34 @@ func findQEMU(stateID, netID string) (map[string][]kinds.Instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	var pids []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, e.Name())
+		}
+	}
+	return findQEMUIn(pids, stateID, netID)
+}
+
+// findQEMUs is findQEMU among the processes of env.Listed if it has a listing.
+func findQEMUs(env *kinds.Env) (map[string][]kinds.Instance, error) {
+	if env.Listed == nil {
+		return findQEMU(env.Store.ID, env.Plan.NetID)
+	}
+	pids := make([]string, len(env.Listed.PIDs))
+	for i, pid := range env.Listed.PIDs {
+		pids[i] = strconv.Itoa(pid)
+	}
+	return findQEMUIn(pids, env.Store.ID, env.Plan.NetID)
+}
+
+// findQEMUIn is findQEMU among processes pids.
+func findQEMUIn(pids []string, stateID, netID string) (map[string][]kinds.Instance, error) {
 	prefix := "guest=" + markerPrefix + stateID + "/" + netID + "/"
 	out := map[string][]kinds.Instance{}
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		d := filepath.Join("/proc", e.Name(), "cmdline")
-		if comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm")); err != nil || !isQEMUComm(comm) {
+	for _, id := range pids {
+		d := filepath.Join("/proc", id, "cmdline")
+		if comm, err := os.ReadFile(filepath.Join("/proc", id, "comm")); err != nil || !isQEMUComm(comm) {
 			continue
 		}
 		data, err := os.ReadFile(d)
@@ -46,7 +66,7 @@ func findQEMU(stateID, netID string) (map[string][]kinds.Instance, error) {
 			}
 			rest, _, _ = strings.Cut(rest, ",")
 			name, digest, ok := strings.Cut(rest, "/")
-			pid, err := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+			pid, err := strconv.Atoi(id)
 			if ok && err == nil && !noderuntime.Gone(pid) {
 				out[name] = append(out[name], kinds.Instance{Kind: Name, Name: name, PID: pid, Digest: digest})
 			}

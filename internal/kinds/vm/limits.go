@@ -125,10 +125,14 @@ func sweepGroups(env *kinds.Env, running map[string]kinds.Instance) error {
 	if err != nil {
 		return err
 	}
-	return h.Sweep(groupPrefix(env), func(node string) bool {
+	keep := func(node string) bool {
 		in, ok := running[node]
 		return ok && in.Kind == Name
-	})
+	}
+	if names, ok := kinds.Groups(env, groupPrefix(env)); ok {
+		return h.SweepNames(names, groupPrefix(env), keep)
+	}
+	return h.Sweep(groupPrefix(env), keep)
 }
 
 // Usage reads what a VM uses from its QEMU's control group.

@@ -63,7 +63,7 @@ type Kind struct{}
 
 // Running finds the network's QEMU processes by their guest names.
 func (Kind) Running(env *kinds.Env) (map[string]kinds.Instance, error) {
-	found, err := findQEMU(env.Store.ID, env.Plan.NetID)
+	found, err := findQEMUs(env)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func dial(ctx context.Context, env *kinds.Env, name string) (*guest.Client, erro
 // own nodes it is uid 65535, which no software there uses, and which sees no QEMU: their
 // PID namespaces hold only their own processes.
 func qemuUser(env *kinds.Env) (string, error) {
-	base, err := env.Store.AllocUIDs(env.Plan.Network, noderuntime.UIDBases)
+	base, err := env.Store.AllocUIDs(env.Plan.Network, kinds.UIDBases(env, noderuntime.UIDBases))
 	if err != nil {
 		return "", err
 	}
