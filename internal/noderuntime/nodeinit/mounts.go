@@ -22,8 +22,8 @@ const emptyDir = "/run/.trellis/empty"
 // mountPrivate makes the node's file system, as host root on the setup thread, in a copy of
 // the base tree (base.go; spawnOne), or of the host's for a node with cfg.Rootfs: the host's,
 // read-only, with private writable directories owned by the node's root (privatefs.go), a
-// private /etc and a /dev of its own (dev.go); or, with cfg.Rootfs, that directory as its root (rootfs.go).
-// The node's init gets a locked copy of it.
+// private /etc and a /dev of its own (dev.go); or, with cfg.Rootfs, that directory as its
+// root (rootfs.go). The node's init gets a locked copy of it.
 func mountPrivate(cfg Config) error {
 	var etc *os.File
 	var fs *privateFS
