@@ -50,12 +50,6 @@ func Marker(stateID, netID, node, digest string) []string {
 // by a trellis that was killed, and is started again.
 const ReadyFile = nodeinit.ReadyFile
 
-// PrivateDirs get an empty tmpfs of their own in every node (nodeinit.PrivateDirs).
-var PrivateDirs = nodeinit.PrivateDirs
-
-// DefaultTmpfsSize is the size of each of a node's private directories when Config gives none.
-const DefaultTmpfsSize = nodeinit.DefaultTmpfsSize
-
 // ReadyFile is made by the init, empty; MarkReady writes readyText into it. (Host root
 // cannot make a file in the node's /run: its uid is not mapped in the node's user namespace.)
 const readyText = "ready\n"

@@ -52,8 +52,10 @@ func TestNodeMounts(t *testing.T) {
 				}
 			}
 			// Every superblock a node mounts costs memory in every memory cgroup of the machine
-			// (docs/benchmarks.md, deploy notes): the node's own are /dev, devpts, six private
-			// tmpfs, /etc's overlay, proc and sysfs; the masked /proc directories are binds.
+			// (docs/benchmarks.md, deploy notes): the node's own are its private file system
+			// (one tmpfs bound at /dev and at each private directory), devpts, /etc's overlay,
+			// proc and sysfs; the masked /proc directories are binds.
+			checkPrivateFS(t, when, name, mounts)
 			sbs := map[string]bool{}
 			for _, m := range mounts {
 				if !slices.ContainsFunc(host, func(h mountEntry) bool { return h.dev == m.dev }) {
@@ -83,8 +85,50 @@ func TestNodeMounts(t *testing.T) {
 }
 
 // maxNodeSuperblocks is how many superblocks a node mounts (5ddc709: 12, with an empty tmpfs
-// over each masked directory of /proc).
-const maxNodeSuperblocks = 11
+// over each masked directory of /proc; 6d36b5a: 11, with a tmpfs for /dev and each private
+// directory).
+const maxNodeSuperblocks = 5
+
+// privateMounts are the places of a node's private file system, with the mount flags each
+// must have beyond nosuid and nodev.
+var privateMounts = map[string][]string{"/dev": {"noexec"}, "/dev/shm": nil, "/run": nil, "/tmp": nil,
+	"/var/tmp": nil, "/var/log": nil, "/var/lib": nil}
+
+// checkPrivateFS checks that a node's /dev and private directories are one tmpfs, each place
+// nosuid and nodev, /dev noexec too, and that none is the root of that file system (each is a
+// directory of it bound there).
+func checkPrivateFS(t *testing.T, when, node string, mounts []mountEntry) {
+	t.Helper()
+	devs := map[string]bool{}
+	for place, extra := range privateMounts {
+		i := -1 // the last mount there, on top of the others (the host's /dev beneath the node's)
+		for j, m := range mounts {
+			if m.target == place {
+				i = j
+			}
+		}
+		if i < 0 {
+			t.Errorf("%s: node %s has no mount at %s", when, node, place)
+			continue
+		}
+		m := mounts[i]
+		devs[m.dev] = true
+		if m.fstype != "tmpfs" || m.root == "/" {
+			t.Errorf("%s: node %s's %s is %s's %s, want a directory of its private tmpfs", when, node, place, m.fstype, m.root)
+		}
+		for _, o := range append([]string{"nosuid", "nodev"}, extra...) {
+			if !slices.Contains(m.options, o) {
+				t.Errorf("%s: node %s's %s has options %v, want %s", when, node, place, m.options, o)
+			}
+		}
+		if extra == nil && slices.Contains(m.options, "noexec") {
+			t.Errorf("%s: node %s's %s is noexec", when, node, place)
+		}
+	}
+	if len(devs) != 1 {
+		t.Errorf("%s: node %s's /dev and private directories are %d file systems, want one", when, node, len(devs))
+	}
+}
 
 // under tells whether path p lies strictly beneath one of dirs.
 func under(p string, dirs ...string) bool {
@@ -96,7 +140,10 @@ func under(p string, dirs ...string) bool {
 	return false
 }
 
-type mountEntry struct{ dev, target, fstype, propagation string }
+type mountEntry struct {
+	dev, root, target, fstype, propagation string
+	options                                []string // the mount's (not the superblock's)
+}
 
 // mountinfo reads a mountinfo file: each mount's superblock (major:minor), point, type and
 // propagation tags (shared:N,
@@ -120,7 +167,8 @@ func mountinfo(t *testing.T, path string) []mountEntry {
 				tags = append(tags, o)
 			}
 		}
-		out = append(out, mountEntry{dev: f[2], target: f[4], fstype: after[0], propagation: strings.Join(tags, " ")})
+		out = append(out, mountEntry{dev: f[2], root: f[3], target: f[4], fstype: after[0], propagation: strings.Join(tags, " "),
+			options: strings.Split(f[5], ",")})
 	}
 	return out
 }

@@ -85,8 +85,8 @@ func (Kind) Start(ctx context.Context, env *kinds.Env, n *plan.Node) (kinds.Inst
 		return in, err
 	}
 	if n.Needs.Memory > 0 {
-		// Each private directory holds at most a quarter of the node's memory: one filled up
-		// leaves room for the node's processes.
+		// The private directories (one tmpfs) hold at most a quarter of the node's memory:
+		// filled up, they leave room for the node's processes.
 		cfg.TmpfsSize = max(n.Needs.Memory/4, 1<<20)
 	}
 	pid, err := noderuntime.Start(noderuntime.Marker(env.Store.ID, env.Plan.NetID, n.Name, n.Digest), cfg, opt)

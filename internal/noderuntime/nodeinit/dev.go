@@ -6,7 +6,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A node's /dev is its own (mountDev): a small tmpfs that holds the few device files programs
+// A node's /dev is its own (mountDev): a directory of the node's private file system
+// (privatefs.go), noexec, that holds the few device files programs
 // expect, bound from the host's (a user namespace cannot make device files, so they are bound,
 // as runc does for rootless containers), the usual links, /dev/shm (a private directory) and a
 // devpts instance of the node's own at /dev/pts, where the node's pseudo-terminals are made.
@@ -27,16 +28,12 @@ var devLinks = [][2]string{
 // MaxPTYs is how many pseudo-terminals a node may have at once (its devpts instance's max).
 const MaxPTYs = 256
 
-// devSize is the size of a node's /dev tmpfs: it holds directories, links and empty files (and
-// whatever sockets the node's daemons make there, such as /dev/log).
-const devSize = 1 << 20
-
 // ttyGID is the gid of the tty group in Debian's /etc/group: the group of the node's ptys.
 const ttyGID = 5
 
-// mountDev mounts the node's /dev in the tree whose root is root, owned by the node's root
-// (host uid base).
-func mountDev(root string, base uint32) error {
+// mountDev mounts the node's /dev, the directory devDir of fs, in the tree whose root is root;
+// its pseudo-terminals belong to the node's root (host uid base).
+func mountDev(root string, fs *privateFS, base uint32) error {
 	// The host's devices, cloned (detached bind mounts) before the node's /dev covers them.
 	var trees []int
 	defer func() { closeAll(trees) }()
@@ -55,13 +52,12 @@ func mountDev(root string, base uint32) error {
 	if err != nil {
 		return err
 	}
-	opts := fmt.Sprintf("mode=0755,size=%d,uid=%d,gid=%d", devSize, base, base)
-	err = unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts)
+	err = fs.bind(devDir, target, unix.MOUNT_ATTR_NOEXEC)
 	done()
 	if err != nil {
 		return err
 	}
-	dev, err := openDir(root, "/dev") // the tmpfs now
+	dev, err := openDir(root, "/dev") // the node's now
 	if err != nil {
 		return err
 	}
@@ -74,7 +70,7 @@ func mountDev(root string, base uint32) error {
 		return err
 	}
 	defer unix.Close(pts)
-	opts = fmt.Sprintf("newinstance,ptmxmode=0666,mode=0620,gid=%d,max=%d", base+ttyGID, MaxPTYs)
+	opts := fmt.Sprintf("newinstance,ptmxmode=0666,mode=0620,gid=%d,max=%d", base+ttyGID, MaxPTYs)
 	if err := unix.Mount("devpts", fmt.Sprintf("/proc/self/fd/%d", pts), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, opts); err != nil {
 		return fmt.Errorf("/dev/pts: %w", err)
 	}

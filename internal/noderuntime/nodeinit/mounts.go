@@ -1,26 +1,12 @@
 package nodeinit
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
-
-// DefaultTmpfsSize is the size of each of a node's private directories when Config gives none
-// (a node without a memory limit). Their pages count in the node's memory cgroup.
-const DefaultTmpfsSize = 64 << 20
-
-// PrivateDirs get an empty tmpfs of their own in every node; with /etc (an overlay, see
-// EtcTemplate) they are the only writable places. /var/run is a link to /run on Debian.
-var PrivateDirs = []struct {
-	Path string
-	Mode string
-}{
-	{"/run", "0755"}, {"/tmp", "1777"}, {"/var/tmp", "1777"}, {"/var/log", "0755"}, {"/var/lib", "0755"}, {"/dev/shm", "1777"},
-}
 
 // ReadyFile is the file, in a node's private /run, that marks the node as started: trellis
 // writes into it once it has set the node up (package node, MarkReady). A node found without
@@ -35,11 +21,12 @@ const emptyDir = "/run/.trellis/empty"
 
 // mountPrivate makes the node's file system, as host root on the setup thread, in a copy of
 // the base tree (base.go; spawnOne), or of the host's for a node with cfg.Rootfs: the host's,
-// read-only, with private writable directories owned by the node's root, a private /etc and
-// a /dev of its own (dev.go); or, with cfg.Rootfs, that directory as its root (rootfs.go).
-// The node's init gets a locked copy of it.
+// read-only, with private writable directories owned by the node's root (privatefs.go), a
+// private /etc and a /dev of its own (dev.go); or, with cfg.Rootfs, that directory as its
+// root (rootfs.go). The node's init gets a locked copy of it.
 func mountPrivate(cfg Config) error {
 	var etc *os.File
+	var fs *privateFS
 	root := "/"
 	var steps []step
 	if cfg.Rootfs != "" {
@@ -61,8 +48,12 @@ func mountPrivate(cfg Config) error {
 			etc, err = os.OpenFile(cfg.Etc, unix.O_PATH|unix.O_DIRECTORY, 0)
 			return err
 		}},
-		step{"private /dev", func() error { return mountDev(root, cfg.UIDBase) }},
-		step{"private directories", func() error { return mountTmpfs(root, cfg.TmpfsSize, cfg.UIDBase) }},
+		step{"private file system", func() (err error) {
+			fs, err = newPrivateFS(cfg.TmpfsSize, cfg.UIDBase)
+			return err
+		}},
+		step{"private /dev", func() error { return mountDev(root, fs, cfg.UIDBase) }},
+		step{"private directories", func() error { return fs.mountDirs(root) }},
 		step{"private /etc", func() error {
 			defer etc.Close()
 			return mountEtc(root, fmt.Sprintf("/proc/self/fd/%d", etc.Fd()), cfg.UIDBase)
@@ -71,6 +62,11 @@ func mountPrivate(cfg Config) error {
 	if cfg.Rootfs != "" {
 		steps = append(steps, step{"changing root to " + cfg.Rootfs, func() error { return pivot(cfg.Rootfs) }})
 	}
+	defer func() {
+		if fs != nil {
+			fs.close() // mounted at its places, or not at all
+		}
+	}()
 	for _, s := range steps {
 		if err := s.do(); err != nil {
 			if etc != nil {
@@ -86,43 +82,6 @@ func mountPrivate(cfg Config) error {
 type step struct {
 	what string
 	do   func() error
-}
-
-// mountTmpfs mounts the private directories, owned by the node's root (host uid base), and
-// makes ReadyFile, owned by host root: the node cannot mark itself ready.
-func mountTmpfs(root string, size uint64, base uint32) error {
-	if size == 0 {
-		size = DefaultTmpfsSize
-	}
-	for _, d := range PrivateDirs {
-		target, done, err := mountPoint(root, d.Path)
-		if errors.Is(err, errSkip) {
-			continue // the host (or rootfs) lacks it: nothing to hide
-		}
-		if err != nil {
-			return err
-		}
-		opts := fmt.Sprintf("mode=%s,size=%d,uid=%d,gid=%d", d.Mode, size, base, base)
-		err = unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
-		done()
-		if err != nil {
-			return fmt.Errorf("%s: %w", d.Path, err)
-		}
-	}
-	ready := filepath.Join(root, ReadyFile)
-	if err := os.MkdirAll(filepath.Dir(ready), 0o755); err != nil {
-		return err
-	}
-	// What the init binds over the masked directories of /proc: empty, and host root's, which
-	// the node's root cannot write into (its uid is not mapped in the node).
-	empty := filepath.Join(root, emptyDir)
-	if err := os.Mkdir(empty, 0o555); err != nil {
-		return err
-	}
-	if err := os.Chmod(empty, 0o555); err != nil {
-		return err
-	}
-	return os.WriteFile(ready, nil, 0o600) // empty: not ready (MarkReady)
 }
 
 // mountEtc lays a writable overlay on the network's etc template (EtcTemplate), its upper
