@@ -39,25 +39,35 @@ links:
 // delayProbe sends numbered, time-stamped UDP frames from one node's eth1 to the other's.
 type delayProbe struct {
 	tx   *measure.TxPort
+	txNS netns.NsHandle
 	rxNS netns.NsHandle
 	base map[int][]byte // by frame size
 	addr measure.FlowAddrs
 }
 
+// close lets go of the nodes' namespaces (before the host is checked: the test's own
+// descriptors holding a namespace count as left behind).
+func (p *delayProbe) close() {
+	for _, ns := range []*netns.NsHandle{&p.txNS, &p.rxNS} {
+		if ns.IsOpen() {
+			ns.Close()
+		}
+	}
+}
+
 func openDelayProbe(t *testing.T, state, from, to string) *delayProbe {
 	t.Helper()
 	pids := inspect(t, state, "dly").pids()
-	txNS, err := netns.GetFromPid(pids[from])
-	if err != nil {
+	p := &delayProbe{base: map[int][]byte{}, txNS: -1, rxNS: -1}
+	t.Cleanup(p.close)
+	var err error
+	if p.txNS, err = netns.GetFromPid(pids[from]); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { txNS.Close() })
-	p := &delayProbe{base: map[int][]byte{}}
 	if p.rxNS, err = netns.GetFromPid(pids[to]); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.rxNS.Close() })
-	if p.tx, err = measure.OpenTxPort(txNS, "eth1"); err != nil {
+	if p.tx, err = measure.OpenTxPort(p.txNS, "eth1"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.tx.Close)
@@ -276,6 +286,8 @@ func TestDelay(t *testing.T) {
 		t.Errorf("node processes changed: %v -> %v", pids, got)
 	}
 	mustTrellis(t, e.state, "down", "dly")
+	ab.close()
+	ba.close()
 	e.assertClean()
 }
 
