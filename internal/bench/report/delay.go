@@ -23,7 +23,8 @@ delay.
 `, d.Frames, delayWay(d.Way), d.Kernel, d.Load1)
 	delayTable(b, d)
 	for _, g := range rep.DelayGuests {
-		fmt.Fprintf(b, "\n### In Linux %s\n\n%d frames a row, delayed by %s. %s\n\n", g.Kernel, g.Frames, delayWay(g.Way), g.Where)
+		fmt.Fprintf(b, "\n### In Linux %s\n\n%d frames a row, delayed by %s; load average %.2f when the part began. %s\n\n",
+			g.Kernel, g.Frames, delayWay(g.Way), g.Load1, g.Where)
 		delayTable(b, g)
 	}
 	b.WriteString("\n")

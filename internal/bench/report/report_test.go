@@ -140,7 +140,7 @@ func TestDelayGuests(t *testing.T) {
 	}
 	rep := &result.Report{
 		Delay: &result.DelayResult{Way: "delay line", Kernel: "6.18.1", Frames: 1000, Load1: 2, Rows: []*result.DelayRow{row("1mbit", 10.05)}},
-		DelayGuests: []*result.DelayResult{{Way: "netem", Kernel: "6.1.0-56-amd64", Frames: 500, Where: "Under TCG.",
+		DelayGuests: []*result.DelayResult{{Way: "netem", Kernel: "6.1.0-56-amd64", Frames: 500, Load1: 2.5, Where: "Under TCG.",
 			Rows: []*result.DelayRow{row("100mbit", 11.25)}, Ceiling: &result.DelayCeiling{FrameSize: 1514, Frames: 100, PlainKpps: 5.5, DelayKpps: 3.3}}},
 	}
 	var b strings.Builder
@@ -149,7 +149,7 @@ func TestDelayGuests(t *testing.T) {
 	for _, want := range []string{
 		"Delayed by\ntrellis's delay line (no netem in this kernel), kernel 6.18.1;",
 		"| 1mbit | `delay: 10ms` | 10.050 | 11.050 |",
-		"### In Linux 6.1.0-56-amd64\n\n500 frames a row, delayed by netem. Under TCG.\n\n",
+		"### In Linux 6.1.0-56-amd64\n\n500 frames a row, delayed by netem; load average 2.50 when the part began. Under TCG.\n\n",
 		"| 100mbit | `delay: 10ms` | 11.250 | 12.250 |",
 		"5.5 kpps (0 Mbit/s) arrived without a delay, 3.3 kpps",
 	} {
