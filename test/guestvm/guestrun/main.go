@@ -6,6 +6,7 @@
 // What the command writes under /run/guestvm in the guest reaches the host in DIR/results with
 // --work DIR (kept after the run; without it the run's files are removed): figures of a bench
 // run in the guest, for example (docs/guest-kernel.md).
+//
 // It prints the guest's console (kernel messages and the command's output) and exits with the
 // command's exit code, or 125 if the guest could not run it (what is missing, and how to get it,
 // is said). It must be built static (CGO_ENABLED=0): it is also the guest's init.
