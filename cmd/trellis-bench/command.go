@@ -63,7 +63,8 @@ one link's rate changed, one node added at the end, and that node removed. The i
 loss (1, 10, 30 %, and 10 % with 50 % correlation), duplication and corruption on a running link
 and counts what 20000 numbered frames (2000 with --quick) met. The delay part sets delay 1, 10
 and 100 ms and a normal jitter (20 ms ± 4 ms) on a link capped at 1, 10 and 100 Mbit/s (10 with
---quick) and measures the one-way delay of 1000 probe frames (200) each (median, p99, mean, sd),
+--quick; --delay-rates) and measures the one-way delay of 1000 probe frames (200; --delay-frames)
+each (median, p99, mean, sd),
 then the ceiling: full frames as fast as one sender can, without and with a 1 ms delay (netem,
 or trellis's delay line on a kernel without netem).
 The engines part measures a node with 1 to 3 parallel forwarding engines under each dispatch
@@ -85,6 +86,8 @@ type benchFlags struct {
 	clusterNetworks              int
 	trial                        time.Duration
 	sizes, networks, chains      string
+	delayRates                   string
+	delayFrames                  int
 	mininet                      bool
 	traces                       []string
 	wtrace, trellis              string
@@ -120,6 +123,8 @@ func newRoot() *cobra.Command {
 	f.StringVar(&bf.sizes, "sizes", joinInts(def.Sizes), "frame sizes of the sizes part (64,1500 with --quick)")
 	f.StringVar(&bf.networks, "networks", joinInts(def.Networks), "parallel virtual networks of the scaling part (1,8 with --quick)")
 	f.StringVar(&bf.chains, "chains", joinInts(def.Chains), "chain lengths (nodes) of the deploy part (10 with --quick)")
+	f.StringVar(&bf.delayRates, "delay-rates", strings.Join(def.DelayRates, ","), "link rates of the delay part (10mbit with --quick)")
+	f.IntVar(&bf.delayFrames, "delay-frames", def.DelayFrames, "probe frames per row of the delay part (200 with --quick); the ceiling sends 50 times as many")
 	f.IntVar(&bf.clusterNetworks, "cluster-networks", def.ClusterNetworks, "networks of the cluster part's larger up and of its failover (5 with --quick)")
 	f.BoolVar(&bf.mininet, "mininet", def.Mininet, "time Mininet on the same chains when it is installed")
 	f.StringArrayVar(&bf.traces, "trace", nil, "embed part: replay this trace file instead of generated workloads (repeatable)")
@@ -211,6 +216,12 @@ func (bf *benchFlags) options(f *pflag.FlagSet) (opt bench.Options, runEmbed boo
 	}
 	if f.Changed("mininet") {
 		opt.Mininet = bf.mininet
+	}
+	if f.Changed("delay-rates") {
+		opt.DelayRates = splitList(bf.delayRates)
+	}
+	if f.Changed("delay-frames") {
+		opt.DelayFrames = bf.delayFrames
 	}
 	if f.Changed("cluster-networks") {
 		opt.ClusterNetworks = bf.clusterNetworks

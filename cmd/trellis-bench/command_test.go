@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,6 +25,8 @@ func TestBenchUnknownNames(t *testing.T) {
 		{[]string{"--parts", "forward,nosuch"}, bench.ErrUnknownPart, `"nosuch"`},
 		{[]string{"--setups", "native,bridges"}, setup.ErrUnknownSetup, "known: " + strings.Join(setup.Names(), ", ")},
 		{[]string{"--parts", "forward", "--trellis", "/nonexistent/trellis"}, os.ErrNotExist, "--trellis: "},
+		{[]string{"--parts", "delay", "--delay-rates", "1mbit,fast"}, bench.ErrOptions, `--delay-rates: "fast"`},
+		{[]string{"--parts", "delay", "--delay-frames", "20"}, bench.ErrOptions, "--delay-frames: "},
 	} {
 		dir := t.TempDir()
 		state, out := filepath.Join(dir, "state"), filepath.Join(dir, "out")
@@ -40,6 +43,34 @@ func TestBenchUnknownNames(t *testing.T) {
 			if _, err := os.Stat(d); !os.IsNotExist(err) {
 				t.Errorf("trellis-bench %v made %s", c.args, d)
 			}
+		}
+	}
+}
+
+// --delay-rates and --delay-frames set the delay part's rows over --quick's and the full run's.
+func TestBenchDelayFlags(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		rates  []string
+		frames int
+	}{
+		{nil, []string{"1mbit", "10mbit", "100mbit"}, 1000},
+		{[]string{"--quick"}, []string{"10mbit"}, 200},
+		{[]string{"--quick", "--delay-rates", "1mbit,100mbit"}, []string{"1mbit", "100mbit"}, 200},
+		{[]string{"--delay-rates", "100mbit", "--delay-frames", "500"}, []string{"100mbit"}, 500},
+	} {
+		var bf benchFlags
+		root := newRoot()
+		f := root.Flags()
+		if err := f.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		bf.quick, _ = f.GetBool("quick")
+		bf.delayRates, _ = f.GetString("delay-rates")
+		bf.delayFrames, _ = f.GetInt("delay-frames")
+		opt, _, err := bf.options(f)
+		if err != nil || !slices.Equal(opt.DelayRates, c.rates) || opt.DelayFrames != c.frames {
+			t.Errorf("trellis-bench %v: rates %v, frames %d, %v; want %v, %d", c.args, opt.DelayRates, opt.DelayFrames, err, c.rates, c.frames)
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/trellisnet/trellis/internal/bench/result"
 	"github.com/trellisnet/trellis/internal/bench/setup"
 	"github.com/trellisnet/trellis/internal/dataplane"
+	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
@@ -196,6 +197,14 @@ func (o *Options) Check() error {
 	if o.ImpairFrames < minImpairFrames {
 		return fmt.Errorf("%w: the impair part sends at least %d frames per measurement, not %d", ErrOptions, minImpairFrames, o.ImpairFrames)
 	}
+	if o.DelayFrames < minDelayFrames {
+		return fmt.Errorf("%w: --delay-frames: the delay part sends at least %d probe frames per row (its p99 needs them), not %d", ErrOptions, minDelayFrames, o.DelayFrames)
+	}
+	for _, r := range o.DelayRates {
+		if _, err := spec.ParseRate(r); err != nil {
+			return fmt.Errorf("%w: --delay-rates: %q: %v", ErrOptions, r, err)
+		}
+	}
 	if o.ClusterNetworks < 1 {
 		return fmt.Errorf("%w: the cluster part puts up at least 1 network, not %d", ErrOptions, o.ClusterNetworks)
 	}
@@ -206,6 +215,9 @@ func (o *Options) Check() error {
 	}
 	return nil
 }
+
+// minDelayFrames is the fewest probe frames whose 99th percentile is not their maximum.
+const minDelayFrames = 100
 
 // minImpairFrames is the fewest frames that say something about a loss of 1 %.
 const minImpairFrames = 1000

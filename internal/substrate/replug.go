@@ -196,11 +196,20 @@ func replugs(rec *state.Record, old, p *plan.Plan, running map[string]kinds.Inst
 				return nil, fmt.Errorf("link %s: %w", l.Name, err)
 			}
 			if len(what) > 0 {
-				out = append(out, fmt.Sprintf("link %s: %s has %s that its software made", l.Name, port, strings.Join(what, " and ")))
+				out = append(out, fmt.Sprintf("link %s: %s has %s that its software made%s", l.Name, port, strings.Join(what, " and "), replugWhy(ol, l)))
 			}
 		}
 	}
 	return out, nil
+}
+
+// replugWhy says why a direct link goes to ports when only the kernel makes it: a link taken
+// down or impaired stays one veth pair on a kernel with tcx (plan.WireEnforces).
+func replugWhy(old, l *plan.Link) string {
+	if Wired(old) && !Wired(l) && !plan.WireEnforces() && !l.NeedsPortsAlways() {
+		return " (it goes to ports: " + NoTCX + "; kernel " + dataplane.KernelRelease() + ")"
+	}
+	return ""
 }
 
 // portSoft is what the software of a running node made on a port's interface.

@@ -5,6 +5,10 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/trellisnet/trellis/internal/dataplane"
+	"github.com/trellisnet/trellis/internal/kinds/veth"
+	"github.com/trellisnet/trellis/internal/plan"
+	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -78,5 +82,31 @@ func TestRefusal(t *testing.T) {
 	want := "link r1:eth1--r2:eth1: r1:eth1 has 10.7.7.1/24 that its software made: it would go with the interfaces, made anew (decision 15). " + ReplugFix
 	if got != want {
 		t.Errorf("refusal = %q\nwant %q", got, want)
+	}
+}
+
+// TestReplugWhy: a direct link that goes to ports only because the kernel has no tcx says so
+// in the refusal, with the kernel found and the one needed; one that needs ports on every
+// kernel (a rate), or that stays one pair (tcx), says nothing more.
+func TestReplugWhy(t *testing.T) {
+	defer func(f func() bool) { plan.WireEnforces = f }(plan.WireEnforces)
+	ports := func() []plan.Port { return []plan.Port{{Node: "a", Ifname: "eth1"}, {Node: "b", Ifname: "eth1"}} }
+	old := &plan.Link{Name: "l", Connector: veth.Name, Ports: ports()}
+	down := &plan.Link{Name: "l", Connector: spec.DefaultP2PConnector, Ports: ports(), Down: true}
+	rated := &plan.Link{Name: "l", Connector: spec.DefaultP2PConnector, Ports: ports(), Rate: 1e6}
+	for _, c := range []struct {
+		tcx  bool
+		l    *plan.Link
+		want string
+	}{
+		{false, down, " (it goes to ports: " + NoTCX + "; kernel " + dataplane.KernelRelease() + ")"},
+		{true, down, ""},
+		{false, rated, ""},
+		{false, old, ""},
+	} {
+		plan.WireEnforces = func() bool { return c.tcx }
+		if got := replugWhy(old, c.l); got != c.want {
+			t.Errorf("tcx %v, %s (down %v, rate %d): %q, want %q", c.tcx, c.l.Connector, c.l.Down, c.l.Rate, got, c.want)
+		}
 	}
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // bootModules are what the guest needs before it has a root: the virtio PCI transport, 9p over
-// virtio, and overlayfs. Those the kernel has built in are left out.
-var bootModules = []string{"virtio_pci", "9pnet_virtio", "9p", "overlay"}
+// virtio, and overlayfs; and virtio_blk for its disk (a machine has one: tests look for a
+// block device the nodes must not see). Those the kernel has built in are left out.
+var bootModules = []string{"virtio_pci", "9pnet_virtio", "9p", "overlay", "virtio_blk"}
 
 // writeInitramfs writes the guest's initramfs: init as /init, the modules (bootModules, and
 // virtio_net for a guest with a network card) and their dependencies in /modules (in load order

@@ -205,6 +205,8 @@ func (c *Config) qemuArgs(initrd, results string) []string {
 		"-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
 		"-fsdev", "local,id=results,path=" + results + ",security_model=none,multidevs=remap",
 		"-device", "virtio-9p-pci,fsdev=results,mount_tag=results",
+		// A disk, as a machine has (/sys/block/vda), that reads zeros and keeps nothing.
+		"-drive", "driver=null-co,size=64M,if=virtio",
 	}
 	if n := c.NIC; n != nil {
 		args = append(args, "-netdev", "tap,id=ul,ifname="+n.Tap+",script=no,downscript=no",

@@ -75,6 +75,8 @@ type frameReceiver struct {
 // listenFrame starts a receiver in a node and returns once its socket is bound.
 func listenFrame(t *testing.T, state, network, node, ifname string, magic []byte, timeout time.Duration) *frameReceiver {
 	t.Helper()
+	// Under emulation the frame's sender (trellis exec, python) starts seconds later than here.
+	timeout = time.Duration(float64(timeout) * timeScale())
 	bg := startIn(t, state, network, node, "python3", "-c", recvFrameScript, ifname, fmt.Sprint(timeout.Seconds()), hex.EncodeToString(magic))
 	where := network + "/" + node + ":" + ifname
 	if line, ok := bg.waitLine(15 * time.Second); !ok || line != "ready" {

@@ -33,6 +33,7 @@ func directPair(t *testing.T, state, network string) string {
 // an address (checkReplugRefused); `trellis link down` takes it down as one pair, with no
 // port (TestDirectLinkDown tests that further). Down leaves nothing.
 func TestDirectLink(t *testing.T) {
+	needTCX(t)
 	e := start(t)
 	path := writeTopo(t, rateTopo("direct", "    connector: auto\n"))
 	mustTrellis(t, e.state, "up", path)

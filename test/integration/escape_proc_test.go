@@ -153,7 +153,8 @@ func TestEscapeSysctl(t *testing.T) {
 	net := "escsysctl"
 	topo := writeTopo(t, fmt.Sprintf(execEscapeTopo, net))
 	mustTrellis(t, e.state, "up", topo)
-	mustExec(t, e.state, net, "a", "sh", "-c", "umount /proc/sys/net && umount /proc/sys && mount --bind "+target+" /proc/sys/net/ipv6/conf/eth1/accept_dad")
+	// -R: /proc/sys holds the mask over /proc/sys/kernel/sysrq where the kernel has it (Debian's).
+	mustExec(t, e.state, net, "a", "sh", "-c", "umount /proc/sys/net && umount -R /proc/sys && mount --bind "+target+" /proc/sys/net/ipv6/conf/eth1/accept_dad")
 	rewriteTopo(t, topo, strings.Replace(fmt.Sprintf(execEscapeTopo, net), "[10.0.0.1/24]", "[10.0.0.1/24, 10.0.0.11/24]", 1))
 	mustTrellis(t, e.state, "up", topo)
 	if got := mustExec(t, e.state, net, "a", "ip", "-br", "addr", "show", "eth1"); !strings.Contains(got, "10.0.0.11/24") {

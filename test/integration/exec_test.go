@@ -45,19 +45,21 @@ links:
 	// A process whose parent ends is reparented to the node's init (PID 1 of the node), and
 	// reaped when it ends: no zombie is left (the init ignores SIGCHLD, so the kernel reaps).
 	t.Run("orphans reaped", func(t *testing.T) {
-		pid := strings.TrimSpace(mustExec(t, e.state, "exectest", "a", "sh", "-c", "sleep 1 >/dev/null 2>&1 & echo $!"))
+		// The sleep outlasts the next exec (seconds under emulation: timeScale).
+		sleep := time.Duration(float64(time.Second) * timeScale())
+		pid := strings.TrimSpace(mustExec(t, e.state, "exectest", "a", "sh", "-c", "sleep "+strconv.Itoa(int(sleep.Seconds()))+" >/dev/null 2>&1 & echo $!"))
 		stat := mustExec(t, e.state, "exectest", "a", "cat", "/proc/"+pid+"/stat")
 		if f := strings.Fields(stat[strings.LastIndex(stat, ")")+1:]); len(f) < 2 || f[1] != "1" {
 			t.Fatalf("orphan %s: stat %q, want parent 1 (the node's init)", pid, stat)
 		}
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(10 * sleep)
 		for {
 			stat, _, err := execIn(t, e.state, "exectest", "a", "cat", "/proc/"+pid+"/stat")
 			if err != nil {
 				break // gone: reaped
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("orphan %s still there 10 s after it started a 1 s sleep: %s", pid, stat)
+				t.Fatalf("orphan %s still there %s after it started a %s sleep: %s", pid, 10*sleep, sleep, stat)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}

@@ -583,6 +583,7 @@ func (m *machines) waitQuiet(t *testing.T, network string) map[string]uint64 {
 // listenFrame starts recvFrameScript in a node of machine i and returns once it is bound.
 func (m *machines) listenFrame(t *testing.T, i int, network, node, ifname string, magic []byte, timeout time.Duration) *frameReceiver {
 	t.Helper()
+	timeout = time.Duration(float64(timeout) * timeScale()) // as listenFrame's
 	bg := m.start(t, i, network, node, "python3", "-c", recvFrameScript, ifname, fmt.Sprint(timeout.Seconds()), hex.EncodeToString(magic))
 	where := fmt.Sprintf("m%d %s/%s:%s", i, network, node, ifname)
 	if line, ok := bg.waitLine(15 * time.Second); !ok || line != "ready" {

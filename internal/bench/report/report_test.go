@@ -131,3 +131,33 @@ func TestLiveSections(t *testing.T) {
 		}
 	}
 }
+
+// The delay section shows this machine's run, then each guest's under a heading naming its
+// kernel, with how it ran, its rows and its ceiling.
+func TestDelayGuests(t *testing.T) {
+	row := func(rate string, median float64) *result.DelayRow {
+		return &result.DelayRow{Rate: rate, Config: "delay: 10ms", Delay: 10, Median: median, P99: median + 1}
+	}
+	rep := &result.Report{
+		Delay: &result.DelayResult{Way: "delay line", Kernel: "6.18.1", Frames: 1000, Load1: 2, Rows: []*result.DelayRow{row("1mbit", 10.05)}},
+		DelayGuests: []*result.DelayResult{{Way: "netem", Kernel: "6.1.0-56-amd64", Frames: 500, Load1: 2.5, Where: "Under TCG.",
+			Rows: []*result.DelayRow{row("100mbit", 11.25)}, Ceiling: &result.DelayCeiling{FrameSize: 1514, Frames: 100, PlainKpps: 5.5, DelayKpps: 3.3}}},
+	}
+	var b strings.Builder
+	markdown(&b, rep, "p")
+	page := b.String()
+	for _, want := range []string{
+		"Delayed by\ntrellis's delay line (no netem in this kernel), kernel 6.18.1;",
+		"| 1mbit | `delay: 10ms` | 10.050 | 11.050 |",
+		"### In Linux 6.1.0-56-amd64\n\n500 frames a row, delayed by netem; load average 2.50 when the part began. Under TCG.\n\n",
+		"| 100mbit | `delay: 10ms` | 11.250 | 12.250 |",
+		"5.5 kpps (0 Mbit/s) arrived without a delay, 3.3 kpps",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Index(page, "| 1mbit |") > strings.Index(page, "### In Linux") {
+		t.Error("the guest's run comes before this machine's")
+	}
+}

@@ -9,6 +9,9 @@ type DelayResult struct {
 	Load1   float64       `json:"load1_at_start"` // load average when the part began
 	Rows    []*DelayRow   `json:"rows"`
 	Ceiling *DelayCeiling `json:"ceiling,omitempty"`
+	// Where says how a run merged into another machine's report was made (DelayGuests): the
+	// guest, the command, the host's load.
+	Where string `json:"where,omitempty"`
 }
 
 // DelayRow is one link configuration (rate, delay, jitter) and the one-way delays its probe

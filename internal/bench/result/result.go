@@ -39,6 +39,9 @@ type Report struct {
 	EnginesMirror []*MirrorResult    `json:"engines_mirror,omitempty"`
 	Embed         []*embedsim.Result `json:"embed,omitempty"` // the offline embedding simulator
 	Notes         []string           `json:"notes,omitempty"`
+	// DelayGuests is the delay part run in other kernels (guests under QEMU), merged into
+	// this report by hand; each says where it ran (DelayResult.Where).
+	DelayGuests []*DelayResult `json:"delay_guests,omitempty"`
 }
 
 // Machine describes where the run was made.

@@ -1,7 +1,11 @@
 // Command guestrun runs a command in a guest kernel with this machine's userspace
 // (test/guestvm; docs/guest-kernel.md):
 //
-//	guestrun [--kernel 6.1] [--memory 3G] [--cpus 2] [--timeout 10m] [--env K=V]... -- CMD ARGS...
+//	guestrun [--kernel 6.1] [--memory 3G] [--cpus 2] [--timeout 10m] [--env K=V]... [--work DIR] -- CMD ARGS...
+//
+// What the command writes under /run/guestvm in the guest reaches the host in DIR/results with
+// --work DIR (kept after the run; without it the run's files are removed): figures of a bench
+// run in the guest, for example (docs/guest-kernel.md).
 //
 // It prints the guest's console (kernel messages and the command's output) and exits with the
 // command's exit code, or 125 if the guest could not run it (what is missing, and how to get it,
@@ -15,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -36,6 +41,7 @@ func main() {
 	cpus := flag.Int("cpus", 2, "the guest's vCPUs")
 	timeout := flag.Duration("timeout", 10*time.Minute, "the longest the run may take, boot included")
 	dir := flag.String("dir", "", "the command's working directory (default: this one)")
+	work := flag.String("work", "", "keep the run's files in this directory: what the command writes under /run/guestvm is in DIR/results (default: a temporary directory, removed)")
 	var env envFlag
 	flag.Var(&env, "env", "K=V for the command's environment (repeatable; PATH and HOME have defaults)")
 	flag.Parse()
@@ -53,12 +59,16 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	if _, err := os.Stat(filepath.Join(*work, "results")); *work != "" && err == nil {
+		// A status left by an earlier run would be taken for this one's.
+		fail(fmt.Errorf("--work %s: it holds an earlier run's results; remove them or name a new directory", *work))
+	}
 	if *dir == "" {
 		*dir, _ = os.Getwd()
 	}
 	res, err := guestvm.Run(ctx, guestvm.Config{
 		Kernel: k, Argv: flag.Args(), Env: env, Dir: *dir, Memory: *memory, CPUs: *cpus,
-		Timeout: *timeout, Console: os.Stdout,
+		Timeout: *timeout, Console: os.Stdout, Work: *work,
 	})
 	if err != nil {
 		fail(err)
