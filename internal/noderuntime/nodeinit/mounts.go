@@ -52,6 +52,7 @@ func mountPrivate(cfg Config) error {
 			fs, err = newPrivateFS(cfg.TmpfsSize, cfg.UIDBase)
 			return err
 		}},
+		step{"private file system attached", func() error { return fs.attach(root) }},
 		step{"private /dev", func() error { return mountDev(root, fs, cfg.UIDBase) }},
 		step{"private directories", func() error { return fs.mountDirs(root) }},
 		step{"private /etc", func() error {

@@ -91,6 +91,29 @@ func newPrivateFS(size uint64, base uint32) (*privateFS, error) {
 
 func (p *privateFS) close() { unix.Close(p.fd) }
 
+// attach mounts the file system at the node's /run (in the tree whose root is root) if this
+// kernel cannot clone a directory of a mount attached nowhere: before Linux 6.15 open_tree
+// refuses to (EINVAL; Debian 12's 6.1). Its directories are then cloned from there, and /run's
+// own directory is bound over it (mountDirs), hiding it: the node's mounts are locked, so its
+// root cannot take that bind away, and what is beneath is its own directories anyway. On newer
+// kernels it stays attached nowhere.
+func (p *privateFS) attach(root string) error {
+	fd, err := unix.OpenTree(p.fd, devDir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err == nil {
+		unix.Close(fd)
+		return nil
+	}
+	if !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	target, done, err := mountPoint(root, "/run")
+	if err != nil {
+		return fmt.Errorf("/run, where this kernel needs it attached: %w", err)
+	}
+	defer done()
+	return unix.MoveMount(p.fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_SYMLINKS)
+}
+
 // bind binds the file system's directory name at target (a path, or /proc/self/fd/N:
 // mountPoint), with attr added to the file system's flags.
 func (p *privateFS) bind(name, target string, attr uint64) error {
