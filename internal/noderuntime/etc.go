@@ -138,11 +138,25 @@ func memoryCopy(src string, base uint32, whole bool) (*os.File, error) {
 	root := os.NewFile(uintptr(fd), src+" (copy)")
 	err = copyTree(src, fmt.Sprintf("/proc/self/fd/%d", fd), base, whole)
 	if err == nil {
-		err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+		err = makeReadOnly(fd)
 	}
 	if err != nil {
 		root.Close()
 		return nil, err
 	}
 	return root, nil
+}
+
+// makeReadOnly makes the mount fd read-only. The kernel refuses (EBUSY) while a file of it is
+// open for writing anywhere: a child that trellis forks at the same moment (a VM's QEMU, a
+// helper) holds the copy's descriptors for the instant before its exec closes them. So it is
+// tried again for up to a second.
+func makeReadOnly(fd int) error {
+	for try := 0; ; try++ {
+		err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+		if !errors.Is(err, unix.EBUSY) || try == 100 {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

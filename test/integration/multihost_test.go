@@ -847,8 +847,7 @@ func TestEGREDropsForeignFrames(t *testing.T) {
 func TestDownOnEveryMachineLeavesNothing(t *testing.T) {
 	for _, tunnel := range mhTunnels {
 		t.Run(tunnel, func(t *testing.T) {
-			before := snapshot(t)
-			m := machinesUp(t, 3)
+			m := machinesUp(t, 3) // its cleanup checks the host against a snapshot before the machines
 			name := "downall-" + tunnel
 			m.upAll(t, writeTopo(t, spreadTopo(name, m.hostsYAML(tunnel), tunnelMTU(tunnel), "    rate: 20mbit\n")), name)
 			m.ping(t, 1, name, "a", "10.0.1.2")
@@ -875,7 +874,6 @@ func TestDownOnEveryMachineLeavesNothing(t *testing.T) {
 					t.Errorf("m%d: ls lists %v after down", i, got)
 				}
 			}
-			assertClean(t, before)
 		})
 	}
 }
