@@ -50,46 +50,24 @@ func (s *Host) excused(c Change) bool {
 func Diff(before, after *Host) (fail, excused []Change) {
 	var all []Change
 	add := func(c Change) { all = append(all, c) }
-	for name, typ := range after.Links {
-		if _, ok := before.Links[name]; !ok {
-			add(Change{"+", "link", name + " (" + typ + ")", after.linkOwner(name)})
-		}
-	}
-	for name, typ := range before.Links {
-		if _, ok := after.Links[name]; !ok {
-			add(Change{"-", "link", name + " (" + typ + ")", after.linkOwner(name)})
-		}
-	}
-	for q, link := range after.Qdiscs {
-		if _, ok := before.Qdiscs[q]; !ok {
-			add(Change{"+", "qdisc", q, after.linkOwner(link)})
-		}
-	}
-	for q, link := range before.Qdiscs {
-		if _, ok := after.Qdiscs[q]; !ok {
-			add(Change{"-", "qdisc", q, after.linkOwner(link)})
-		}
-	}
-	for ino := range after.Netns {
-		if _, ok := before.Netns[ino]; !ok {
-			add(Change{"+", "netns", after.netnsDesc(ino), after.netnsOwner(ino)})
-		}
-	}
-	for ino := range before.Netns {
-		if _, ok := after.Netns[ino]; !ok {
-			add(Change{"-", "netns", before.netnsDesc(ino), before.netnsOwner(ino)})
-		}
-	}
-	for id := range after.Progs {
-		if !before.Progs[id] {
-			add(Change{"+", "bpf", after.progWhere(id), after.progOwner(id)})
-		}
-	}
-	for id := range before.Progs {
-		if !after.Progs[id] {
-			add(Change{"-", "bpf", fmt.Sprintf("prog %d", id), unknownIf(after)})
-		}
-	}
+	onlyIn(after.Links, before.Links, func(name, typ string) {
+		add(Change{"+", "link", name + " (" + typ + ")", after.linkOwner(name)})
+	})
+	onlyIn(before.Links, after.Links, func(name, typ string) {
+		add(Change{"-", "link", name + " (" + typ + ")", after.linkOwner(name)})
+	})
+	onlyIn(after.Qdiscs, before.Qdiscs, func(q, link string) { add(Change{"+", "qdisc", q, after.linkOwner(link)}) })
+	onlyIn(before.Qdiscs, after.Qdiscs, func(q, link string) { add(Change{"-", "qdisc", q, after.linkOwner(link)}) })
+	onlyIn(after.Netns, before.Netns, func(ino uint64, _ []int) {
+		add(Change{"+", "netns", after.netnsDesc(ino), after.netnsOwner(ino)})
+	})
+	onlyIn(before.Netns, after.Netns, func(ino uint64, _ []int) {
+		add(Change{"-", "netns", before.netnsDesc(ino), before.netnsOwner(ino)})
+	})
+	onlyIn(after.Progs, before.Progs, func(id uint32, _ bool) { add(Change{"+", "bpf", after.progWhere(id), after.progOwner(id)}) })
+	onlyIn(before.Progs, after.Progs, func(id uint32, _ bool) {
+		add(Change{"-", "bpf", fmt.Sprintf("prog %d", id), unknownIf(after)})
+	})
 	for pid, cmd := range after.Nodes {
 		if before.Nodes[pid] != cmd {
 			add(Change{"+", "node", fmt.Sprintf("pid %d: %s", pid, cmd), after.nodeOwner(pid)})
@@ -137,16 +115,8 @@ func diffStates(before, after *Host, add func(Change)) {
 		kind          string
 		before, after map[string]bool
 	}{{"pin", before.Pins, after.Pins}, {"mount", before.Mounts, after.Mounts}, {"cgroup", before.Cgroups, after.Cgroups}} {
-		for k := range set.after {
-			if !set.before[k] {
-				add(Change{"+", set.kind, k, after.pathOwner(k)})
-			}
-		}
-		for k := range set.before {
-			if !set.after[k] {
-				add(Change{"-", set.kind, k, after.pathOwner(k)})
-			}
-		}
+		onlyIn(set.after, set.before, func(k string, _ bool) { add(Change{"+", set.kind, k, after.pathOwner(k)}) })
+		onlyIn(set.before, set.after, func(k string, _ bool) { add(Change{"-", set.kind, k, after.pathOwner(k)}) })
 	}
 }
 
@@ -272,4 +242,13 @@ func rootNetns() uint64 {
 		return 0
 	}
 	return st.Ino
+}
+
+// onlyIn calls f for each entry of a whose key b lacks.
+func onlyIn[K comparable, V any](a, b map[K]V, f func(K, V)) {
+	for k, v := range a {
+		if _, ok := b[k]; !ok {
+			f(k, v)
+		}
+	}
 }
