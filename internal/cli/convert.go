@@ -41,8 +41,11 @@ yet (such as image:) is written as trellis will name it, with a note on standard
 
 // networkName returns the network an argument of down names: itself, or, for a topology file
 // (an argument with a '.' or a '/', which no network's name has), the file's `name:`.
-func networkName(arg string) (string, error) {
-	if !strings.ContainsAny(arg, "./") {
+//
+// An argument without a '/' for which isRecord (if given) is true is that network's name:
+// it names a record of the state directory (a cluster machine's TENANT.NETWORK).
+func networkName(arg string, isRecord func(string) bool) (string, error) {
+	if !strings.ContainsAny(arg, "./") || !strings.Contains(arg, "/") && isRecord != nil && isRecord(arg) {
 		return arg, nil
 	}
 	data, err := os.ReadFile(arg)
@@ -56,4 +59,16 @@ func networkName(arg string) (string, error) {
 		return "", errors.New(arg + ": a topology file without a name: give the network's name instead")
 	}
 	return head.Name, nil
+}
+
+// networkNames replaces each of args by the network it names (networkName).
+func networkNames(args []string, isRecord func(string) bool) error {
+	for i, arg := range args {
+		name, err := networkName(arg, isRecord)
+		if err != nil {
+			return err
+		}
+		args[i] = name
+	}
+	return nil
 }

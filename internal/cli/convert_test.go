@@ -22,14 +22,18 @@ func TestNetworkName(t *testing.T) {
 	clabFile := write("lab.clab.yml", "name: frr01\ntopology:\n  nodes: {}\n")
 	trellisFile := write("two.yaml", "name: two\nnodes: {}\n")
 	noName := write("x.yaml", "nodes: {}\n")
+	// The state directory of a cluster machine, whose agent names networks TENANT.NETWORK.
+	records := map[string]bool{"alice.chain": true, filepath.Join(dir, "two.yaml"): true}
 	for _, tt := range []struct{ arg, want, err string }{
 		{"lab1", "lab1", ""},
 		{clabFile, "frr01", ""},
 		{trellisFile, "two", ""},
 		{noName, "", "a topology file without a name"},
 		{filepath.Join(dir, "gone.clab.yml"), "", "not a network's name"},
+		{"alice.chain", "alice.chain", ""},
+		{"bob.chain", "", "not a network's name"},
 	} {
-		got, err := networkName(tt.arg)
+		got, err := networkName(tt.arg, func(name string) bool { return records[name] })
 		if got != tt.want || (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
 			t.Errorf("networkName(%q) = %q, %v; want %q, error %q", tt.arg, got, err, tt.want, tt.err)
 		}

@@ -21,28 +21,32 @@ func downCmd(store storeFunc) *cobra.Command {
 shapers and eBPF programs, and their records. Works also on a network whose ` + "`up`" + ` was
 interrupted or killed. Touches nothing that trellis did not create. A FILE (an argument with a
 '.' or a '/', which no network's name has) names the network of that topology file, trellis's or
-containerlab's (its name: key). With --cluster, removes them
+containerlab's (its name: key), unless a network of the state directory has that very name (a
+cluster machine's networks are named TENANT.NETWORK). With --cluster, removes them
 from the cluster and waits until every agent has taken them off its machine.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) > 0) {
 				return errors.New("name the networks to remove, or give --all")
-			}
-			for i, arg := range args {
-				name, err := networkName(arg)
-				if err != nil {
-					return err
-				}
-				args[i] = name
 			}
 			if cs, err := clusterOf(cmd); cs != nil || err != nil {
 				if err != nil {
 					return err
 				}
 				defer cs.store.Close()
+				if err := networkNames(args, nil); err != nil {
+					return err
+				}
 				return clusterDown(cmd, cs, args, all, wait)
 			}
 			st, err := store()
 			if err != nil {
+				return err
+			}
+			// A cluster machine's agent names its records TENANT.NETWORK.
+			if err := networkNames(args, func(name string) bool {
+				r, err := st.Load(name)
+				return err == nil && r != nil
+			}); err != nil {
 				return err
 			}
 			if all {

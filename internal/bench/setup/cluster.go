@@ -164,10 +164,7 @@ func (b *ClusterBed) downAll() error {
 			errs = append(errs, err)
 			continue
 		}
-		// An agent names its records TENANT.NETWORK, which `trellis down NAME` takes for a
-		// topology file's name: --all takes every record down by its name. (Naming them, the
-		// bench failed to, killed their nodes only, and left their control groups and uid
-		// ranges on the machine.)
+		// --all takes every record of the machine down, the agent's TENANT.NETWORK ones too.
 		if err := m.trellis("down", "--all"); err != nil {
 			errs = append(errs, err)
 			for _, r := range recs {
