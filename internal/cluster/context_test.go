@@ -70,6 +70,7 @@ func TestDiffSpecs(t *testing.T) {
 		{"sysctl restarts", base, strings.Replace(base, "  a: {}", "  a: {sysctl: {net.ipv4.ip_forward: \"0\"}}", 1), []string{"! node a (restarts): kind, loopback addresses, sysctl, files or exec changed"}},
 		{"pin moves", base, strings.Replace(base, "  a: {}", "  a: {host: m2}", 1), []string{`! node a (moves): host "" -> "m2"`}},
 		{"addresses", base, strings.Replace(base, "10.0.0.2/24", "10.0.0.3/24", 1), []string{"~ node b: interface addresses"}},
+		{"lan settings", strings.Replace(base, "name: bc,", "name: bc, connector: lan, table: 64,", 1), strings.Replace(base, "name: bc,", "name: bc, connector: lan, table: 128,", 1), []string{"~ link bc: table 64 -> 128"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var old *spec.Network

@@ -60,8 +60,13 @@ func DiffSpecs(old, new *spec.Network) []string {
 			out = append(out, "- link "+o.Name)
 		}
 	}
-	if old.Tunnel != "" && old.Tunnel != new.Tunnel {
+	switch {
+	case old.Tunnel != "" && old.Tunnel != new.Tunnel:
 		out = append(out, fmt.Sprintf("~ tunnel %s -> %s", old.Tunnel, new.Tunnel))
+	case old.Tunnel != "":
+		if d := spec.SettingsChanges(old.TunnelKindSettings(), new.TunnelKindSettings()); len(d) > 0 {
+			out = append(out, fmt.Sprintf("~ tunnel %s: %s", new.Tunnel, strings.Join(d, "; ")))
+		}
 	}
 	return out
 }
@@ -93,6 +98,9 @@ func linkDiff(o, l *spec.Link) string {
 	}
 	if o.Impair != l.Impair || !reflect.DeepEqual(o.From, l.From) {
 		d = append(d, "impairments")
+	}
+	if o.Connector == l.Connector {
+		d = append(d, spec.SettingsChanges(o.KindSettings(), l.KindSettings())...)
 	}
 	return strings.Join(d, "; ")
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trellisnet/trellis/internal/cluster"
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
@@ -83,15 +84,21 @@ links:
 // examplePlan is the plan of m1 for the file with tunnel: tunnel.
 func examplePlan(t *testing.T, tunnel string) *plan.Plan {
 	t.Helper()
-	n, err := spec.Parse("topo.yaml", []byte(strings.Replace(exampleTunnelDoc, "TUNNEL", tunnel, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := plan.Make(n, "scope", "m1", &plan.Names{})
+	p, err := plan.Make(exampleNetwork(t, tunnel), "scope", "m1", &plan.Names{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// exampleNetwork parses the example topology with `tunnel: TUNNEL`.
+func exampleNetwork(t *testing.T, tunnel string) *spec.Network {
+	t.Helper()
+	n, err := spec.Parse("topo.yaml", []byte(strings.Replace(exampleTunnelDoc, "TUNNEL", tunnel, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestExampleTunnelKind: the tunnel kind's settings parse from YAML with their defaults, reach
@@ -129,6 +136,16 @@ func TestExampleTunnelKind(t *testing.T) {
 	for _, other := range []string{"{kind: example-tunnel, port: 4791}", "example-tunnel", "plain-tunnel"} {
 		if recorded.SameTunnel(examplePlan(t, other)) {
 			t.Errorf("tunnel: %s is the same tunnel as port 4790", other)
+		}
+	}
+	// A cluster's diff lists the change of settings, as it does a change of kind.
+	for _, c := range []struct{ from, to, want string }{
+		{"{kind: example-tunnel, port: 4790}", "{kind: example-tunnel, port: 4791}", "~ tunnel example-tunnel: settings changed"},
+		{"{kind: example-tunnel, port: 4790}", "{kind: example-tunnel, port: 4790}", ""},
+		{"example-tunnel", "plain-tunnel", "~ tunnel example-tunnel -> plain-tunnel"},
+	} {
+		if got := strings.Join(cluster.DiffSpecs(exampleNetwork(t, c.from), exampleNetwork(t, c.to)), "\n"); got != c.want {
+			t.Errorf("DiffSpecs, tunnel %s -> %s: %q, want %q", c.from, c.to, got, c.want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -85,3 +86,49 @@ type Showing interface {
 
 // Shown is one setting as diff shows it: its name and its value as text.
 type Shown struct{ Name, Text string }
+
+// SettingsChanges names the settings that differ between two versions of a kind's settings
+// ("table 64 -> default"), those the kind shows (Showing); a setting one version lacks is its
+// default. Settings that a kind does not show are "settings changed" when their JSON differs.
+func SettingsChanges(a, b Settings) []string {
+	as, bs := shownSettings(a), shownSettings(b)
+	if as == nil && bs == nil {
+		if x, y := settingsJSON(a), settingsJSON(b); x != y {
+			return []string{"settings changed"}
+		}
+		return nil
+	}
+	var names []string
+	for _, sh := range append(slices.Clone(as), bs...) {
+		if !slices.Contains(names, sh.Name) {
+			names = append(names, sh.Name)
+		}
+	}
+	text := func(shown []Shown, name string) string {
+		if i := slices.IndexFunc(shown, func(sh Shown) bool { return sh.Name == name }); i >= 0 {
+			return shown[i].Text
+		}
+		return "default"
+	}
+	var out []string
+	for _, name := range names {
+		if x, y := text(as, name), text(bs, name); x != y {
+			out = append(out, fmt.Sprintf("%s %s -> %s", name, x, y))
+		}
+	}
+	return out
+}
+
+// shownSettings are settings s as diff shows them; nil if their kind shows none.
+func shownSettings(s Settings) []Shown {
+	if sh, ok := s.(Showing); ok {
+		return sh.Show()
+	}
+	return nil
+}
+
+// settingsJSON is settings s as JSON ("null" without any).
+func settingsJSON(s Settings) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -194,7 +194,7 @@ func linkChanges(a, b *plan.Link, tunnelKind bool, anew []string) []string {
 		out = append(out, mtu)
 	}
 	add("state", stateWord(a.Down), stateWord(b.Down))
-	out = append(out, settingsChanges(a, b)...)
+	out = append(out, spec.SettingsChanges(a.KindSettings(), b.KindSettings())...)
 	ap, bp := portsByEndpoint(a), portsByEndpoint(b)
 	for _, ep := range slices.Sorted(maps.Keys(bp)) {
 		x, ok := ap[ep]
@@ -275,40 +275,6 @@ func rateText(bps uint64) string {
 		return "none"
 	}
 	return spec.FormatRate(bps)
-}
-
-// settingsChanges names the link kinds' settings that differ between two versions of a link
-// ("table 64 -> default"), those the kinds show (spec.Showing); a setting one version lacks is
-// its default.
-func settingsChanges(a, b *plan.Link) []string {
-	as, bs := shownSettings(a), shownSettings(b)
-	var names []string
-	for _, sh := range append(slices.Clone(as), bs...) {
-		if !slices.Contains(names, sh.Name) {
-			names = append(names, sh.Name)
-		}
-	}
-	text := func(shown []spec.Shown, name string) string {
-		if i := slices.IndexFunc(shown, func(sh spec.Shown) bool { return sh.Name == name }); i >= 0 {
-			return shown[i].Text
-		}
-		return "default"
-	}
-	var out []string
-	for _, name := range names {
-		if x, y := text(as, name), text(bs, name); x != y {
-			out = append(out, fmt.Sprintf("%s %s -> %s", name, x, y))
-		}
-	}
-	return out
-}
-
-// shownSettings are link l's kind's settings as diff shows them; none if its kind shows none.
-func shownSettings(l *plan.Link) []spec.Shown {
-	if s, ok := l.KindSettings().(spec.Showing); ok {
-		return s.Show()
-	}
-	return nil
 }
 
 // settingsOnly tells whether changes only change links' settings in place: rate,
