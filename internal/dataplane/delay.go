@@ -87,7 +87,7 @@ func attachDelay(c Config, portIfindex, holdIfindex, returnIfindex int, hold Del
 		return loadError("delay", err)
 	}
 	defer objs.Close()
-	hook, err := c.Hook()
+	hook, err := portHook(c, portIfindex)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -209,4 +210,41 @@ func detachTCXNamed(ifindex int, name string) error {
 	}
 	defer closeTCX(ps)
 	return detachTCX(ifindex, ps)
+}
+
+// portHook returns the hook for a program added to port ifindex: the one c chooses, unless the
+// port's programs that must run in front of it or behind it are on the other hook. tcx runs
+// before every clsact filter, so a port whose shortbridge, impairment or delay is on tcx gets
+// its impairment there too, and a port whose impairment or delay is under clsact gets its
+// shortbridge there: each program keeps its place in front of the forwarding, whatever
+// --port-hook the process that set the port up was given.
+func portHook(c Config, ifindex int) (Hook, error) {
+	hook, err := c.Hook()
+	if err != nil || !kernelHasTCX() {
+		return hook, err
+	}
+	if hook == HookClsact {
+		ps, _, err := tcxIngress(ifindex, shortbridgeProgName, impairProgName, delayHoldName)
+		if err != nil {
+			return "", fmt.Errorf("%w: programs of port %d: %w", ErrHook, ifindex, err)
+		}
+		closeTCX(ps)
+		if len(ps) > 0 {
+			return HookTCX, nil
+		}
+		return hook, nil
+	}
+	filters, err := listFilters(&netlink.Handle{}, ifindex, netlink.HANDLE_MIN_INGRESS)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+		return hook, nil // no clsact qdisc, so no filter
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: filters of port %d: %w", ErrHook, ifindex, err)
+	}
+	for _, f := range filters {
+		if bf, ok := f.(*netlink.BpfFilter); ok && (bf.Name == impairFilterName || bf.Name == delayHoldName) {
+			return HookClsact, nil
+		}
+	}
+	return hook, nil
 }

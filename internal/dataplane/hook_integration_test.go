@@ -188,3 +188,64 @@ func TestForwardingAcrossHooks(t *testing.T) {
 		}
 	}
 }
+
+// TestPortHookFollowsPort: a program added to a port goes where the port's others are when the
+// process's hook differs (one `trellis up --port-hook tcx`, a later `link set` without it), so
+// that the impairment still runs in front of the forwarding: tcx runs before every clsact
+// filter, and a shortbridge on tcx would otherwise pass frames before a clsact impairment saw
+// them (and the reverse). 100% loss must stop every frame.
+func TestPortHookFollowsPort(t *testing.T) {
+	testkit.RequireRoot(t)
+	testkit.RequireKernel(t, tcx)
+	blocked := func(l *testLink, what string) {
+		t.Helper()
+		if err := icmpEcho(l.a, l.b.addr, 700*time.Millisecond); err == nil {
+			t.Fatalf("%s: a ping crossed a port losing every frame: the impairment did not run first", what)
+		}
+	}
+	clsact, tcxCfg := Config{PortHook: string(HookClsact)}, Config{PortHook: string(HookTCX)}
+	for _, c := range []struct {
+		name           string
+		sb, im, resb   Config // the shortbridges', the impairment's, the re-target's
+		want, wantResb string
+	}{
+		{"shortbridge on tcx, impairment asked under clsact", tcxCfg, clsact, clsact,
+			"tcx:" + impairProgName + " tcx:" + shortbridgeProgName, "tcx:" + impairProgName + " tcx:" + shortbridgeProgName},
+		{"impairment under clsact, shortbridge re-targeted on tcx", clsact, clsact, tcxCfg,
+			impairFilterName + "@1 " + shortbridgeFilterName + "@2", impairFilterName + "@1 " + shortbridgeFilterName + "@2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := setupTestLink(t)
+			for _, p := range [][2]*testNode{{l.a, l.b}, {l.b, l.a}} {
+				if err := AttachShortbridge(c.sb, p[0].port, p[1].port, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := SetImpairment(c.im, l.a.port, Impairment{Loss: 100}); err != nil {
+				t.Fatal(err)
+			}
+			layout, ids := ingressLayout(t, l.a.port)
+			for _, id := range ids {
+				l.progIDs = append(l.progIDs, id)
+			}
+			if layout != c.want {
+				t.Fatalf("port A: %s, want %s", layout, c.want)
+			}
+			blocked(l, "impairment added")
+			if err := AttachShortbridge(c.resb, l.a.port, l.b.port, false); err != nil {
+				t.Fatal(err)
+			}
+			layout, ids = ingressLayout(t, l.a.port)
+			for _, id := range ids {
+				l.progIDs = append(l.progIDs, id)
+			}
+			if layout != c.wantResb {
+				t.Fatalf("port A after the re-target: %s, want %s", layout, c.wantResb)
+			}
+			blocked(l, "shortbridge re-targeted")
+			if err := SetImpairment(c.im, l.a.port, Impairment{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

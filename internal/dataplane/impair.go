@@ -148,7 +148,8 @@ func loadImpairSpec() (*ebpf.CollectionSpec, error) {
 // SetImpairment makes the frames sent by the interface whose port has index
 // portIfindex suffer im: it attaches an impairment program to the port's
 // ingress, on the hook c chooses (tcx, or a tc filter under a clsact
-// qdisc, added if there is none), in front of the port's forwarding program
+// qdisc, added if there is none) unless the port's shortbridge or delay is
+// on tcx (portHook), in front of the port's forwarding program
 // if any; or, if one is attached already (on either hook), changes its
 // settings live with one map update. A zero Impairment (see IsZero) removes
 // the program; a clsact qdisc stays, as it does for the other programs, and
@@ -157,7 +158,7 @@ func loadImpairSpec() (*ebpf.CollectionSpec, error) {
 // It is idempotent, works in the calling thread's network namespace, and is
 // safe to call concurrently (the last call wins).
 func SetImpairment(c Config, portIfindex int, im Impairment) error {
-	hook, err := c.Hook()
+	hook, err := portHook(c, portIfindex)
 	if err != nil {
 		return err
 	}

@@ -102,7 +102,8 @@ func newShortbridgeProgram(peerIfindex int, deliverPeer bool) (*ebpf.Program, er
 
 // AttachShortbridge loads a shortbridge program whose target is peerIfindex and attaches it
 // to the ingress of the port with index portIfindex, on the hook c chooses (tcx, or a tc
-// filter under a clsact qdisc, added if there is none), replacing the port's forwarding
+// filter under a clsact qdisc, added if there is none; under clsact if the port's impairment
+// or delay is there: portHook), replacing the port's forwarding
 // program (shortbridge, EGRE encapsulation or LAN) wherever it is. deliverPeer selects
 // bpf_redirect_peer.
 //
@@ -114,7 +115,7 @@ func newShortbridgeProgram(peerIfindex int, deliverPeer bool) (*ebpf.Program, er
 // It is safe to call concurrently, for different ports or for the same one
 // (the last call wins).
 func AttachShortbridge(c Config, portIfindex, peerIfindex int, deliverPeer bool) error {
-	hook, err := c.Hook()
+	hook, err := portHook(c, portIfindex)
 	if err != nil {
 		return err
 	}
