@@ -66,7 +66,11 @@ func TestEnginesRemote(t *testing.T) {
 	if err := syscall.Kill(holder[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // a ping every 250 ms notices it
+	// The helper pings the remote FE every 250 ms, and drops it from the classifier's table
+	// before its status (what inspect shows) says it is down: wait for that, not a fixed time.
+	if !eventually(time.Duration(10*float64(time.Second)*timeScale()), func() bool { _, down := m.remoteEngineState(t); return down }) {
+		t.Errorf("10 s after kill -9 of the remote FE, inspect does not show engine 1 down")
+	}
 	if used := m.remoteFlows(t, 41000, 8); used[1] || !used[0] {
 		t.Errorf("after kill -9 of the remote FE, flows went to engines %v; want all on engine 0", used)
 	}
