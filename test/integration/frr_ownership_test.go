@@ -110,9 +110,20 @@ func readNodeState(t *testing.T, state, network, node string) nodeState {
 	if strings.HasPrefix(node, "r") {
 		for _, c := range []string{"show ip ospf route", "show ipv6 ospf6 route"} {
 			for _, l := range strings.Split(mustExec(t, state, network, node, "vtysh", "-c", c), "\n") {
-				// OSPFv3's best routes only: ospf6d may keep others it no longer uses.
-				if c == "show ip ospf route" || strings.HasPrefix(l, "*") {
-					s.OSPF = append(s.OSPF, strings.Join(strings.Fields(age.ReplaceAllString(l, "")), " "))
+				line := strings.Join(strings.Fields(age.ReplaceAllString(l, "")), " ")
+				switch {
+				case c == "show ip ospf route":
+					s.OSPF = append(s.OSPF, line)
+				case !strings.HasPrefix(l, "*"): // OSPFv3's best routes only: ospf6d may keep others it no longer uses
+				case slices.Contains(s.OSPF, line):
+					// ospf6d has one best route per prefix, but 8.4 now and then lists a LAN's
+					// own prefix twice, identical, after the LAN went down and up and its DR
+					// changed (CI: r2 listed fd00:123::/64 twice, still 40 s later). Inside r2,
+					// ip monitor sees only r2-eth1's carrier go and come back, as with a cable:
+					// ospf6d's bookkeeping, not a route changed. The route is counted once.
+					t.Logf("%s: ospf6d lists this best route twice (counted once): %s", node, line)
+				default:
+					s.OSPF = append(s.OSPF, line)
 				}
 			}
 		}
