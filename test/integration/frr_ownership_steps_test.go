@@ -175,7 +175,7 @@ func checkMTULive(t *testing.T, state, topo string, nodes []string) {
 	mustTrellis(t, state, "up", topo)
 	// ospfd resets an interface whose MTU changed (its neighbours come back at once); the
 	// kernel's routes are not compared, as zebra may order an ECMP group's nexthops anew.
-	waitState(t, state, base, false, 40*time.Second, "mtu of p12 and s3 default -> 9000")
+	waitState(t, state, base, false, reconverge, "mtu of p12 and s3 default -> 9000")
 	for node, ifs := range map[string][]string{"r1": {"r1-eth1", "r1-eth2"}, "r2": {"r2-eth1", "r2-eth2"}, "r3": {"r3-eth0"}} {
 		for _, ifname := range ifs {
 			if out := mustExec(t, state, "frrown", node, "ip", "-o", "link", "show", ifname); !strings.Contains(out, " mtu 9000 ") {

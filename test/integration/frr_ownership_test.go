@@ -160,7 +160,8 @@ func sameState(want, got map[string]nodeState, kernel bool) []string {
 }
 
 // reconverge bounds how long the routers take to be as before once the LAN's cable (or one
-// member's) is back, which changes the LAN's designated router. The old DR flushes its
+// member's) is back, or its interfaces reset (an MTU change), which may change the LAN's
+// designated router (it does, in this test's cable steps). The old DR flushes its
 // network and intra-area-prefix LSAs (age MaxAge), and ospf6d keeps their route to the LAN's
 // prefix, next to the new one, until it removes them from its database: `show ipv6 ospf6
 // route` lists the prefix twice meanwhile (seen here 0.3 to 4.9 s after up with a MaxAge LSA
