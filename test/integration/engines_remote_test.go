@@ -114,7 +114,7 @@ for _ in range(100):
     s.sendto(b"x" * 64, ("10.92.2.1", 9000))
 `, p))
 		var d, tx []uint64
-		eventually(3*time.Second, func() bool {
+		eventually(feWait(), func() bool {
 			after, txAfter := m.classified(t)
 			tx = txAfter
 			d = make([]uint64, len(after))
@@ -137,7 +137,7 @@ for _ in range(100):
 		if on < 0 {
 			t.Fatalf("flow from port %d: engines classified %v; want 100 frames on one", p, d)
 		}
-		if !eventually(3*time.Second, func() bool { _, tx = m.classified(t); return tx[on]-txBefore[on] >= 100 }) {
+		if !eventually(feWait(), func() bool { _, tx = m.classified(t); return tx[on]-txBefore[on] >= 100 }) {
 			t.Fatalf("flow from port %d on engine %d: it sent %d frames out through r's ports; want 100", p, on, tx[on]-txBefore[on])
 		}
 		used[on] = true
