@@ -197,10 +197,26 @@ func TestAPI(t *testing.T) {
 	if err := capt.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the sockets are open well before the first ping
-	mustExec(t, e.state, name, "a", "ping", "-c", "3", "-i", "0.2", "10.0.0.2")
-	if err := waitCmd(capt, 10*time.Second); err != nil {
-		t.Fatalf("trellis capture -c 5: %v\n%s", err, capErr.String())
+	// The capture opens its sockets a moment after it starts (later on a loaded machine): a
+	// pings b, three echoes at a time, until the capture has its 5 frames and ends.
+	capDone := make(chan error, 1)
+	go func() { capDone <- capt.Wait() }()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		mustExec(t, e.state, name, "a", "ping", "-c", "3", "-i", "0.2", "10.0.0.2")
+		var err error
+		select {
+		case err = <-capDone:
+		default:
+			if time.Now().Before(deadline) {
+				continue
+			}
+			capt.Process.Kill()
+			err = fmt.Errorf("still running after 10 s of pings: %v", <-capDone)
+		}
+		if err != nil {
+			t.Fatalf("trellis capture -c 5: %v\n%s", err, capErr.String())
+		}
+		break
 	}
 	out, err := exec.Command("tcpdump", "-n", "-r", capFile).CombinedOutput()
 	if n := strings.Count(string(out), "ICMP echo"); err != nil || n != 5 {

@@ -111,11 +111,11 @@ for _ in range(%d):
 	mustExec(t, state, network, node, "python3", "-c", script)
 }
 
-// deltas waits until the FEs have received at least want more frames than before, and
-// returns what each received.
+// deltas waits until the FEs have received at least want more frames than before (within
+// feWait), and returns what each received.
 func deltas(t testing.TB, state, network, node string, before []uint64, want uint64) []uint64 {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(feWait())
 	for {
 		after := feRx(t, state, network, node)
 		d := make([]uint64, len(after))
@@ -130,6 +130,11 @@ func deltas(t testing.TB, state, network, node string, before []uint64, want uin
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// feWait is how long the engines tests wait for frames sent to show in the engines' counters:
+// they do within milliseconds, but a loaded machine (or a guest under emulation) may not run
+// the engines, or the reads of their counters, for seconds. It is a bound, not a pause.
+func feWait() time.Duration { return time.Duration(10 * float64(time.Second) * timeScale()) }
 
 // eventually polls cond until it holds or timeout passes.
 func eventually(timeout time.Duration, cond func() bool) bool {

@@ -66,7 +66,11 @@ func TestEnginesRemote(t *testing.T) {
 	if err := syscall.Kill(holder[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // a ping every 250 ms notices it
+	// The helper pings the remote FE every 250 ms, and drops it from the classifier's table
+	// before its status (what inspect shows) says it is down: wait for that, not a fixed time.
+	if !eventually(time.Duration(10*float64(time.Second)*timeScale()), func() bool { _, down := m.remoteEngineState(t); return down }) {
+		t.Errorf("10 s after kill -9 of the remote FE, inspect does not show engine 1 down")
+	}
 	if used := m.remoteFlows(t, 41000, 8); used[1] || !used[0] {
 		t.Errorf("after kill -9 of the remote FE, flows went to engines %v; want all on engine 0", used)
 	}
@@ -110,7 +114,7 @@ for _ in range(100):
     s.sendto(b"x" * 64, ("10.92.2.1", 9000))
 `, p))
 		var d, tx []uint64
-		eventually(3*time.Second, func() bool {
+		eventually(feWait(), func() bool {
 			after, txAfter := m.classified(t)
 			tx = txAfter
 			d = make([]uint64, len(after))
@@ -133,7 +137,7 @@ for _ in range(100):
 		if on < 0 {
 			t.Fatalf("flow from port %d: engines classified %v; want 100 frames on one", p, d)
 		}
-		if !eventually(3*time.Second, func() bool { _, tx = m.classified(t); return tx[on]-txBefore[on] >= 100 }) {
+		if !eventually(feWait(), func() bool { _, tx = m.classified(t); return tx[on]-txBefore[on] >= 100 }) {
 			t.Fatalf("flow from port %d on engine %d: it sent %d frames out through r's ports; want 100", p, on, tx[on]-txBefore[on])
 		}
 		used[on] = true

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -66,44 +65,76 @@ func checkCapture(t *testing.T, state string, base map[string]nodeState, nodes [
 }
 
 // checkUnchangedUp runs `up` of an unchanged file while `ip monitor` watches the links and
-// addresses inside a router and a node with file-given addresses: it sees nothing but the
-// sentinel address the test adds and removes after the up (which shows it was watching).
+// addresses inside a router and a node with file-given addresses: between two sentinel
+// addresses the test adds and removes, one before the up (which shows the monitor listens)
+// and one after it (which shows it saw everything up did), it sees nothing.
 func checkUnchangedUp(t *testing.T, state, topo string) {
 	t.Helper()
-	const sentinel = "10.255.1.1/32"
-	var wg sync.WaitGroup
-	seen := map[string]string{}
-	var mu sync.Mutex
+	mons := map[string]*addrMonitor{}
 	for _, node := range []string{"r1", "h1"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, _, _ := execIn(t, state, "frrown", node, "timeout", "10", "ip", "-o", "monitor", "link", "address")
-			mu.Lock()
-			seen[node] = out
-			mu.Unlock()
-		}()
+		mons[node] = startAddrMonitor(t, state, node)
+		mons[node].mark(t, "10.255.1.1/32") // listening
 	}
-	time.Sleep(3 * time.Second) // the monitors are listening
 	out := mustTrellis(t, state, "up", topo)
-	for _, node := range []string{"r1", "h1"} {
-		mustExec(t, state, "frrown", node, "ip", "addr", "add", sentinel, "dev", "lo")
-		mustExec(t, state, "frrown", node, "ip", "addr", "del", sentinel, "dev", "lo")
-	}
-	wg.Wait()
-	for node, events := range seen {
-		var other []string
-		for _, l := range strings.Split(strings.TrimSpace(events), "\n") {
-			if !strings.Contains(l, "10.255.1.1/32") {
-				other = append(other, l)
-			}
-		}
-		if !strings.Contains(events, "10.255.1.1/32") {
-			t.Errorf("%s: ip monitor saw not even the sentinel address:\n%s", node, events)
-		} else if len(other) > 0 {
+	for node, m := range mons {
+		if other := m.mark(t, "10.255.1.2/32"); len(other) > 0 {
 			t.Errorf("up of an unchanged file changed links or addresses in %s:\n%s\nup said:\n%s", node, strings.Join(other, "\n"), out)
 		}
+		m.stop(t)
 	}
+}
+
+// addrMonitor is `ip -o monitor link address` running in a node, read line by line.
+type addrMonitor struct {
+	state, node, pid string
+	bg               *bgCmd
+}
+
+func startAddrMonitor(t *testing.T, state, node string) *addrMonitor {
+	t.Helper()
+	bg := startIn(t, state, "frrown", node, "sh", "-c", "echo $$; exec timeout 300 ip -o monitor link address")
+	pid, ok := bg.waitLine(30 * time.Second)
+	if !ok {
+		t.Fatalf("%s: ip monitor did not start within 30 s: %s", node, bg.stderr)
+	}
+	return &addrMonitor{state: state, node: node, pid: pid, bg: bg}
+}
+
+// mark adds sentinel address addr to the node's lo and deletes it, again each second until
+// the monitor reports the deletion (within 30 s), and returns the other lines it reported
+// before that.
+func (m *addrMonitor) mark(t *testing.T, addr string) []string {
+	t.Helper()
+	var other []string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		mustExec(t, m.state, "frrown", m.node, "ip", "addr", "add", addr, "dev", "lo")
+		mustExec(t, m.state, "frrown", m.node, "ip", "addr", "del", addr, "dev", "lo")
+		for again := time.After(time.Second); ; {
+			var l string
+			var open bool
+			select {
+			case l, open = <-m.bg.lines:
+			case <-again:
+			}
+			if l == "" && !open {
+				break
+			}
+			if !strings.Contains(l, " "+addr+" ") {
+				other = append(other, l)
+			} else if strings.Contains(l, "Deleted ") {
+				return other
+			}
+		}
+	}
+	t.Fatalf("%s: ip monitor did not report sentinel address %s within 30 s; it reported:\n%s%s", m.node, addr, m.bg.stdout, m.bg.stderr)
+	return nil
+}
+
+// stop ends the monitor.
+func (m *addrMonitor) stop(t *testing.T) {
+	t.Helper()
+	mustExec(t, m.state, "frrown", m.node, "kill", m.pid)
+	m.bg.wait(10 * time.Second)
 }
 
 // checkAddressOnly changes h1's file-given addresses after h1's own software set its eth1
@@ -144,7 +175,7 @@ func checkMTULive(t *testing.T, state, topo string, nodes []string) {
 	mustTrellis(t, state, "up", topo)
 	// ospfd resets an interface whose MTU changed (its neighbours come back at once); the
 	// kernel's routes are not compared, as zebra may order an ECMP group's nexthops anew.
-	waitState(t, state, base, false, 40*time.Second, "mtu of p12 and s3 default -> 9000")
+	waitState(t, state, base, false, reconverge, "mtu of p12 and s3 default -> 9000")
 	for node, ifs := range map[string][]string{"r1": {"r1-eth1", "r1-eth2"}, "r2": {"r2-eth1", "r2-eth2"}, "r3": {"r3-eth0"}} {
 		for _, ifname := range ifs {
 			if out := mustExec(t, state, "frrown", node, "ip", "-o", "link", "show", ifname); !strings.Contains(out, " mtu 9000 ") {

@@ -159,13 +159,29 @@ func sameState(want, got map[string]nodeState, kernel bool) []string {
 	return out
 }
 
+// reconverge bounds how long the routers take to be as before once the LAN's cable (or one
+// member's) is back, or its interfaces reset (an MTU change), which may change the LAN's
+// designated router (it does, in this test's cable steps). The old DR flushes its
+// network and intra-area-prefix LSAs (age MaxAge), and ospf6d keeps their route to the LAN's
+// prefix, next to the new one, until it removes them from its database: `show ipv6 ospf6
+// route` lists the prefix twice meanwhile (seen here 0.3 to 4.9 s after up with a MaxAge LSA
+// of r2's still in r2's database; in CI, 40 s and more). ospf6d removes MaxAge LSAs on a
+// timer of OSPF_LSA_MAXAGE_REMOVE_DELAY_DEFAULT (60 s, FRR's lib/libospf.h), armed by an
+// earlier flush, and arms it again for 60 s if then a neighbour still has to acknowledge one
+// or is exchanging databases. So: twice 60 s, one retransmit interval (5 s) for the last
+// acknowledgement, one SPF hold (5 s), and 10 s for reads of every node on a loaded machine.
+// waitState returns as soon as the routers are as before (seconds, mostly).
+const reconverge = 140 * time.Second
+
 // waitState waits until every node holds want again (the routers reconverged), or fails.
 func waitState(t *testing.T, state string, want map[string]nodeState, kernel bool, within time.Duration, what string) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	began := time.Now()
+	deadline := began.Add(within)
 	for {
 		diff := sameState(want, readAll(t, state, slices.Collect(maps.Keys(want))), kernel)
 		if diff == nil {
+			t.Logf("%s: as before after %.1fs", what, time.Since(began).Seconds())
 			return
 		}
 		if time.Now().After(deadline) {
@@ -276,7 +292,7 @@ func TestFRROwnership(t *testing.T) {
 	ping(t, e.state, "frrown", "r1", "10.255.0.2")
 	// `up` of the same file plugs the cable back: every router gets every route back.
 	mustTrellis(t, e.state, "up", topo)
-	waitState(t, e.state, base, true, 40*time.Second, "up after link s3 down --endpoint r3:r3-eth0")
+	waitState(t, e.state, base, true, reconverge, "up after link s3 down --endpoint r3:r3-eth0")
 
 	// File-given addresses: one added and one removed from the file change h1 so; the address
 	// h1's own software added on the same interface stays; nothing else changes.
@@ -322,7 +338,7 @@ func TestFRROwnership(t *testing.T) {
 	mustTrellis(t, e.state, "link", "frrown", "s3", "down")
 	time.Sleep(6 * time.Second)
 	mustTrellis(t, e.state, "link", "frrown", "s3", "up")
-	waitState(t, e.state, base, false, 40*time.Second, "link s3 down, then up")
+	waitState(t, e.state, base, false, reconverge, "link s3 down, then up")
 	// The MTU of p12 and the LAN changed in the file: live, on the same interfaces.
 	checkMTULive(t, e.state, topo, nodes)
 

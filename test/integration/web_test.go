@@ -194,6 +194,9 @@ func TestWebPage(t *testing.T) {
 		t.Errorf("port %s of %s is still up 10 s after Take down was clicked", port, link)
 	}
 	waitJS(t, ctx, "the link drawn down", fmt.Sprintf(`trellis.graph.cy.getElementById(%q).hasClass("down")`, "link:"+link), 10*time.Second)
+	// The carrier goes before the change ends; until the page says done, the network is still
+	// being changed and the DELETE below would rightly be refused (409).
+	waitJS(t, ctx, "the take down done", `document.querySelector(".panel-link .msg").textContent === "taking the link down: done"`, 10*time.Second)
 	screenshot(t, ctx, "web-link-down.png")
 
 	href, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#capture-download").href`))
