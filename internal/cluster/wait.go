@@ -37,7 +37,7 @@ type Progress struct {
 	Placement *Placement // nil: not placed yet
 	Statuses  []*Status
 	// Waiting lists the machines of the placement that have not reported the generation
-	// converged with their nodes.
+	// converged with their nodes, to this placement (Status.Placement).
 	Waiting []string
 }
 
@@ -88,7 +88,7 @@ func (s *Store) ProgressOf(ctx context.Context, tenant, name string, gen int64) 
 		want[m]++
 	}
 	for _, st := range pr.Statuses {
-		if st.Generation == gen && st.State == Converged && st.Nodes == want[st.Machine] {
+		if st.Generation == gen && st.State == Converged && st.Nodes == want[st.Machine] && (st.Placement == 0 || st.Placement >= pl.Revision) {
 			delete(want, st.Machine)
 		}
 	}

@@ -183,8 +183,9 @@ func TestWait(t *testing.T) {
 		cs := New(cli)
 		gen := up(ctx, t, "waitr", 0, "v1")
 		placed(ctx, t, "waitr", gen, "")
-		endedC := make(chan time.Time, 1)
+		endedC, done := make(chan time.Time, 1), make(chan struct{})
 		go func() {
+			defer close(done)
 			for i := range 20 {
 				time.Sleep(100 * time.Millisecond)
 				if err := s.PutStatus(ctx, &Status{Tenant: "waitr", Network: "other", Machine: "m1", Generation: int64(i + 1), State: Converged}, 0); err != nil {
@@ -197,6 +198,7 @@ func TestWait(t *testing.T) {
 		}()
 		pr, err := cs.Wait(ctx, "waitr", "lab", gen)
 		end := time.Now()
+		<-done // its reports are written (and its errors reported) before the test ends
 		if err != nil || !pr.Done() {
 			t.Fatalf("Wait: %+v, %v; want done", pr, err)
 		}
@@ -207,6 +209,47 @@ func TestWait(t *testing.T) {
 		if end.Sub(ended) > 300*time.Millisecond {
 			t.Errorf("Wait answered %v after the last report, want at once (at most 300 ms)", end.Sub(ended))
 		}
+	})
+
+	// A placement written again at the same generation (a lost machine's nodes placed on the
+	// others) is not converged until every machine reported that placement: one whose nodes
+	// stay must still change its tunnels. 2c31a7d took the reports of the earlier one.
+	t.Run("placement written again", func(t *testing.T) {
+		ctx := ctxT(t)
+		gen := up(ctx, t, "waitp", 0, "v1")
+		placed(ctx, t, "waitp", gen, "")
+		reportOf := func(machine string) {
+			t.Helper()
+			p, err := s.Placement(ctx, "waitp", "lab")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.PutStatus(ctx, &Status{Tenant: "waitp", Network: "lab", Machine: machine, Generation: gen, Placement: p.Revision, State: Converged, Nodes: 1}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waiting := func(want ...string) {
+			t.Helper()
+			pr, err := s.ProgressOf(ctx, "waitp", "lab", gen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(pr.Waiting, ",") != strings.Join(want, ",") || pr.Done() != (len(want) == 0) {
+				t.Errorf("waiting for %v (done: %v), want %v", pr.Waiting, pr.Done(), want)
+			}
+		}
+		reportOf("m1")
+		reportOf("m2")
+		waiting()
+		placed(ctx, t, "waitp", gen, "") // the same nodes, written again
+		waiting("m1", "m2")
+		reportOf("m2")
+		waiting("m1")
+		// An agent that does not say which placement it applied (0) is taken at its word.
+		if err := s.PutStatus(ctx, &Status{Tenant: "waitp", Network: "lab", Machine: "m1", Generation: gen, State: Converged, Nodes: 1}, 0); err != nil {
+			t.Fatal(err)
+		}
+		waiting()
 	})
 
 	// Last, as it breaks the cluster: a quorum lost while waiting ends the wait, naming etcd.
