@@ -91,7 +91,7 @@ func (w *worker) converge(ctx context.Context, p *cluster.Placement, deleted boo
 		w.a.log.Info("placement is of an older generation of the network; waiting for the placer", "network", w.name, "placement", p.Generation, "network revision", n.Revision)
 		return nil
 	}
-	status := cluster.Status{Tenant: w.tenant, Network: w.network, Machine: me, Generation: p.Generation}
+	status := cluster.Status{Tenant: w.tenant, Network: w.network, Machine: me, Generation: p.Generation, Placement: p.Revision}
 	sn, err := Desired(n, p)
 	if err == nil { // the VMs' images, from this machine's store (docs/cluster.md, VM images)
 		err = sn.UseImages(filepath.Join(st.Dir, spec.ImageStore))

@@ -22,13 +22,18 @@ const (
 type Status struct {
 	Tenant, Network, Machine string `json:"-"`
 	// Generation is the network generation (the placement's) the report is about.
-	Generation int64     `json:"generation"`
-	State      string    `json:"state"`
-	Error      string    `json:"error,omitempty"`
-	Nodes      int       `json:"nodes"` // nodes and links of the network on the machine
-	Links      int       `json:"links"`
-	Took       float64   `json:"took"` // seconds the last apply took
-	Time       time.Time `json:"time"`
+	Generation int64 `json:"generation"`
+	// Placement is the revision of the placement the report is about: a placement written
+	// again at the same generation (a lost machine's nodes placed on the others) changes the
+	// tunnels of machines whose nodes stay, and their report of the earlier one does not say
+	// that they converged to it. 0: an agent that does not say (before 2026-11-28).
+	Placement int64     `json:"placement,omitempty"`
+	State     string    `json:"state"`
+	Error     string    `json:"error,omitempty"`
+	Nodes     int       `json:"nodes"` // nodes and links of the network on the machine
+	Links     int       `json:"links"`
+	Took      float64   `json:"took"` // seconds the last apply took
+	Time      time.Time `json:"time"`
 	// Ports counts the traffic of the network's ports on the machine (one per link endpoint
 	// of its nodes), as of Time; the agent refreshes it every --counters.
 	Ports []Port `json:"ports,omitempty"`
@@ -47,7 +52,7 @@ type Port struct {
 
 // SameReport tells whether two reports say the same but for their time and counters.
 func SameReport(a, b *Status) bool {
-	return a.Generation == b.Generation && a.State == b.State && a.Error == b.Error && a.Nodes == b.Nodes && a.Links == b.Links
+	return a.Generation == b.Generation && a.Placement == b.Placement && a.State == b.State && a.Error == b.Error && a.Nodes == b.Nodes && a.Links == b.Links
 }
 
 // PutStatus writes an agent's report. Reports are bound to the agent's lease (0: none), so a

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/trellisnet/trellis/internal/cluster/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestProgressState(t *testing.T) {
@@ -169,6 +171,87 @@ func TestWait(t *testing.T) {
 		})
 	}
 
+	// Wait reads etcd when the network, its placement or a report of it changes, not ten
+	// times a second: 2 s with nothing of the network changing (but another network's reports,
+	// 20 of them) cost a few reads (100 ms polls read 60 times), and the reports that converge
+	// it end the wait at once.
+	t.Run("reads on changes", func(t *testing.T) {
+		ctx := ctxT(t)
+		cli := c.Client()
+		reads := &countKV{KV: cli.KV}
+		cli.KV = reads
+		cs := New(cli)
+		gen := up(ctx, t, "waitr", 0, "v1")
+		placed(ctx, t, "waitr", gen, "")
+		endedC, done := make(chan time.Time, 1), make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := range 20 {
+				time.Sleep(100 * time.Millisecond)
+				if err := s.PutStatus(ctx, &Status{Tenant: "waitr", Network: "other", Machine: "m1", Generation: int64(i + 1), State: Converged}, 0); err != nil {
+					t.Errorf("report: %v", err)
+				}
+			}
+			report(ctx, t, "waitr", "m1", gen, Converged)
+			endedC <- time.Now()
+			report(ctx, t, "waitr", "m2", gen, Converged)
+		}()
+		pr, err := cs.Wait(ctx, "waitr", "lab", gen)
+		end := time.Now()
+		<-done // its reports are written (and its errors reported) before the test ends
+		if err != nil || !pr.Done() {
+			t.Fatalf("Wait: %+v, %v; want done", pr, err)
+		}
+		if n := reads.n.Load(); n > 25 {
+			t.Errorf("Wait read etcd %d times in 2 s, want at most 25: it polls instead of watching", n)
+		}
+		ended := <-endedC
+		if end.Sub(ended) > 300*time.Millisecond {
+			t.Errorf("Wait answered %v after the last report, want at once (at most 300 ms)", end.Sub(ended))
+		}
+	})
+
+	// A placement written again at the same generation (a lost machine's nodes placed on the
+	// others) is not converged until every machine reported that placement: one whose nodes
+	// stay must still change its tunnels. 2c31a7d took the reports of the earlier one.
+	t.Run("placement written again", func(t *testing.T) {
+		ctx := ctxT(t)
+		gen := up(ctx, t, "waitp", 0, "v1")
+		placed(ctx, t, "waitp", gen, "")
+		reportOf := func(machine string) {
+			t.Helper()
+			p, err := s.Placement(ctx, "waitp", "lab")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.PutStatus(ctx, &Status{Tenant: "waitp", Network: "lab", Machine: machine, Generation: gen, Placement: p.Revision, State: Converged, Nodes: 1}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waiting := func(want ...string) {
+			t.Helper()
+			pr, err := s.ProgressOf(ctx, "waitp", "lab", gen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(pr.Waiting, ",") != strings.Join(want, ",") || pr.Done() != (len(want) == 0) {
+				t.Errorf("waiting for %v (done: %v), want %v", pr.Waiting, pr.Done(), want)
+			}
+		}
+		reportOf("m1")
+		reportOf("m2")
+		waiting()
+		placed(ctx, t, "waitp", gen, "") // the same nodes, written again
+		waiting("m1", "m2")
+		reportOf("m2")
+		waiting("m1")
+		// An agent that does not say which placement it applied (0) is taken at its word.
+		if err := s.PutStatus(ctx, &Status{Tenant: "waitp", Network: "lab", Machine: "m1", Generation: gen, State: Converged, Nodes: 1}, 0); err != nil {
+			t.Fatal(err)
+		}
+		waiting()
+	})
+
 	// Last, as it breaks the cluster: a quorum lost while waiting ends the wait, naming etcd.
 	t.Run("quorum lost", func(t *testing.T) {
 		ctx := ctxT(t)
@@ -185,4 +268,20 @@ func TestWait(t *testing.T) {
 		}
 		t.Logf("quorum lost: %v", err)
 	})
+}
+
+// countKV counts the reads and transactions made through it.
+type countKV struct {
+	clientv3.KV
+	n atomic.Int64
+}
+
+func (k *countKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	k.n.Add(1)
+	return k.KV.Get(ctx, key, opts...)
+}
+
+func (k *countKV) Txn(ctx context.Context) clientv3.Txn {
+	k.n.Add(1)
+	return k.KV.Txn(ctx)
 }

@@ -162,8 +162,8 @@ type parsed struct {
 	err error
 }
 
-// loop runs a pass at once, then after every change of networks or machines (changes that
-// arrive during a pass give one more pass), and every resyncEvery.
+// loop runs a pass at once, then after every change of networks or machines (all the changes
+// that arrive during a pass give one more pass: nextChange), and every resyncEvery.
 func (p *placer) loop(ctx context.Context) error {
 	cli := p.store.Client()
 	wctx := clientv3.WithRequireLeader(ctx)
@@ -177,18 +177,8 @@ func (p *placer) loop(ctx context.Context) error {
 		} else if err != nil {
 			p.log.Warn("placing pass failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case wr, ok := <-nets:
-			if !ok || wr.Err() != nil {
-				return fmt.Errorf("watch of networks ended: %v", wr.Err())
-			}
-		case wr, ok := <-machines:
-			if !ok || wr.Err() != nil {
-				return fmt.Errorf("watch of machines ended: %v", wr.Err())
-			}
-		case <-tick.C:
+		if err := nextChange(ctx, nets, machines, tick.C); err != nil {
+			return err
 		}
 	}
 }
