@@ -9,6 +9,7 @@ import (
 
 	"github.com/trellisnet/trellis/internal/kinds"
 	"github.com/trellisnet/trellis/internal/logline"
+	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/vishvananda/netns"
@@ -114,9 +115,11 @@ func removePortNS(netID string) error {
 }
 
 // portsIn is where a network's ports are: ns if set, else the root namespace (the zero value).
+// unkeep ends the reuse of routing sockets opened inside ns (netdev.Keep), if it was asked.
 type portsIn struct {
-	set bool
-	ns  netns.NsHandle
+	set    bool
+	ns     netns.NsHandle
+	unkeep func()
 }
 
 // do runs f where the ports are: on a thread inside the port namespace, or as it is.
@@ -127,8 +130,11 @@ func (p portsIn) do(f func() error) error {
 	return netnsutil.Do(p.ns, f)
 }
 
-// close releases the handle.
+// close releases the handle and the kept sockets.
 func (p portsIn) close() {
+	if p.unkeep != nil {
+		p.unkeep()
+	}
 	if p.set {
 		p.ns.Close()
 	}
@@ -166,7 +172,13 @@ func (a *applier) openPorts() error {
 			return err
 		}
 	}
-	a.portNS = portsIn{set: true, ns: ns}
+	// An apply makes a few requests per port there: keep their routing sockets.
+	unkeep, err := netdev.Keep(ns)
+	if err != nil {
+		ns.Close()
+		return fmt.Errorf("%w %s: %w", ErrPortNS, PortNSName(p.NetID), err)
+	}
+	a.portNS = portsIn{set: true, ns: ns, unkeep: unkeep}
 	return nil
 }
 
