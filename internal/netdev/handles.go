@@ -2,9 +2,8 @@ package netdev
 
 import (
 	"errors"
-	"syscall"
-
 	"sync"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
