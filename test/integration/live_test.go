@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/substrate"
 	"github.com/vishvananda/netlink"
 )
 
@@ -191,7 +190,7 @@ func checkExactly(t *testing.T, info *netInfo) {
 			t.Errorf("device %s is left over", name)
 		}
 	}
-	if _, ok, _ := substrate.OpenPortNS(info.NetID); ok {
+	if hasPortNS(t, info.NetID) {
 		for name := range devicesNamed(t, info.NetID, true) {
 			t.Errorf("device %s is in the root namespace, not in the network's port namespace", name)
 		}

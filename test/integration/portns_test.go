@@ -283,11 +283,7 @@ func TestPortNamespaceRefusals(t *testing.T) {
 func assertPortsIn(t *testing.T, state, name string, ns bool) {
 	t.Helper()
 	info := inspect(t, state, name)
-	_, has, err := substrate.OpenPortNS(info.NetID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if has != ns {
+	if has := hasPortNS(t, info.NetID); has != ns {
 		t.Errorf("network %s has a port namespace: %v, want %v", name, has, ns)
 	}
 	root := devicesNamed(t, info.NetID, true)
@@ -445,4 +441,17 @@ func devicesNamed(t *testing.T, netID string, root bool) map[string]bool {
 		t.Fatal(err)
 	}
 	return have
+}
+
+// hasPortNS tells whether network netID has a port namespace.
+func hasPortNS(t *testing.T, netID string) bool {
+	t.Helper()
+	ns, ok, err := substrate.OpenPortNS(netID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok {
+		ns.Close()
+	}
+	return ok
 }
