@@ -18,6 +18,7 @@ import (
 	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/trellisnet/trellis/internal/noderuntime"
 	"github.com/trellisnet/trellis/internal/spec"
+	"github.com/trellisnet/trellis/internal/substrate"
 	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -38,6 +39,9 @@ func TestMain(m *testing.M) {
 // namespace's devices alone, the cliff is there (the ifindex lookups of the redirects walk
 // hash chains of NETDEV_HASHENTRIES = 256 buckets). It runs only when TRELLIS_ROOT_PORTS is
 // set: it measures, it does not judge (the machine may be loaded), and it takes a minute.
+// The measured network's ports are where TRELLIS_PORT_NETNS puts them: in a namespace of its
+// own by default (the cliff's remedy), in the root namespace with TRELLIS_PORT_NETNS=root (the
+// cliff itself).
 func TestRootPortsCost(t *testing.T) {
 	nIdle, err := strconv.Atoi(os.Getenv("TRELLIS_ROOT_PORTS"))
 	if err != nil || nIdle <= 0 {
@@ -49,6 +53,7 @@ func TestRootPortsCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
+	h.Substrate.PortNS = os.Getenv(substrate.PortNSEnv)
 	g := h.NewRig(spec.Shortbridge)
 	defer func() {
 		if err := g.Close(); err != nil {

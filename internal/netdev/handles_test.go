@@ -28,11 +28,11 @@ func TestReleaseKeepsAnsweredSockets(t *testing.T) {
 			for len(idle) > 0 {
 				(<-idle).Close()
 			}
-			h, kept, err := handle()
-			if err != nil || !kept {
-				t.Fatalf("handle in the process's namespace: kept %v, %v", kept, err)
+			h, ns, err := handle()
+			if err != nil || ns != homeNs {
+				t.Fatalf("handle in the process's namespace: kept in %d, %v", ns, err)
 			}
-			release(h, tt.err)
+			release(h, ns, tt.err)
 			if got := len(idle) == 1; got != tt.kept {
 				t.Fatalf("kept %v, want %v", got, tt.kept)
 			}
@@ -55,7 +55,7 @@ func TestPoolIsBounded(t *testing.T) {
 		hs = append(hs, h)
 	}
 	for _, h := range hs {
-		release(h, nil)
+		release(h, homeNs, nil)
 	}
 	if len(idle) != maxIdleHandles {
 		t.Fatalf("%d idle sockets, want %d", len(idle), maxIdleHandles)

@@ -208,19 +208,21 @@ func (a *applier) stopNodes(ctx context.Context) error {
 		return err
 	}
 	a.stopped.Add(int64(len(stop)))
-	for _, in := range stop {
-		delete(a.running, in.Name)
-		for _, l := range a.env.Plan.Links {
-			for _, port := range l.Ports {
-				if port.Node == in.Name {
-					if err := a.m.DeleteDevice(port.Name); err != nil {
-						return err
+	return a.portNS.do(func() error { // where the ports are
+		for _, in := range stop {
+			delete(a.running, in.Name)
+			for _, l := range a.env.Plan.Links {
+				for _, port := range l.Ports {
+					if port.Node == in.Name {
+						if err := a.m.DeleteDevice(port.Name); err != nil {
+							return err
+						}
 					}
 				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // removeGone undoes what the old plan has and the new one has not: tunnels that go (through

@@ -8,6 +8,8 @@ import (
 	"runtime"
 
 	"github.com/trellisnet/trellis/internal/kinds"
+	"github.com/trellisnet/trellis/internal/logline"
+	"github.com/trellisnet/trellis/internal/netdev"
 	"github.com/trellisnet/trellis/internal/netnsutil"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/vishvananda/netns"
@@ -18,11 +20,15 @@ import (
 // by ifindex in the namespace of the port the frame arrived on (skb_do_redirect ->
 // dev_get_by_index_rcu), in a hash of 256 buckets chained through the devices: with every port
 // of every network in the root namespace (4096 at 1024 networks) each lookup walks about 16
-// devices. With Options.PortNS "network", a new network's ports live instead in a network
-// namespace of the network's own, PortNSName(netID) under /run/netns, which trellis makes with
-// the network's first port and deletes at `down` (which finds it by the network's id, also
-// after a killed `up`). Everything that works on ports runs on a thread inside it (withPorts).
-// A network keeps where its ports are for its whole life: the namespace exists or it does not.
+// devices. So a new network's ports live instead in a network namespace of the network's own,
+// PortNSName(netID) under /run/netns, which trellis makes before the network's first port and
+// deletes at `down` (which finds it by the network's id, also after a killed `up`), unless
+// Options.PortNS is "root" or the network has what does not follow its ports there
+// (portNSRefusal): then its ports are in the root namespace, and `up -v` says why. Everything
+// that works on ports runs on a thread inside it (portsIn.do). A network keeps where its ports
+// are for its whole life: the namespace exists or it does not, and only the `up` that creates
+// a network makes one (a network of an older trellis, or one changed or rolled back after an
+// interruption, keeps its ports in the root namespace).
 
 // PortNSEnv names the environment variable from which the command line takes Options.PortNS.
 const PortNSEnv = "TRELLIS_PORT_NETNS"
@@ -37,16 +43,20 @@ var ErrPortNS = errors.New("port namespace")
 // another namespace of that form).
 func PortNSName(netID string) string { return "trp" + netID }
 
-// portNSWanted tells whether new networks get a port namespace (Options.PortNS); an unknown
-// value is an error naming the setting.
-func portNSWanted(opt Options) (bool, error) {
+// portNSWanted tells whether new networks get a port namespace (Options.PortNS): want, unless
+// it is "root"; must, if it is "network" (a network that cannot have one is refused rather
+// than given the root namespace's ports, as it is when the setting is empty). An unknown value
+// is an error naming the setting.
+func portNSWanted(opt Options) (want, must bool, err error) {
 	switch v := opt.PortNS; v {
-	case "", "root":
-		return false, nil
+	case "":
+		return true, false, nil
 	case "network":
-		return true, nil
+		return true, true, nil
+	case "root":
+		return false, false, nil
 	default:
-		return false, fmt.Errorf("%w: %q (--port-netns, %s): want \"network\" or \"root\"", ErrPortNS, v, PortNSEnv)
+		return false, false, fmt.Errorf("%w: %q (--port-netns, %s): want \"network\" or \"root\" (or nothing: network where it can)", ErrPortNS, v, PortNSEnv)
 	}
 }
 
@@ -105,9 +115,11 @@ func removePortNS(netID string) error {
 }
 
 // portsIn is where a network's ports are: ns if set, else the root namespace (the zero value).
+// unkeep ends the reuse of routing sockets opened inside ns (netdev.Keep), if it was asked.
 type portsIn struct {
-	set bool
-	ns  netns.NsHandle
+	set    bool
+	ns     netns.NsHandle
+	unkeep func()
 }
 
 // do runs f where the ports are: on a thread inside the port namespace, or as it is.
@@ -118,8 +130,11 @@ func (p portsIn) do(f func() error) error {
 	return netnsutil.Do(p.ns, f)
 }
 
-// close releases the handle.
+// close releases the handle and the kept sockets.
 func (p portsIn) close() {
+	if p.unkeep != nil {
+		p.unkeep()
+	}
 	if p.set {
 		p.ns.Close()
 	}
@@ -129,33 +144,63 @@ func (p portsIn) close() {
 // asks for what does not follow them there yet.
 var ErrPortNSUnsupported = errors.New("not supported with ports in a namespace of their own")
 
-// openPorts finds where the network's ports are: in its port namespace if it has one; in a new
-// one if it is a new network and Options.PortNS asks for it; else in the root namespace. With a port
-// namespace, the plan must have only what follows the ports there (portNSRefusal).
+// openPorts finds where the network's ports are (portsPlace) and opens or makes its port
+// namespace if they are in one.
 func (a *applier) openPorts() error {
-	ns, ok, err := a.m.OpenPortNS(a.env.Plan.NetID)
+	want, must, err := portNSWanted(a.opt)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		want, err := portNSWanted(a.opt)
-		if err != nil || !want || a.old != nil {
-			return err
-		}
-	}
-	if err := portNSRefusal(a.env.Plan); err != nil {
-		if ok {
-			ns.Close()
-		}
+	p := a.env.Plan
+	ns, has, err := a.m.OpenPortNS(p.NetID)
+	if err != nil {
 		return err
 	}
-	if !ok {
-		if ns, err = a.m.MakePortNS(a.env.Plan.NetID); err != nil {
+	refusal := portNSRefusal(p)
+	inNS, err := portsPlace(p, has, want && a.opt.created, must, refusal)
+	switch {
+	case err != nil || !inNS:
+		if has {
+			ns.Close()
+		}
+		if err == nil && want && a.opt.created {
+			logline.OrDiscard(a.env.Log).Info("the ports are in the root namespace, not in one of the network's own: "+refusal.Error(), "portns", "root")
+		}
+		return err
+	case !has:
+		if ns, err = a.m.MakePortNS(p.NetID); err != nil {
 			return err
 		}
 	}
-	a.portNS = portsIn{set: true, ns: ns}
+	// An apply makes a few requests per port there: keep their routing sockets.
+	unkeep, err := netdev.Keep(ns)
+	if err != nil {
+		ns.Close()
+		return fmt.Errorf("%w %s: %w", ErrPortNS, PortNSName(p.NetID), err)
+	}
+	a.portNS = portsIn{set: true, ns: ns, unkeep: unkeep}
 	return nil
+}
+
+// portsPlace decides whether the ports of the network of plan p are in a port namespace:
+// where they are already if the network has one (has), and it must not need what does not
+// follow them there (refusal); else in a new one if the apply may make it (mayMake: it creates the
+// network and the setting wants one) and nothing refuses it; else in the root namespace, or an
+// error if the setting is "network" (must).
+func portsPlace(p *plan.Plan, has, mayMake, must bool, refusal error) (bool, error) {
+	switch {
+	case has && refusal != nil:
+		return false, fmt.Errorf("network %s has its ports in a namespace of its own (%s): %w; to have it, take the network down and up again with --port-netns root (or %s=root)",
+			p.Network, PortNSName(p.NetID), refusal, PortNSEnv)
+	case has:
+		return true, nil
+	case !mayMake:
+		return false, nil
+	case refusal != nil && must:
+		return false, fmt.Errorf("network %s (--port-netns network, or %s=network): %w; leave the setting empty (a namespace of the network's own where it can) or give root",
+			p.Network, PortNSEnv, refusal)
+	}
+	return refusal == nil, nil
 }
 
 // portNSRefusal names the first part of plan p that cannot work with its ports in a port
@@ -163,12 +208,9 @@ func (a *applier) openPorts() error {
 // data planes and nodes of kinds whose ports do not follow (not kinds.Namespaced: a VM's tap is
 // made in the root).
 func portNSRefusal(p *plan.Plan) error {
-	refuse := func(what string) error {
-		return fmt.Errorf("network %s (ports in a namespace of its own: --port-netns network, or %s=network): %s: %w; put this network's ports in the root namespace (--port-netns root, the default)",
-			p.Network, PortNSEnv, what, ErrPortNSUnsupported)
-	}
+	refuse := func(what string) error { return fmt.Errorf("%s: %w", what, ErrPortNSUnsupported) }
 	if p.Tunnel != "" {
-		return refuse("tunnel " + p.Tunnel)
+		return refuse("tunnel " + p.Tunnel + " (its underlay is the root namespace's)")
 	}
 	for _, n := range p.Nodes {
 		switch {

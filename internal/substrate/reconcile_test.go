@@ -56,7 +56,8 @@ func upFake(t *testing.T, f *fakeMachine, st *state.Store, doc string, failAt in
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Up(f.run(failAt, die), st, n, "", "net.yaml", Options{})
+	// The fake machine models the root namespace's devices, not port namespaces.
+	return Up(f.run(failAt, die), st, n, "", "net.yaml", Options{PortNS: "root"})
 }
 
 // mustUp is upFake that must succeed; it returns the operations it did.

@@ -97,7 +97,9 @@ func create(ctx context.Context, st *state.Store, n *spec.Network, host, file st
 		ctx = WithSnapshot(ctx, nil) // leftovers may have deleted devices it holds: apply lists
 	}
 	env.Listed = SnapshotFrom(ctx).listed(p.NetID)
-	if err := apply(ctx, env, nil, rec, running, opt); err != nil {
+	made := opt
+	made.created = true
+	if err := apply(ctx, env, nil, rec, running, made); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("interrupted (%w); run `trellis up` again to finish, or `trellis down %s`", err, p.Network)
 		}

@@ -254,6 +254,15 @@ func (s *Host) findProgHolders() {
 		return
 	}
 	s.linkOf, s.fdOf = map[uint32][]string{}, map[uint32][]int{}
+	_ = inPortNamespaces(func(string) error { s.findLinkProgs(); return nil })
+	for pid := range s.procs {
+		s.findProgFDs(pid)
+	}
+}
+
+// findLinkProgs records the eBPF programs on the tc and tcx hooks of the calling thread's
+// namespace's links.
+func (s *Host) findLinkProgs() {
 	links, _ := RetryDump(netlink.LinkList)
 	for _, l := range links {
 		for _, dir := range []struct {
@@ -281,9 +290,6 @@ func (s *Host) findProgHolders() {
 				s.linkOf[uint32(ap.ID)] = append(s.linkOf[uint32(ap.ID)], l.Attrs().Name+" "+at.String())
 			}
 		}
-	}
-	for pid := range s.procs {
-		s.findProgFDs(pid)
 	}
 }
 

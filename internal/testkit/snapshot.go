@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,8 +14,11 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/trellisnet/trellis/internal/netnsutil"
+	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/vmsock"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // Host is a snapshot of what trellis, or a test, may change on the host and leave behind by
@@ -124,33 +128,66 @@ func (s *Host) hold(ino uint64, what string) {
 	}
 }
 
-// readLinks lists the root namespace's links and their qdiscs: qdiscs first, so that every
-// qdisc's link is in the list; a qdisc whose link was deleted in between is skipped.
+// readLinks lists the links and their qdiscs of the root namespace and of every trellis port
+// namespace (inPortNamespaces; their loopbacks aside): qdiscs first, so that every qdisc's link
+// is in the list; a qdisc whose link was deleted in between is skipped.
 func (s *Host) readLinks() error {
-	qdiscs, err := RetryDump(func() ([]netlink.Qdisc, error) { return netlink.QdiscList(nil) })
-	if err != nil {
-		return fmt.Errorf("listing qdiscs: %w", err)
+	return inPortNamespaces(func(portNS string) error {
+		qdiscs, err := RetryDump(func() ([]netlink.Qdisc, error) { return netlink.QdiscList(nil) })
+		if err != nil {
+			return fmt.Errorf("listing qdiscs%s: %w", portNS, err)
+		}
+		links, err := RetryDump(netlink.LinkList)
+		if err != nil {
+			return fmt.Errorf("listing links%s: %w", portNS, err)
+		}
+		names := map[int]string{}
+		for _, l := range links {
+			if portNS != "" && l.Attrs().Flags&net.FlagLoopback != 0 {
+				continue // the namespace's own, gone with it
+			}
+			s.Links[l.Attrs().Name] = l.Type()
+			names[l.Attrs().Index] = l.Attrs().Name
+		}
+		for _, q := range qdiscs {
+			a := q.Attrs()
+			name, ok := names[a.LinkIndex]
+			if !ok {
+				continue
+			}
+			desc := fmt.Sprintf("%s: %s %s parent %s", name, q.Type(), netlink.HandleStr(a.Handle), netlink.HandleStr(a.Parent))
+			if tbf, ok := q.(*netlink.Tbf); ok {
+				desc += fmt.Sprintf(" rate %dbit burst %d limit %d", tbf.Rate*8, tbf.Buffer, tbf.Limit)
+			}
+			s.Qdiscs[desc] = name
+		}
+		return nil
+	})
+}
+
+// inPortNamespaces runs f in the calling thread's namespace (the root) with portNS "", then on
+// a thread inside each trellis port namespace bound under /run/netns (trpNETID, see package
+// substrate) with portNS " in /run/netns/NAME", so that a snapshot sees the ports of networks
+// that have their ports there. A namespace that went in between is skipped.
+func inPortNamespaces(f func(portNS string) error) error {
+	if err := f(""); err != nil {
+		return err
 	}
-	links, err := RetryDump(netlink.LinkList)
-	if err != nil {
-		return fmt.Errorf("listing links: %w", err)
-	}
-	names := map[int]string{}
-	for _, l := range links {
-		s.Links[l.Attrs().Name] = l.Type()
-		names[l.Attrs().Index] = l.Attrs().Name
-	}
-	for _, q := range qdiscs {
-		a := q.Attrs()
-		name, ok := names[a.LinkIndex]
-		if !ok {
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, "trp") || plan.DeviceNetID("tr"+name[3:]+"p0") == "" {
 			continue
 		}
-		desc := fmt.Sprintf("%s: %s %s parent %s", name, q.Type(), netlink.HandleStr(a.Handle), netlink.HandleStr(a.Parent))
-		if tbf, ok := q.(*netlink.Tbf); ok {
-			desc += fmt.Sprintf(" rate %dbit burst %d limit %d", tbf.Rate*8, tbf.Buffer, tbf.Limit)
+		ns, err := netns.GetFromPath(filepath.Join("/run/netns", name))
+		if err != nil {
+			continue
 		}
-		s.Qdiscs[desc] = name
+		err = netnsutil.Do(ns, func() error { return f(" in /run/netns/" + name) })
+		ns.Close()
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

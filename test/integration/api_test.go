@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/testkit"
-	"github.com/vishvananda/netlink"
 )
 
 // apiServer is a `trellis serve` of a test's state directory, and a client of its socket.
@@ -232,7 +231,7 @@ func TestAPI(t *testing.T) {
 	s.must(200, "PUT", "/networks/"+name+"/links/"+link+"/state", "application/json", `{"state":"down"}`)
 	// The link was direct (no port: nothing to enforce); down gives it its ports.
 	port := s.inspect(name).link(t, link).Endpoints[0].Port
-	if l, err := netlink.LinkByName(port); err != nil {
+	if l, err := portLink(t, port); err != nil {
 		t.Errorf("port %q after link down through the API: %v", port, err)
 	} else if l.Attrs().Flags&net.FlagUp != 0 {
 		t.Errorf("port %s after link down through the API: flags %v; want down", port, l.Attrs().Flags)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -255,8 +256,14 @@ func TestLANConnectivity(t *testing.T) {
 // checkNoBridgeNetfilter checks that a bridge's own bridge-netfilter options are off.
 func checkNoBridgeNetfilter(t *testing.T, bridge string) {
 	t.Helper()
+	read := os.ReadFile
+	if args := portNSArgs(bridge); args != nil { // in its network's port namespace: its /sys
+		read = func(path string) ([]byte, error) {
+			return exec.Command("ip", "netns", "exec", args[1], "cat", path).Output()
+		}
+	}
 	for _, opt := range []string{"nf_call_iptables", "nf_call_ip6tables", "nf_call_arptables"} {
-		data, err := os.ReadFile("/sys/class/net/" + bridge + "/bridge/" + opt)
+		data, err := read("/sys/class/net/" + bridge + "/bridge/" + opt)
 		if err != nil {
 			t.Errorf("bridge %s: %v", bridge, err)
 		} else if v := strings.TrimSpace(string(data)); v != "0" {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 )
 
@@ -178,16 +177,9 @@ func checkExactly(t *testing.T, info *netInfo) {
 			want[l.Bridge] = true
 		}
 	}
-	links, err := testkit.RetryDump(netlink.LinkList)
-	if err != nil {
-		t.Fatal(err)
-	}
-	have := map[string]bool{}
-	for _, l := range links {
-		if name := l.Attrs().Name; strings.HasPrefix(name, "tr"+info.NetID) {
-			have[name] = true
-		}
-	}
+	// The network's devices are where its ports are (its port namespace, by default); none
+	// named after it may be in the root namespace then.
+	have := devicesNamed(t, info.NetID, false)
 	for name := range want {
 		if !have[name] {
 			t.Errorf("device %s of the network is missing", name)
@@ -196,6 +188,11 @@ func checkExactly(t *testing.T, info *netInfo) {
 	for name := range have {
 		if !want[name] {
 			t.Errorf("device %s is left over", name)
+		}
+	}
+	if hasPortNS(t, info.NetID) {
+		for name := range devicesNamed(t, info.NetID, true) {
+			t.Errorf("device %s is in the root namespace, not in the network's port namespace", name)
 		}
 	}
 	for _, n := range info.Nodes {

@@ -11,16 +11,24 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// tcxPrograms counts the programs on the tcx ingress of port (in the root namespace); ok is
-// false on a kernel without tcx.
+// tcxPrograms counts the programs on the tcx ingress of port (where its network's ports are);
+// ok is false on a kernel without tcx.
 func tcxPrograms(t *testing.T, port string) (n int, ok bool) {
 	t.Helper()
-	l, err := netlink.LinkByName(port)
+	var res *link.QueryResult
+	var qerr error
+	err := inPortsOf(t, port, func() error {
+		l, err := netlink.LinkByName(port)
+		if err != nil {
+			return err
+		}
+		res, qerr = link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: ebpf.AttachTCXIngress})
+		return nil
+	})
 	if err != nil {
 		t.Fatalf("port %s: %v", port, err)
 	}
-	res, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: ebpf.AttachTCXIngress})
-	if err != nil {
+	if qerr != nil {
 		return 0, false
 	}
 	return len(res.Programs), true

@@ -16,8 +16,11 @@ import (
 	"time"
 
 	"github.com/trellisnet/trellis/internal/metrics"
+	"github.com/trellisnet/trellis/internal/netnsutil"
+	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/state"
 	"github.com/trellisnet/trellis/internal/substrate"
+	"github.com/trellisnet/trellis/internal/testkit"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -77,15 +80,15 @@ func assertNoNewPortNS(t *testing.T, before map[string]bool) {
 	}
 }
 
-// TestPortNamespace (issue 26, item 2): with TRELLIS_PORT_NETNS=network a network's ports are
-// in a namespace of the network's own, not in the root namespace, and everything that works
-// on ports follows them: connectors (shortbridge, bridge, LAN), the rate's shaper, an
+// TestPortNamespace (issue 26, item 2): by default (TRELLIS_PORT_NETNS empty) a network's ports
+// are in a namespace of the network's own, not in the root namespace, and everything that
+// works on ports follows them: connectors (shortbridge, bridge, LAN), the rate's shaper, an
 // impairment, the carrier (link down/up), inspect and capture; down removes the namespace.
-// On 5ddc709 the variable was not read and the ports were in the root namespace.
+// On 5ddc709 the variable was not read, and on 2c31a7d the default was the root namespace.
 func TestPortNamespace(t *testing.T) {
 	e := start(t)
 	before := portNSEntries(t)
-	t.Setenv(substrate.PortNSEnv, "network")
+	t.Setenv(substrate.PortNSEnv, "")
 	mustTrellis(t, e.state, "up", writeTopo(t, portNSTopo))
 	info := inspect(t, e.state, "pns")
 	nsName := substrate.PortNSName(info.NetID)
@@ -230,17 +233,78 @@ func checkPortNSCapture(t *testing.T, state string) {
 }
 
 // TestPortNamespaceRefusals: what does not follow ports into a port namespace yet (a delay
-// line here) is refused before anything is made, naming the setting. The port namespace is
-// asked for by the flag here (TestPortNamespace sets the variable, the flag's default).
+// line here) is refused before anything is made with --port-netns network, naming the setting;
+// by default such a network has its ports in the root namespace, as with --port-netns root.
+// A network keeps where its ports are: one whose ports are in the root namespace stays there
+// when an `up` under the default changes it, and one in its port namespace refuses a live
+// delay, saying how to have it.
 func TestPortNamespaceRefusals(t *testing.T) {
 	e := start(t)
 	before := portNSEntries(t)
-	_, errOut, err := trellis(t, e.state, "--port-netns", "network", "up", writeTopo(t, rateTopo("pnsdelay", "    delay: 10ms\n")))
+	t.Setenv(substrate.PortNSEnv, "")
+	delayed := writeTopo(t, rateTopo("pnsdelay", "    delay: 10ms\n"))
+	_, errOut, err := trellis(t, e.state, "--port-netns", "network", "up", delayed)
 	if err == nil || !strings.Contains(errOut, "--port-netns") || !strings.Contains(errOut, substrate.PortNSEnv) || !strings.Contains(errOut, "delay") {
 		t.Errorf("up of a delayed link with ports in a namespace: err %v, stderr %q; want a refusal naming --port-netns, %s and the delay", err, errOut, substrate.PortNSEnv)
 	}
 	assertNoNewPortNS(t, before)
+	out, errOut, err := trellis(t, e.state, "up", "-v", delayed)
+	if err != nil {
+		t.Fatalf("up of a delayed link under the default: %v\n%s%s", err, out, errOut)
+	}
+	if says := out + errOut; !strings.Contains(says, "root namespace") || !strings.Contains(says, "delay") {
+		t.Errorf("up -v of a delayed link does not say why its ports are in the root namespace:\n%s", says)
+	}
+	assertPortsIn(t, e.state, "pnsdelay", false)
+	mustTrellis(t, e.state, "down", "pnsdelay")
+
+	// Links with a rate: they have ports whatever kind of link a plain one is.
+	mustTrellis(t, e.state, "--port-netns", "root", "up", writeTopo(t, rateTopo("pnsroot", "    rate: 10mbit\n")))
+	assertPortsIn(t, e.state, "pnsroot", false)
+	mustTrellis(t, e.state, "up", writeTopo(t, rateTopo("pnsroot", "    rate: 20mbit\n")))
+	assertPortsIn(t, e.state, "pnsroot", false)
+	mustTrellis(t, e.state, "down", "pnsroot")
+
+	mustTrellis(t, e.state, "up", writeTopo(t, rateTopo("pnsown", "    rate: 10mbit\n")))
+	assertPortsIn(t, e.state, "pnsown", true)
+	_, errOut, err = trellis(t, e.state, "link", "pnsown", "a:eth1--b:eth1", "set", "delay=10ms")
+	if err == nil || !strings.Contains(errOut, "take the network down and up again with --port-netns root") {
+		t.Errorf("a live delay on a network in its port namespace: err %v, stderr %q; want a refusal saying how to have it", err, errOut)
+	}
+	assertPortsIn(t, e.state, "pnsown", true)
+	ping(t, e.state, "pnsown", "a", "10.0.0.2")
+	mustTrellis(t, e.state, "down", "pnsown")
+	assertNoNewPortNS(t, before)
 	e.assertClean()
+}
+
+// assertPortsIn checks that every port of network name is in its port namespace (ns) or in
+// the root namespace (and not in the other).
+func assertPortsIn(t *testing.T, state, name string, ns bool) {
+	t.Helper()
+	info := inspect(t, state, name)
+	if has := hasPortNS(t, info.NetID); has != ns {
+		t.Errorf("network %s has a port namespace: %v, want %v", name, has, ns)
+	}
+	root := devicesNamed(t, info.NetID, true)
+	ports := 0
+	for _, l := range info.Links {
+		for _, ep := range l.Endpoints {
+			if ep.Port == "" {
+				continue
+			}
+			ports++
+			if _, err := portLink(t, ep.Port); err != nil {
+				t.Errorf("port %s of %s: %v", ep.Port, name, err)
+			}
+			if root[ep.Port] != !ns {
+				t.Errorf("port %s of %s is in the root namespace: %v, want %v", ep.Port, name, root[ep.Port], !ns)
+			}
+		}
+	}
+	if ports == 0 {
+		t.Errorf("network %s has no port", name)
+	}
 }
 
 // TestPortNamespaceKillDuringUp: an `up` killed (SIGKILL) while it makes a 200-node chain's
@@ -309,4 +373,85 @@ func devicesIn(name string) int {
 		return 0
 	}
 	return len(links) - 1
+}
+
+// inPorts runs f where network netID has its ports: on a thread inside its port namespace if
+// it has one (the default for a new network), else here, in the root namespace. Netlink calls
+// and eBPF queries by ifindex in f see the ports.
+func inPorts(t testing.TB, netID string, f func() error) error {
+	t.Helper()
+	ns, ok, err := substrate.OpenPortNS(netID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		return f()
+	}
+	defer ns.Close()
+	return netnsutil.Do(ns, f)
+}
+
+// inPortsOf runs f where the network of port (by the id in its name) has its ports (inPorts).
+func inPortsOf(t testing.TB, port string, f func() error) error {
+	t.Helper()
+	return inPorts(t, plan.DeviceNetID(port), f)
+}
+
+// portLink finds port's device where its network's ports are (inPortsOf).
+func portLink(t testing.TB, port string) (l netlink.Link, err error) {
+	t.Helper()
+	err = inPortsOf(t, port, func() (err error) {
+		l, err = netlink.LinkByName(port)
+		return err
+	})
+	return l, err
+}
+
+// portNSArgs are the arguments that make ip(8) or tc(8) act where port's network has its
+// ports: -n and its port namespace, or none (the root namespace).
+func portNSArgs(port string) []string {
+	id := plan.DeviceNetID(port)
+	if _, err := os.Stat(filepath.Join("/run/netns", substrate.PortNSName(id))); id == "" || err != nil {
+		return nil
+	}
+	return []string{"-n", substrate.PortNSName(id)}
+}
+
+// devicesNamed lists the devices named after network netID where its ports are (inPorts), or
+// in the root namespace.
+func devicesNamed(t *testing.T, netID string, root bool) map[string]bool {
+	t.Helper()
+	have := map[string]bool{}
+	list := func() error {
+		links, err := testkit.RetryDump(netlink.LinkList)
+		for _, l := range links {
+			if name := l.Attrs().Name; strings.HasPrefix(name, "tr"+netID) {
+				have[name] = true
+			}
+		}
+		return err
+	}
+	var err error
+	if root {
+		err = list()
+	} else {
+		err = inPorts(t, netID, list)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return have
+}
+
+// hasPortNS tells whether network netID has a port namespace.
+func hasPortNS(t *testing.T, netID string) bool {
+	t.Helper()
+	ns, ok, err := substrate.OpenPortNS(netID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok {
+		ns.Close()
+	}
+	return ok
 }

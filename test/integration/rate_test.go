@@ -33,15 +33,19 @@ links:
 // tbfOf returns the tbf qdisc of a port, or nil, and what `tc qdisc show dev PORT` prints.
 func tbfOf(t *testing.T, port string) (*netlink.Tbf, string) {
 	t.Helper()
-	link, err := netlink.LinkByName(port)
-	if err != nil {
-		t.Fatalf("port %s: %v", port, err)
-	}
-	qdiscs, err := testkit.RetryDump(func() ([]netlink.Qdisc, error) { return netlink.QdiscList(link) })
+	var qdiscs []netlink.Qdisc
+	err := inPortsOf(t, port, func() error {
+		link, err := netlink.LinkByName(port)
+		if err != nil {
+			return err
+		}
+		qdiscs, err = testkit.RetryDump(func() ([]netlink.Qdisc, error) { return netlink.QdiscList(link) })
+		return err
+	})
 	if err != nil {
 		t.Fatalf("qdiscs of %s: %v", port, err)
 	}
-	out, err := exec.Command("tc", "qdisc", "show", "dev", port).CombinedOutput()
+	out, err := exec.Command("tc", append(portNSArgs(port), "qdisc", "show", "dev", port)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("tc qdisc show dev %s: %v\n%s", port, err, out)
 	}

@@ -85,13 +85,17 @@ func TestWebImpairments(t *testing.T) {
 // portImpairment reads what the impairment program of a port holds in the kernel.
 func portImpairment(t *testing.T, port string) dataplane.Impairment {
 	t.Helper()
-	l, err := netlink.LinkByName(port)
+	var im dataplane.Impairment
+	err := inPortsOf(t, port, func() error {
+		l, err := netlink.LinkByName(port)
+		if err != nil {
+			return err
+		}
+		im, err = dataplane.ReadImpairment(l.Attrs().Index)
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := dataplane.ReadImpairment(l.Attrs().Index)
-	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("port %s: %v", port, err)
 	}
 	return im
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/trellisnet/trellis/internal/testkit"
-	"github.com/vishvananda/netlink"
 )
 
 // startServeTCP is startServe with a loopback listener too, for a browser; it returns the
@@ -242,7 +241,7 @@ func typeText(text string) chromedp.Action[chromedp.Void] {
 }
 
 func carrierUp(t testing.TB, port string) bool {
-	l, err := netlink.LinkByName(port)
+	l, err := portLink(t, port)
 	if err != nil {
 		t.Fatalf("port %s: %v", port, err)
 	}
