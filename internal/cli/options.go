@@ -27,7 +27,7 @@ func addMachineFlags(root *cobra.Command) *machineOptions {
 	f.StringVar(&o.portHook, "port-hook", os.Getenv(dataplane.HookEnv),
 		"where ports' eBPF programs run: clsact (when empty), tcx (Linux 6.6), or auto (tcx where the kernel has it); default $"+dataplane.HookEnv)
 	f.StringVar(&o.portNS, "port-netns", os.Getenv(substrate.PortNSEnv),
-		"where a new network's ports live: a namespace of the network's own where it can (when empty; a network with a tunnel, delay, engines, an eBPF data plane or VMs has them in the root), network (refusing a network that cannot), or root; default $"+substrate.PortNSEnv)
+		"where a new network's ports live: root (when empty), auto (a namespace of the network's own where it can: a network with a tunnel, delay, engines, an eBPF data plane or VMs has them in the root; one in its namespace refuses a live delay) or network (refusing a network that cannot); default $"+substrate.PortNSEnv)
 	f.StringVar(&o.delay, "delay", os.Getenv(substrate.DelayEnv),
 		"how delays are applied: netem where the kernel has it, else trellis's delay line (when empty); line; or netem, refusing a kernel without it; default $"+substrate.DelayEnv)
 	f.StringVar(&o.egreRoute, "egre-route", os.Getenv(dataplane.EncapRouteEnv),

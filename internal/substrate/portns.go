@@ -43,20 +43,22 @@ var ErrPortNS = errors.New("port namespace")
 // another namespace of that form).
 func PortNSName(netID string) string { return "trp" + netID }
 
-// portNSWanted tells whether new networks get a port namespace (Options.PortNS): want, unless
-// it is "root"; must, if it is "network" (a network that cannot have one is refused rather
-// than given the root namespace's ports, as it is when the setting is empty). An unknown value
+// portNSWanted tells whether new networks get a port namespace (Options.PortNS): want, if it is
+// "auto" or "network"; must, if it is "network" (a network that cannot have one is refused rather
+// than given the root namespace's ports, as it is with "auto"). Empty is "root", the default:
+// a network in a port namespace refuses a live change to what does not follow its ports there
+// yet (a delay above all), which a user of the default must be able to make. An unknown value
 // is an error naming the setting.
 func portNSWanted(opt Options) (want, must bool, err error) {
 	switch v := opt.PortNS; v {
-	case "":
+	case "auto":
 		return true, false, nil
 	case "network":
 		return true, true, nil
-	case "root":
+	case "", "root":
 		return false, false, nil
 	default:
-		return false, false, fmt.Errorf("%w: %q (--port-netns, %s): want \"network\" or \"root\" (or nothing: network where it can)", ErrPortNS, v, PortNSEnv)
+		return false, false, fmt.Errorf("%w: %q (--port-netns, %s): want \"root\" (the default), \"auto\" (a namespace of the network's own where it can) or \"network\"", ErrPortNS, v, PortNSEnv)
 	}
 }
 
@@ -197,7 +199,7 @@ func portsPlace(p *plan.Plan, has, mayMake, must bool, refusal error) (bool, err
 	case !mayMake:
 		return false, nil
 	case refusal != nil && must:
-		return false, fmt.Errorf("network %s (--port-netns network, or %s=network): %w; leave the setting empty (a namespace of the network's own where it can) or give root",
+		return false, fmt.Errorf("network %s (--port-netns network, or %s=network): %w; give auto (a namespace of the network's own where it can) or root",
 			p.Network, PortNSEnv, refusal)
 	}
 	return refusal == nil, nil

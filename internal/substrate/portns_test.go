@@ -17,7 +17,8 @@ func TestPortNSWanted(t *testing.T) {
 		want, must bool
 		wantErr    bool
 	}{
-		{"", true, false, false}, // the default: a namespace of the network's own where it can
+		{"", false, false, false}, // the default: root
+		{"auto", true, false, false},
 		{"network", true, true, false},
 		{"root", false, false, false},
 		{"yes", false, false, true},

@@ -80,15 +80,15 @@ func assertNoNewPortNS(t *testing.T, before map[string]bool) {
 	}
 }
 
-// TestPortNamespace (issue 26, item 2): by default (TRELLIS_PORT_NETNS empty) a network's ports
+// TestPortNamespace (issue 26, item 2): with TRELLIS_PORT_NETNS=auto a network's ports
 // are in a namespace of the network's own, not in the root namespace, and everything that
 // works on ports follows them: connectors (shortbridge, bridge, LAN), the rate's shaper, an
 // impairment, the carrier (link down/up), inspect and capture; down removes the namespace.
-// On 5ddc709 the variable was not read, and on 2c31a7d the default was the root namespace.
+// On 5ddc709 the variable was not read, and on 2c31a7d there was no auto.
 func TestPortNamespace(t *testing.T) {
 	e := start(t)
 	before := portNSEntries(t)
-	t.Setenv(substrate.PortNSEnv, "")
+	t.Setenv(substrate.PortNSEnv, "auto")
 	mustTrellis(t, e.state, "up", writeTopo(t, portNSTopo))
 	info := inspect(t, e.state, "pns")
 	nsName := substrate.PortNSName(info.NetID)
@@ -234,14 +234,14 @@ func checkPortNSCapture(t *testing.T, state string) {
 
 // TestPortNamespaceRefusals: what does not follow ports into a port namespace yet (a delay
 // line here) is refused before anything is made with --port-netns network, naming the setting;
-// by default such a network has its ports in the root namespace, as with --port-netns root.
+// with auto such a network has its ports in the root namespace, as with --port-netns root.
 // A network keeps where its ports are: one whose ports are in the root namespace stays there
-// when an `up` under the default changes it, and one in its port namespace refuses a live
-// delay, saying how to have it.
+// when an `up` under auto changes it, and one in its port namespace refuses a live
+// delay, saying how to have it. Under the default (root) a live delay works.
 func TestPortNamespaceRefusals(t *testing.T) {
 	e := start(t)
 	before := portNSEntries(t)
-	t.Setenv(substrate.PortNSEnv, "")
+	t.Setenv(substrate.PortNSEnv, "auto")
 	delayed := writeTopo(t, rateTopo("pnsdelay", "    delay: 10ms\n"))
 	_, errOut, err := trellis(t, e.state, "--port-netns", "network", "up", delayed)
 	if err == nil || !strings.Contains(errOut, "--port-netns") || !strings.Contains(errOut, substrate.PortNSEnv) || !strings.Contains(errOut, "delay") {
@@ -250,7 +250,7 @@ func TestPortNamespaceRefusals(t *testing.T) {
 	assertNoNewPortNS(t, before)
 	out, errOut, err := trellis(t, e.state, "up", "-v", delayed)
 	if err != nil {
-		t.Fatalf("up of a delayed link under the default: %v\n%s%s", err, out, errOut)
+		t.Fatalf("up of a delayed link under auto: %v\n%s%s", err, out, errOut)
 	}
 	if says := out + errOut; !strings.Contains(says, "root namespace") || !strings.Contains(says, "delay") {
 		t.Errorf("up -v of a delayed link does not say why its ports are in the root namespace:\n%s", says)
@@ -274,6 +274,14 @@ func TestPortNamespaceRefusals(t *testing.T) {
 	assertPortsIn(t, e.state, "pnsown", true)
 	ping(t, e.state, "pnsown", "a", "10.0.0.2")
 	mustTrellis(t, e.state, "down", "pnsown")
+
+	// The default is the root namespace, where a live delay works.
+	t.Setenv(substrate.PortNSEnv, "")
+	mustTrellis(t, e.state, "up", writeTopo(t, rateTopo("pnsdef", "    rate: 10mbit\n")))
+	assertPortsIn(t, e.state, "pnsdef", false)
+	mustTrellis(t, e.state, "link", "pnsdef", "a:eth1--b:eth1", "set", "delay=10ms")
+	ping(t, e.state, "pnsdef", "a", "10.0.0.2")
+	mustTrellis(t, e.state, "down", "pnsdef")
 	assertNoNewPortNS(t, before)
 	e.assertClean()
 }
@@ -376,7 +384,7 @@ func devicesIn(name string) int {
 }
 
 // inPorts runs f where network netID has its ports: on a thread inside its port namespace if
-// it has one (the default for a new network), else here, in the root namespace. Netlink calls
+// it has one (auto or network for a new network), else here, in the root namespace. Netlink calls
 // and eBPF queries by ifindex in f see the ports.
 func inPorts(t testing.TB, netID string, f func() error) error {
 	t.Helper()
