@@ -70,7 +70,7 @@ func TestDiff(t *testing.T) {
 			[]string{"~ link b:eth2--c:eth1: rate 10mbit -> none"}, true},
 		{"rate removed", func(s string) string { return strings.Replace(s, "    rate: 10mbit\n", "", 1) },
 			// nothing to enforce any more: the link loses its ports
-			[]string{"~ link b:eth2--c:eth1: connector shortbridge -> veth (b:eth2, c:eth1 to one veth pair " + Replugged + "); rate 10mbit -> none"}, false},
+			[]string{"~ link b:eth2--c:eth1: connector shortbridge -> veth (b:eth2, c:eth1 to one veth pair " + Replugged + "; " + KeepPorts + "); rate 10mbit -> none"}, false},
 		{"loss one way", func(s string) string { return s + "    from: {b:eth2: {loss: 5% 25%}}\n" },
 			[]string{"~ link b:eth2--c:eth1: impairment from b:eth2 none -> loss 5%, correlation 25%"}, true},
 		{"state", func(s string) string { return s + "    state: down\n" },
