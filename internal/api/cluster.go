@@ -324,5 +324,5 @@ func (s *Server) clusterLinkState(ctx context.Context, in *linkStateInput) (*lin
 			return nil, agentProblem(fmt.Errorf("on %s: %w", m, err))
 		}
 	}
-	return &linkStateOutput{Body: in.Body}, nil
+	return &linkStateOutput{Body: linkStateResult{LinkState: in.Body}}, nil
 }

@@ -217,7 +217,19 @@ type linkStateInput struct {
 }
 
 type linkStateOutput struct {
-	Body LinkState
+	Body linkStateResult
+}
+
+type linkStateResult struct {
+	LinkState
+	Replugged
+}
+
+// Replugged is what a live change of a link says of the links it re-plugged.
+type Replugged struct {
+	// Replugged names each link the change re-plugged (one veth pair to ports or back), what
+	// its nodes saw and how a file keeps it from that; empty when it re-plugged none.
+	Replugged string `json:"replugged,omitempty" doc:"the links the change re-plugged (a point-to-point link that names no connector is one veth pair while it has nothing to enforce): their interfaces made anew, and how to keep a link's ports (connector: shortbridge)"`
 }
 
 func (s *Server) linkState(ctx context.Context, in *linkStateInput) (*linkStateOutput, error) {
@@ -227,10 +239,11 @@ func (s *Server) linkState(ctx context.Context, in *linkStateInput) (*linkStateO
 	if err := s.networkExists(in.Network); err != nil {
 		return nil, err
 	}
-	if err := substrate.SetLinkState(s.base, s.st, in.Network, in.Link, in.Body.Endpoint, in.Body.State == "up", s.substrate(in.Replug, nil)); err != nil {
+	var note bytes.Buffer
+	if err := substrate.SetLinkState(s.base, s.st, in.Network, in.Link, in.Body.Endpoint, in.Body.State == "up", s.substrate(in.Replug, logline.Logger(&note, nil))); err != nil {
 		return nil, problemOf(err)
 	}
-	return &linkStateOutput{Body: in.Body}, nil
+	return &linkStateOutput{Body: linkStateResult{in.Body, Replugged{note.String()}}}, nil
 }
 
 // substrate is the server's substrate options for one request: with its replug and log.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/trellisnet/trellis/internal/substrate"
 )
@@ -34,7 +35,12 @@ type impairmentInput struct {
 }
 
 type impairmentOutput struct {
-	Body LinkImpairment
+	Body impairmentResult
+}
+
+type impairmentResult struct {
+	LinkImpairment
+	Replugged
 }
 
 func (s *Server) registerLinks() {
@@ -58,10 +64,11 @@ func (s *Server) impairments(ctx context.Context, in *impairmentInput) (*impairm
 	if err := s.networkExists(in.Network); err != nil {
 		return nil, err
 	}
-	if err := substrate.SetImpairment(s.base, s.st, in.Network, in.Link, b.Endpoint, im, s.substrate(in.Replug, nil)); err != nil {
+	var note strings.Builder
+	if err := substrate.SetImpairment(s.base, s.st, in.Network, in.Link, b.Endpoint, im, s.substrate(in.Replug, logline.Logger(&note, nil))); err != nil {
 		return nil, problemOf(err)
 	}
-	return &impairmentOutput{Body: b}, nil
+	return &impairmentOutput{Body: impairmentResult{b, Replugged{note.String()}}}, nil
 }
 
 // impairmentOf reads a body's impairment; a delay, jitter or distribution that a topology file

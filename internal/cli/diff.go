@@ -19,7 +19,10 @@ func diffCmd(store storeFunc, mo *machineOptions) *cobra.Command {
 		Long: `Show what ` + "`trellis up FILE`" + ` would change on this machine, object by object, and change nothing:
   + node|link NAME                 added
   - node|link NAME                 removed
-  ~ link NAME: what changes        changed live (rate, impairments, state, MTU, connector, members)
+  ~ link NAME: what changes        changed live (rate, impairments, state, MTU, connector, members);
+                                   a direct link (one veth pair, no port: a point-to-point link that
+                                   names no connector) given or losing ports says "re-plugged" and
+                                   what its nodes see
   ! node NAME (restarts): why      restarted, alone (its kind, loopback addresses, sysctl, files or exec changed,
                                    or it is not running)
 Exits 0 whether or not there are differences; the file is checked first, as up checks it. FILE

@@ -19,7 +19,8 @@ func inspectCmd(store storeFunc) *cobra.Command {
 		Short: "Show a network's nodes, interfaces and links, read live from the kernel",
 		Long: `Show a network's nodes (with their init pid), each node's interfaces with addresses, MAC
 and MTU, and each link with its connector, rate and the packets and bytes each endpoint sent (tx)
-and received (rx), and the frames its shaper dropped; for a LAN connector (connector lan), its
+and received (rx), and the frames its shaper dropped (a direct link, connector veth: one veth pair
+with no port, its counters those of the nodes' interfaces); for a LAN connector (connector lan), its
 learnt forwarding table (address, member, idle time) and counters. With --cluster: the network's generation,
 which machine holds each node, and what each machine's agent reports.`,
 		Args: cobra.ExactArgs(1),

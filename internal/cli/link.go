@@ -41,12 +41,15 @@ With --endpoint NODE:IF, only the frames that endpoint sends (one direction) are
 the other directions are unchanged. They too stay until the next up of the file. Example:
   trellis link ospf-ring r1:eth1--r2:eth1 set loss=5% --endpoint r1:eth1
 
-A direct link (connector: auto, one veth pair, no port) taken down or given loss,
+A direct link (a point-to-point link that names no connector, or connector: auto, while it has
+nothing to enforce: one veth pair, no port; connector veth in the list above) taken down or given loss,
 duplication or corruption stays one pair on Linux 6.6 and later: trellis's tcx programs on the
 nodes' interfaces drop or impair its frames, and a node whose end is down sees NO-CARRIER. A
 delay or jitter (or, on an older kernel, anything) re-plugs it to ports: its interfaces are made
 anew. If they carry what the nodes' software made (addresses not from the file, routes, rules,
 qdiscs), this is refused and nothing changes; --replug accepts the flap, and says what went.
+Either way the command says which links it re-plugged. connector: shortbridge in the file keeps a
+link's ports: it is never re-plugged.
 
 With --cluster (docs/cluster.md), LINK up|down goes to the agents of the machines that hold the
 link's endpoints, over mutual TLS; they act only for the tenant that owns the network.`,

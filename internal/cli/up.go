@@ -34,10 +34,13 @@ start, nodes that are removed stop, links that are added, removed or changed (ra
 state, MTU, connector, members) are changed in place, and every other node keeps running
 untouched, its processes and routing adjacencies included. A node whose own settings changed
 (kind, loopback addresses, sysctl, files, exec, limits, rootfs, image) restarts, alone; the addresses
-of its link interfaces change live. A change that re-plugs a direct link (one veth pair, no
-port) to ports or back makes its interfaces anew: if they carry what the nodes' software made
-(addresses not from the file, routes, rules, qdiscs), up refuses it and changes nothing, unless
---replug accepts the flap (it then says what went).
+of its link interfaces change live. A point-to-point link that names no connector is a direct
+link (one veth pair, no port) while it has nothing to enforce; a rate, delay, tunnel or engines
+give it the shortbridge's ports. A change that re-plugs a direct link to ports or back makes its
+interfaces anew (the nodes see the carrier drop; up and diff say so): if they carry what the
+nodes' software made (addresses not from the file, routes, rules, qdiscs), up refuses it and
+changes nothing, unless --replug accepts the flap (it then says what went). A link that names
+connector: shortbridge keeps its ports and is never re-plugged.
 
 The file is checked before anything changes, and every problem in it is reported. If creating
 fails half-way, what was created is removed again; if a live change fails, the network is taken

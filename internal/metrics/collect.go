@@ -276,6 +276,7 @@ func (c *Collector) readPort(s *snapshot, n *network, machine string, l *plan.Li
 		if ok {
 			s.addStats(st, lv)
 		}
+		c.readDirectImpair(s, n, l, port, lv)
 		return
 	}
 	a, ok := s.devs[port.Name]
@@ -292,6 +293,20 @@ func (c *Collector) readPort(s *snapshot, n *network, machine string, l *plan.Li
 	}
 	if ic, err := dataplane.ReadImpairCounters(a.Index); err == nil {
 		s.addImpair(ic, lv)
+	}
+}
+
+// readDirectImpair adds the impairment counters of what port's endpoint of direct link l
+// sends, read where they are: on the other end, in its node's namespace.
+func (c *Collector) readDirectImpair(s *snapshot, n *network, l *plan.Link, port plan.Port, lv []string) {
+	i := slices.IndexFunc(l.Ports, func(p plan.Port) bool { return p.String() == port.String() })
+	if port.Impair.IsZero() || i < 0 || len(l.Ports) != 2 {
+		return
+	}
+	if other, ok := n.running[l.Ports[1-i].Node]; ok && other.PID != 0 {
+		if ic, err := substrate.DirectImpairCounters(l, i, other.PID); err == nil {
+			s.addImpair(ic, lv)
+		}
 	}
 }
 

@@ -3,7 +3,8 @@ package plan
 import "github.com/trellisnet/trellis/internal/spec"
 
 // direct joins link pl with the wire link kind (Wirer: one veth pair between its two nodes, no
-// port in the substrate) when the file says `connector: auto` for it (sl), it has nothing to
+// port in the substrate) when the file names no connector for it, or `connector: auto`
+// (sl.DefaultConnector), it has nothing to
 // enforce outside its nodes (NeedsPorts) and the wire kind can join its nodes' kinds.
 func (p *Plan) direct(sl *spec.Link, pl *Link) {
 	wire, w := wireKind()

@@ -10,8 +10,8 @@ import (
 	"github.com/trellisnet/trellis/internal/spec"
 )
 
-// A point-to-point link that names `connector: auto` and has nothing to enforce outside its
-// nodes is one veth pair (the wire kind); anything to enforce, a named connector, a node whose kind
+// A point-to-point link that names no connector (or auto) and has nothing to enforce outside
+// its nodes is one veth pair (the wire kind); anything to enforce, a named connector, a node whose kind
 // cannot pair, or another machine gives it ports. On a kernel with tcx (plan.WireEnforces),
 // a link taken down or losing, duplicating or corrupting frames stays one veth pair; a delay
 // still needs ports.
@@ -26,7 +26,7 @@ LINK`
 	cases := []struct {
 		name, node, link, want, tcx string // tcx: the connector with WireEnforces
 	}{
-		{"no connector", "", "NONE", "shortbridge", "shortbridge"},
+		{"no connector", "", "NONE", "veth", "veth"},
 		{"plain", "", "", "veth", "veth"},
 		{"rate", "", "    rate: 10mbit\n", "shortbridge", "shortbridge"},
 		{"loss", "", "    loss: 1%\n", "shortbridge", "veth"},

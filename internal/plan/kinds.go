@@ -13,7 +13,7 @@ import (
 
 // Wirer is a link kind that joins a point-to-point link with nothing in the substrate (the
 // wire kind: one veth pair between its nodes; kinds.Wire makes it). The plan chooses it for a
-// link that says `connector: auto` and has nothing to enforce (NeedsPorts).
+// link that names no connector (or `connector: auto`) and has nothing to enforce (NeedsPorts).
 type Wirer interface {
 	// Wires says whether it can join nodes of kinds a and b.
 	Wires(a, b string) bool

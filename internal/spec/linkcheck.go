@@ -46,16 +46,12 @@ func (p *parser) validateLink(n *Network, l *Link, used map[Endpoint]int) {
 // connector fills in the default connector and checks the link against its kind.
 func (p *parser) connector(n *Network, l *Link) {
 	switch l.Connector {
-	case "":
-		l.Connector = DefaultP2PConnector
-		if len(l.Endpoints) > 2 {
-			l.Connector = DefaultLANConnector
-		}
-	case AutoConnector:
-		// The plan may join it with one veth pair while it has nothing to enforce.
+	case "", AutoConnector:
+		// A point-to-point link: the plan may join it with one veth pair while it has nothing
+		// to enforce (decision 5); it has the default connector's ports when it has.
 		l.Connector, l.DefaultConnector = DefaultP2PConnector, true
 		if len(l.Endpoints) > 2 {
-			l.Connector = DefaultLANConnector
+			l.Connector, l.DefaultConnector = DefaultLANConnector, false
 		}
 	}
 	k, ok := linkKinds.lookup(l.Connector)

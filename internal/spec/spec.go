@@ -23,13 +23,15 @@ const (
 
 // Defaults for what a topology file leaves out.
 const (
-	DefaultNodeKind     = "container"   // a node without `kind:`
-	DefaultP2PConnector = "shortbridge" // a two-endpoint link without `connector:`
-	DefaultLANConnector = LAN           // a link of three or more endpoints without `connector:`
-	DefaultTunnel       = "egre"        // a file with `hosts:` and without `tunnel:`
-	// AutoConnector, `connector: auto`: a point-to-point link is one veth pair between its
-	// nodes while it has nothing to enforce (no port), and has the default connector's ports
-	// when it has (docs/design.md, decision 5).
+	DefaultNodeKind = "container" // a node without `kind:`
+	// DefaultP2PConnector joins a two-endpoint link without `connector:` (or with `connector:
+	// auto`) when it needs ports; while it has nothing to enforce, it is one veth pair between
+	// its nodes, with no port (docs/design.md, decision 5).
+	DefaultP2PConnector = "shortbridge"
+	DefaultLANConnector = LAN    // a link of three or more endpoints without `connector:`
+	DefaultTunnel       = "egre" // a file with `hosts:` and without `tunnel:`
+	// AutoConnector, `connector: auto`: what a point-to-point link without `connector:` gets
+	// (DefaultP2PConnector's ports only when it needs them), written out.
 	AutoConnector = "auto"
 )
 
@@ -139,9 +141,9 @@ type Link struct {
 	RateText  string // as written, for display
 	MTU       int    // 0 means the kernel default
 	Connector string // a registered link kind: DefaultP2PConnector or DefaultLANConnector unless given
-	// DefaultConnector: the file says `connector: auto`, so the plan may join a point-to-point
-	// link that has nothing to enforce with the wire kind instead (plan.Wirer); the
-	// connector is the default one whenever the link needs its ports.
+	// DefaultConnector: the file names no connector (or `connector: auto`) for a
+	// point-to-point link, so the plan may join it with the wire kind instead while it has
+	// nothing to enforce (plan.Wirer); Connector is the default one whenever it needs ports.
 	DefaultConnector bool   `json:",omitempty"`
 	State            string // StateUp or StateDown: the initial carrier state
 	// Settings are the settings of the link's kind among its keys (the lan connector's

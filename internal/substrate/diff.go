@@ -136,9 +136,22 @@ const Replugged = "re-plugged: made anew, so their nodes see the carrier drop an
 // taken down or impaired (loss, duplication, corruption) on Linux before 6.6.
 const NoTCX = "this kernel has no tcx (Linux 6.6 or later), which takes a direct link down and impairs it without ports"
 
-// replugText says which interfaces a change of connector between a and b re-plugs, if it
-// does: from a direct link to ports or back.
+// KeepPorts is what diff and a live change add to a re-plug: why the link had none (or gets
+// none), and how to keep a link from being re-plugged.
+const KeepPorts = "a point-to-point link that names no connector is one veth pair while it has nothing to enforce; `connector: shortbridge` in the file keeps its ports, never re-plugged"
+
+// replugText says, in parentheses, which interfaces a change of connector between a and b
+// re-plugs, if it does: from a direct link to ports or back.
 func replugText(a, b *plan.Link) string {
+	if r := replugged(a, b); r != "" {
+		return " (" + r + ")"
+	}
+	return ""
+}
+
+// replugged says which interfaces a change of connector between a and b re-plugs, what their
+// nodes see and how to avoid it; "" if it re-plugs none.
+func replugged(a, b *plan.Link) string {
 	if Wired(a) == Wired(b) {
 		return ""
 	}
@@ -152,7 +165,7 @@ func replugText(a, b *plan.Link) string {
 	} else if !plan.WireEnforces() && !b.NeedsPortsAlways() {
 		how += " (" + NoTCX + ")"
 	}
-	return fmt.Sprintf(" (%s %s %s)", strings.Join(eps, ", "), how, Replugged)
+	return fmt.Sprintf("%s %s %s; %s", strings.Join(eps, ", "), how, Replugged, KeepPorts)
 }
 
 // anewOnMTU lists the endpoints of link l whose interfaces a change of its MTU makes anew.

@@ -63,14 +63,14 @@ func TestDiff(t *testing.T) {
 		}, nil, true},
 		{"rate", func(s string) string { return strings.Replace(s, "rate: 10mbit", "rate: 20mbit", 1) },
 			[]string{"~ link b:eth2--c:eth1: rate 10mbit -> 20mbit"}, true},
-		{"rate removed", func(s string) string { return strings.Replace(s, "    rate: 10mbit\n", "", 1) },
-			// the default connector keeps its ports
-			[]string{"~ link b:eth2--c:eth1: rate 10mbit -> none"}, true},
-		{"rate removed, connector auto", func(s string) string {
-			return strings.Replace(s, "    rate: 10mbit\n", "    connector: auto\n", 1)
+		{"rate removed, connector shortbridge", func(s string) string {
+			return strings.Replace(s, "    rate: 10mbit\n", "    connector: shortbridge\n", 1)
 		},
+			// a connector named keeps its ports
+			[]string{"~ link b:eth2--c:eth1: rate 10mbit -> none"}, true},
+		{"rate removed", func(s string) string { return strings.Replace(s, "    rate: 10mbit\n", "", 1) },
 			// nothing to enforce any more: the link loses its ports
-			[]string{"~ link b:eth2--c:eth1: connector shortbridge -> veth (b:eth2, c:eth1 to one veth pair " + Replugged + "); rate 10mbit -> none"}, false},
+			[]string{"~ link b:eth2--c:eth1: connector shortbridge -> veth (b:eth2, c:eth1 to one veth pair " + Replugged + "; " + KeepPorts + "); rate 10mbit -> none"}, false},
 		{"loss one way", func(s string) string { return s + "    from: {b:eth2: {loss: 5% 25%}}\n" },
 			[]string{"~ link b:eth2--c:eth1: impairment from b:eth2 none -> loss 5%, correlation 25%"}, true},
 		{"state", func(s string) string { return s + "    state: down\n" },

@@ -155,6 +155,13 @@ func InspectWith(st *state.Store, name string, rd *Reader) (*NetworkInfo, error)
 	if err != nil {
 		return nil, err
 	}
+	pids := map[string]int{}
+	for _, n := range info.Nodes {
+		pids[n.Name] = n.PID
+	}
+	for i, l := range rec.Plan.Links {
+		directImpairCounters(l, &info.Links[i], pids)
+	}
 	if tk, err := kinds.TunnelKind(rec.Plan.Tunnel); err == nil {
 		if c, ok := tk.(kinds.Counter); ok {
 			info.EGRE = c.Counters(env)

@@ -88,6 +88,7 @@ func changeLink(ctx context.Context, st *state.Store, network, linkName string, 
 		if err := checkReplug(rec, old, p, running, opt); err != nil {
 			return err
 		}
+		noteReplugs(old, p, opt.Log)
 	}
 	if err := st.MarkChanging(network); err != nil { // if interrupted, the next up trusts only the kernel
 		return err

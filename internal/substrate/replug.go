@@ -25,7 +25,7 @@ import (
 var ErrReplug = errors.New("re-plugging would take away what the nodes' software made")
 
 // ReplugFix is how to make a refused re-plug go.
-const ReplugFix = "name `connector: shortbridge` on links you impair live (they keep ports), or accept the flap with --replug"
+const ReplugFix = "a point-to-point link that names no connector is one veth pair while it has nothing to enforce: name `connector: shortbridge` on links you impair live (they keep their ports, never re-plugged), or accept the flap with --replug"
 
 // Options are a live change's choices.
 type Options struct {
@@ -266,6 +266,18 @@ func checkReplug(rec *state.Record, old, p *plan.Plan, running map[string]kinds.
 		logline.OrDiscard(opt.Log).Warn(fmt.Sprintf("re-plugged (--replug): %s; it went with the interface", f), "replugged", f)
 	}
 	return nil
+}
+
+// noteReplugs says to log which links the change from old to p re-plugs, what their nodes
+// see and how a file keeps a link from it: nothing of the nodes' software goes with them.
+func noteReplugs(old, p *plan.Plan, log *slog.Logger) {
+	for _, l := range p.Links {
+		if ol := old.Link(l.Name); ol != nil {
+			if r := replugged(ol, l); r != "" {
+				logline.OrDiscard(log).Warn(fmt.Sprintf("link %s: %s", l.Name, r), "replugged", l.Name)
+			}
+		}
+	}
 }
 
 // refusal says what a refused re-plug would take away, and how to make it go.

@@ -3,10 +3,12 @@ package substrate
 import (
 	"net"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/trellisnet/trellis/internal/dataplane"
 	"github.com/trellisnet/trellis/internal/kinds/veth"
+	"github.com/trellisnet/trellis/internal/logline"
 	"github.com/trellisnet/trellis/internal/plan"
 	"github.com/trellisnet/trellis/internal/spec"
 	"github.com/vishvananda/netlink"
@@ -108,5 +110,28 @@ func TestReplugWhy(t *testing.T) {
 		if got := replugWhy(old, c.l); got != c.want {
 			t.Errorf("tcx %v, %s (down %v, rate %d): %q, want %q", c.tcx, c.l.Connector, c.l.Down, c.l.Rate, got, c.want)
 		}
+	}
+}
+
+// TestNoteReplugs: a live change that re-plugs a direct link says so, naming its interfaces,
+// what the nodes see, why it had no ports and how to keep them; a link not re-plugged is not
+// named.
+func TestNoteReplugs(t *testing.T) {
+	defer func(f func() bool) { plan.WireEnforces = f }(plan.WireEnforces)
+	plan.WireEnforces = func() bool { return true }
+	ports := func() []plan.Port { return []plan.Port{{Node: "a", Ifname: "eth1"}, {Node: "b", Ifname: "eth1"}} }
+	old := &plan.Plan{Links: []*plan.Link{
+		{Name: "l", Connector: veth.Name, Ports: ports()},
+		{Name: "m", Connector: veth.Name, Ports: ports()},
+	}}
+	p := &plan.Plan{Links: []*plan.Link{
+		{Name: "l", Connector: spec.DefaultP2PConnector, Ports: ports(), Rate: 1e6},
+		{Name: "m", Connector: veth.Name, Ports: ports(), Down: true},
+	}}
+	var out strings.Builder
+	noteReplugs(old, p, logline.Logger(&out, nil))
+	want := "link l: a:eth1, b:eth1 to ports " + Replugged + "; " + KeepPorts + "\n"
+	if out.String() != want {
+		t.Errorf("noteReplugs said %q\nwant %q", out.String(), want)
 	}
 }

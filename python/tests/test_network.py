@@ -89,7 +89,13 @@ def test_diff_and_apply(client: trellis.Client, topo) -> None:
     with trellis.up(topo("pydiff"), client=client) as net:
         changed = topo("pydiff", "    rate: 10mbit\n    from: {a:eth1: {loss: 1%}}\n", "changed.yaml")
         diff = net.diff(changed)
-        assert [str(c) for c in diff] == ["~ link a-b: rate none -> 10mbit; impairment from a:eth1 none -> loss 1%"]
+        # The link names no connector: one veth pair until the rate gives it ports (re-plugged).
+        assert [str(c) for c in diff] == [
+            "~ link a-b: connector veth -> shortbridge (a:eth1, b:eth1 to ports re-plugged: made anew, so their nodes"
+            " see the carrier drop and come back, with a new ifindex; addresses and routes their nodes' software set on"
+            " them go; a point-to-point link that names no connector is one veth pair while it has nothing to enforce;"
+            " `connector: shortbridge` in the file keeps its ports, never re-plugged); rate none -> 10mbit;"
+            " impairment from a:eth1 none -> loss 1%"]
         pid = net.nodes["a"].info()["pid"]
         assert [str(c) for c in net.apply(changed)] == [str(c) for c in diff]
         assert net.diff(changed) == []

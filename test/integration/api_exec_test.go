@@ -87,6 +87,17 @@ func TestAPIExecAndImpairments(t *testing.T) {
 	}
 	imp(`{"duplicate":1,"corrupt":0.5}`)
 	want("duplicate 1%, corrupt 0.5%", "duplicate 1%, corrupt 0.5%")
+	// A delay needs ports: the link, which names no connector, is re-plugged, and the answer
+	// says so and how a file keeps its ports.
+	var res struct {
+		Replugged string `json:"replugged"`
+	}
+	json.Unmarshal(s.must(200, "PUT", "/networks/"+name+"/links/"+link+"/impairments", "application/json", `{"delay":"1ms"}`), &res)
+	for _, w := range []string{"link " + link + ": a:eth1, b:eth1 to ports re-plugged", "`connector: shortbridge` in the file keeps its ports"} {
+		if !strings.Contains(res.Replugged, w) {
+			t.Errorf("a delay set through the API answered replugged %q, want it to say %q", res.Replugged, w)
+		}
+	}
 	imp(`{}`)
 	want("", "")
 	pingEventually(t, e.state, name, "a", "10.0.0.2")

@@ -395,9 +395,11 @@ func TestIsolation(t *testing.T) {
 			t.Errorf("node %s: both networks' nodes are in network namespace %s", node, ia)
 		}
 	}
-	for i, ep := range A.link(t, "a:eth1--b:eth1").Endpoints {
-		if p := B.link(t, "a:eth1--b:eth1").Endpoints[i].Port; p == ep.Port {
-			t.Errorf("both networks use port %s", p)
+	// The link names no connector: one veth pair in each network, no port in the substrate
+	// for the two to share.
+	for _, info := range []*netInfo{A, B} {
+		if l := info.link(t, "a:eth1--b:eth1"); l.Connector != "veth" || l.Endpoints[0].Port != "" || l.Endpoints[1].Port != "" {
+			t.Errorf("network %s: link a:eth1--b:eth1 has connector %s, ports %q and %q; want veth, no port", info.Name, l.Connector, l.Endpoints[0].Port, l.Endpoints[1].Port)
 		}
 	}
 

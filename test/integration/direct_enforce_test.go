@@ -179,6 +179,10 @@ func TestDirectLinkImpair(t *testing.T) {
 	if lost < 0.20 || lost > 0.40 {
 		t.Errorf("%.1f%% of pings lost with loss=30%% on a:eth1, want 20-40%%", 100*lost)
 	}
+	// inspect counts them where they were dropped: on b's end, for a:eth1's impairment.
+	if ep := inspect(t, e.state, "dimp").link(t, "a:eth1--b:eth1").Endpoints[0]; ep.ImpairDrops < uint64(lost*400) {
+		t.Errorf("inspect: a:eth1's impairment dropped %d frames, want at least the %.0f pings lost", ep.ImpairDrops, lost*400)
+	}
 
 	mustTrellis(t, e.state, "link", "dimp", "a:eth1--b:eth1", "set", "duplicate=50%", "--endpoint", "b:eth1")
 	mustTrellis(t, e.state, "link", "dimp", "a:eth1--b:eth1", "set", "--endpoint", "a:eth1")
@@ -186,6 +190,9 @@ func TestDirectLinkImpair(t *testing.T) {
 	t.Logf("duplicate=50%% on b:eth1: %d duplicates of 200 replies, %.1f%% lost", dups, 100*lost)
 	if dups < 60 || dups > 140 || lost > 0.02 {
 		t.Errorf("%d duplicates and %.1f%% lost of 200 pings with duplicate=50%% on b:eth1 alone, want 60-140 and none lost", dups, 100*lost)
+	}
+	if ep := inspect(t, e.state, "dimp").link(t, "a:eth1--b:eth1").Endpoints[1]; ep.Duplicated < uint64(dups) {
+		t.Errorf("inspect: b:eth1's impairment duplicated %d frames, want at least the %d duplicate replies", ep.Duplicated, dups)
 	}
 	mustTrellis(t, e.state, "link", "dimp", "a:eth1--b:eth1", "set")
 	if lost, dups := pingLoss(t, e.state, "dimp", 100, "10.0.0.2"); lost > 0.02 || dups > 0 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trellisnet/trellis/internal/spec"
 )
 
 // directPair checks that interface eth1 of nodes a and b of network are the two ends of one
@@ -35,7 +37,7 @@ func directPair(t *testing.T, state, network string) string {
 func TestDirectLink(t *testing.T) {
 	needTCX(t)
 	e := start(t)
-	path := writeTopo(t, rateTopo("direct", "    connector: auto\n"))
+	path := writeTopo(t, rateTopo("direct", ""))
 	mustTrellis(t, e.state, "up", path)
 	info := inspect(t, e.state, "direct")
 	l := info.link(t, "a:eth1--b:eth1")
@@ -53,7 +55,7 @@ func TestDirectLink(t *testing.T) {
 	checkDirectCapture(t, e.state)
 
 	// A rate: the link gets its ports, shaped.
-	rewriteTopo(t, path, rateTopo("direct", "    connector: auto\n    rate: 10mbit\n"))
+	rewriteTopo(t, path, rateTopo("direct", "    rate: 10mbit\n"))
 	if d := mustTrellis(t, e.state, "diff", path); !strings.Contains(d, "connector veth -> shortbridge (a:eth1, b:eth1 to ports re-plugged") {
 		t.Errorf("diff with a rate said:\n%s\nwant it to say the link is re-plugged to ports", d)
 	}
@@ -73,7 +75,7 @@ func TestDirectLink(t *testing.T) {
 	}
 
 	// No rate: one pair again.
-	rewriteTopo(t, path, rateTopo("direct", "    connector: auto\n"))
+	rewriteTopo(t, path, rateTopo("direct", ""))
 	if out := mustTrellis(t, e.state, "up", path); !strings.Contains(out, "connector shortbridge -> veth (a:eth1, b:eth1 to one veth pair re-plugged") {
 		t.Errorf("up without the rate said:\n%s\nwant it to say the link is re-plugged to one veth pair", out)
 	}
@@ -81,6 +83,19 @@ func TestDirectLink(t *testing.T) {
 	checkExactly(t, info)
 	directPair(t, e.state, "direct")
 	ping(t, e.state, "direct", "a", "10.0.0.2")
+
+	// A delay set live re-plugs it to ports: trellis link says so, and how to keep the ports.
+	out := mustTrellis(t, e.state, "link", "direct", "a:eth1--b:eth1", "set", "delay=5ms")
+	for _, want := range []string{"link a:eth1--b:eth1: a:eth1, b:eth1 to ports re-plugged", "names no connector", "`connector: shortbridge` in the file keeps its ports"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("link set delay=5ms said:\n%s\nwant %q", out, want)
+		}
+	}
+	if l := inspect(t, e.state, "direct").link(t, "a:eth1--b:eth1"); l.Connector != spec.DefaultP2PConnector {
+		t.Errorf("after a delay set live, connector %s, want %s", l.Connector, spec.DefaultP2PConnector)
+	}
+	mustTrellis(t, e.state, "up", path) // the file's: no delay, one pair again
+	directPair(t, e.state, "direct")
 
 	checkReplugRefused(t, e.state, path)
 
@@ -171,7 +186,7 @@ func checkReplugRefused(t *testing.T, state, path string) {
 		}
 	}
 	refused("link set", "link", "direct", "a:eth1--b:eth1", "set", "delay=5ms")
-	rewriteTopo(t, path, rateTopo("direct", "    connector: auto\n    rate: 10mbit\n"))
+	rewriteTopo(t, path, rateTopo("direct", "    rate: 10mbit\n"))
 	if d := mustTrellis(t, state, "diff", path); !strings.Contains(d, "x network direct: up refuses this without --replug") ||
 		!strings.Contains(d, "a:eth1 has 10.9.9.1/24") {
 		t.Errorf("diff with a rate said:\n%s\nwant the refusal up would meet, naming a:eth1's address", d)
@@ -188,7 +203,7 @@ func checkReplugRefused(t *testing.T, state, path string) {
 	if out := mustExec(t, state, "direct", "a", "ip", "-4", "addr", "show", "dev", "eth1"); strings.Contains(out, "10.9.9.1") {
 		t.Errorf("after up --replug, a:eth1 still has the user's address:\n%s", out)
 	}
-	rewriteTopo(t, path, rateTopo("direct", "    connector: auto\n"))
+	rewriteTopo(t, path, rateTopo("direct", ""))
 	mustTrellis(t, state, "up", path)
 	directPair(t, state, "direct")
 }

@@ -365,6 +365,9 @@ type endpointInfo struct {
 	Drops      uint64 `json:"drops"`
 	State      string `json:"state"`
 	Impairment string `json:"impairment"`
+	// ImpairDrops and Duplicated count what the impairment of the frames the endpoint sends did.
+	ImpairDrops uint64 `json:"impair_drops"`
+	Duplicated  uint64 `json:"duplicated"`
 }
 
 func inspect(t testing.TB, stateDir, network string) *netInfo {

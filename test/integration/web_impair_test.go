@@ -23,7 +23,8 @@ func TestWebImpairments(t *testing.T) {
 	name := "webimp" + nonce()[:4]
 	registerNetwork(name)
 	s, page := startServeTCP(t, e.state)
-	s.must(201, "POST", "/networks", "application/yaml", fmt.Sprintf(apiTopo, name))
+	// The link names its connector: the test reads what the page set from its ports' programs.
+	s.must(201, "POST", "/networks", "application/yaml", fmt.Sprintf(apiTopo, name)+"    connector: shortbridge\n")
 	const link = "a:eth1--b:eth1"
 	ports := map[string]string{}
 	for _, ep := range s.inspect(name).link(t, link).Endpoints {

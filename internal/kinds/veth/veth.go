@@ -1,7 +1,8 @@
 // Package veth is the link kind "veth": a point-to-point link with nothing to enforce outside
 // its nodes, joined as containerlab and Mininet join two nodes, by one veth pair between the
 // two nodes' network namespaces, with no port in the substrate (docs/design.md, decision 5).
-// The plan chooses it for a point-to-point link that says `connector: auto`, has no rate,
+// The plan chooses it for a point-to-point link that names no connector (or says `connector:
+// auto`), has no rate,
 // delay or tunnel, and whose nodes have no engines; the link gets ports (the shortbridge)
 // again when it needs them. A link taken down, losing, duplicating or corrupting frames stays
 // one pair: its ends are put down and its frames dropped or impaired by tcx programs on them
@@ -35,7 +36,7 @@ type Kind struct{}
 
 // Wires: one veth pair joins two nodes whose kinds keep their interfaces in a network
 // namespace of the node's own on this machine (kinds.Namespaced); the plan then chooses this
-// kind for a link that says `connector: auto` (plan.Wirer).
+// kind for a link that names no connector (plan.Wirer).
 func (Kind) Wires(a, b string) bool { return kinds.IsNamespaced(a) && kinds.IsNamespaced(b) }
 
 // check refuses, on a link that names this connector, what only a port can enforce: a rate,
