@@ -324,7 +324,9 @@ func TestPortNamespaceKillDuringUp(t *testing.T) {
 			e := start(t)
 			before := portNSEntries(t)
 			t.Setenv(substrate.PortNSEnv, "network")
-			cmd := exec.Command(trellisBin, "--state-dir", e.state, "up", writeTopo(t, chainTopo("chain", 200)))
+			// Links with ports: a plain link is one veth pair, with no port.
+			topo := strings.ReplaceAll(chainTopo("chain", 200), "eth0]\n", "eth0]\n    connector: shortbridge\n")
+			cmd := exec.Command(trellisBin, "--state-dir", e.state, "up", writeTopo(t, topo))
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
