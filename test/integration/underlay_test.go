@@ -8,6 +8,7 @@ package integration
 // and against remote engines. One subtest per row of the table.
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -54,6 +55,11 @@ func underlayCluster(t *testing.T) *underlayRig {
 	for i := 1; i <= 2; i++ {
 		k.agents[i] = machineAgent(t, m, c, i)
 	}
+	// The files pin nodes to m1 and m2: the placer refuses a machine not registered yet.
+	waitFor(t, 15*time.Second, "two machines registered", func() (bool, string) {
+		ms, _, err := k.s.Machines(context.Background())
+		return err == nil && len(ms) == 2, fmt.Sprint(ms, err, "\n", k.logs())
+	})
 	ctxFile := writeTopo(t, fmt.Sprintf("etcd: [%s]\ncacert: %s\ncert: %s\nkey: %s\ntenant: t1\n",
 		strings.Join(c.Endpoints, ", "), c.Root.CA, c.Root.Cert, c.Root.Key))
 	r.cli = func(args ...string) { m.trellis(t, 1, append([]string{"--cluster", ctxFile}, args...)...) }
