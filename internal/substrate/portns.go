@@ -20,11 +20,12 @@ import (
 // by ifindex in the namespace of the port the frame arrived on (skb_do_redirect ->
 // dev_get_by_index_rcu), in a hash of 256 buckets chained through the devices: with every port
 // of every network in the root namespace (4096 at 1024 networks) each lookup walks about 16
-// devices. So a new network's ports live instead in a network namespace of the network's own,
-// PortNSName(netID) under /run/netns, which trellis makes before the network's first port and
-// deletes at `down` (which finds it by the network's id, also after a killed `up`), unless
-// Options.PortNS is "root" or the network has what does not follow its ports there
-// (portNSRefusal): then its ports are in the root namespace, and `up -v` says why. Everything
+// devices. With Options.PortNS "auto" or "network", a new network's ports live instead in a
+// network namespace of the network's own, PortNSName(netID) under /run/netns, which trellis
+// makes before the network's first port and deletes at `down` (which finds it by the network's
+// id, also after a killed `up`), unless the network has what does not follow its ports there
+// (portNSRefusal): then its ports are in the root namespace, and `up -v` says why (or, with
+// "network", `up` refuses it). The default, "root", keeps every network's ports there. Everything
 // that works on ports runs on a thread inside it (portsIn.do). A network keeps where its ports
 // are for its whole life: the namespace exists or it does not, and only the `up` that creates
 // a network makes one (a network of an older trellis, or one changed or rolled back after an

@@ -35,9 +35,9 @@ type Options struct {
 	// Log gets the operation's progress (Info: `up -v`) and what it tells always (Warn: what
 	// a change allowed by Replug took away, a link that keeps its ports). nil: nowhere.
 	Log *slog.Logger
-	// PortNS is where a new network's ports live (portns.go): "root" (the root namespace),
-	// "network" (a namespace of the network's own, refusing a network that cannot have one),
-	// or empty: a namespace of the network's own where it can, else the root namespace.
+	// PortNS is where a new network's ports live (portns.go): "root" (the root namespace; also
+	// when empty), "auto" (a namespace of the network's own where it can, else the root
+	// namespace) or "network" (a namespace of its own, refusing a network that cannot have one).
 	PortNS string
 	// Delay is how delays are applied on a kernel that has netem: "line" takes trellis's
 	// delay line instead, "netem" refuses a kernel without netem rather than falling back to
