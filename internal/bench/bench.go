@@ -125,7 +125,7 @@ type Options struct {
 func DefaultOptions() Options {
 	o := Options{
 		Parts:         slices.DeleteFunc(slices.Clone(AllParts), func(p string) bool { return slices.Contains(OptIn, p) }),
-		Setups:        []string{"native", "shortbridge", "bridge", "lan", "userspace", "egre-shortbridge", "egre-bridge", "egre3-shortbridge", "egre3-bridge", "vxlan"},
+		Setups:        []string{"native", "veth", "shortbridge", "bridge", "lan", "userspace", "egre-shortbridge", "egre-bridge", "egre3-shortbridge", "egre3-bridge", "vxlan"},
 		Repeat:        5,
 		Trial:         time.Second,
 		Size:          64,
