@@ -57,7 +57,12 @@ go test -run '^$' -fuzz '^FuzzPlan$' -fuzztime 20s ./internal/plan
 echo "test: go test"
 # -p 1: one package at a time. The benchmark's smoke test floods the machine, and the rate
 # tests measure throughput: run together on two cores, each would spoil the other.
-go test -tags integration -count=1 -p 1 -timeout 80m ./... 2>&1 | tee /tmp/trellis-test.log
+# test/testreport prints what go test prints without -v, then the slowest tests and packages
+# (CI's time budget); the events themselves go to $CI_LOG_DIR/go-test.json.
+mkdir -p "$CI_LOG_DIR"
+go build -o bin/testreport ./test/testreport
+go test -tags integration -count=1 -p 1 -timeout 80m -json ./... 2>&1 | tee "$CI_LOG_DIR/go-test.json" |
+	bin/testreport | tee /tmp/trellis-test.log
 echo "test: Python package (pytest against a real trellis serve)"
 # A virtual environment under the cache directory, pytest from PyPI; python3-venv for ensurepip.
 if ! python3 -c 'import ensurepip' 2>/dev/null; then

@@ -125,7 +125,7 @@ type Options struct {
 func DefaultOptions() Options {
 	o := Options{
 		Parts:         slices.DeleteFunc(slices.Clone(AllParts), func(p string) bool { return slices.Contains(OptIn, p) }),
-		Setups:        []string{"native", "veth", "shortbridge", "bridge", "lan", "userspace", "egre-shortbridge", "egre-bridge", "egre3-shortbridge", "egre3-bridge", "vxlan"},
+		Setups:        []string{"native", "veth", "veth-impair", "rate", "shortbridge", "bridge", "lan", "userspace", "egre-shortbridge", "egre-bridge", "egre3-shortbridge", "egre3-bridge", "vxlan"},
 		Repeat:        5,
 		Trial:         time.Second,
 		Size:          64,
@@ -162,8 +162,11 @@ func QuickOptions() Options {
 	o.DelayFrames = 200
 	o.DelayRates = []string{"10mbit"}
 	o.ZeroLossSteps = 3
-	// One router setup of the two: it has the builder of both.
-	o.Setups = slices.DeleteFunc(slices.Clone(o.Setups), func(s string) bool { return s == "egre3-bridge" })
+	// One router setup of the two: it has the builder of both; the default link with an
+	// impairment or a rate are the veth and shortbridge paths with a program or a shaper more.
+	o.Setups = slices.DeleteFunc(slices.Clone(o.Setups), func(s string) bool {
+		return s == "egre3-bridge" || s == "veth-impair" || s == "rate"
+	})
 	return o
 }
 

@@ -32,13 +32,16 @@ func TestSetupsKnown(t *testing.T) {
 			t.Errorf("default setup %s is not known", s)
 		}
 	}
-	for _, s := range []string{"egre-shortbridge", "egre-bridge", "egre3-shortbridge", "egre3-bridge", "vxlan"} {
+	for _, s := range []string{"veth", "veth-impair", "rate", "egre-shortbridge", "egre-bridge", "egre3-shortbridge", "egre3-bridge", "vxlan"} {
 		if !slices.Contains(DefaultOptions().Setups, s) {
 			t.Errorf("setup %s is not in a default run", s)
 		}
 	}
 	if q := QuickOptions().Setups; !slices.Contains(q, "egre3-shortbridge") || slices.Contains(q, "egre3-bridge") {
 		t.Errorf("quick run's setups %v: want egre3-shortbridge and not egre3-bridge", q)
+	}
+	if q := QuickOptions().Setups; !slices.Contains(q, "veth") || slices.Contains(q, "veth-impair") || slices.Contains(q, "rate") {
+		t.Errorf("quick run's setups %v: want veth (the default link), and neither veth-impair nor rate", q)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // (measure.Profiler), for the setups worth comparing.
 
 // profileSetups are the setups the profile part looks at, when the run has them.
-var profileSetups = []string{"native", "veth", "shortbridge", "shortbridge-tcx", "shortbridge-xdp", "bridge", "lan", "egre-shortbridge", "egre-shortbridge-fib", "egre3-shortbridge", "egre3-bridge", "egre-bridge", "vxlan"}
+var profileSetups = []string{"native", "veth", "veth-impair", "rate", "shortbridge", "shortbridge-tcx", "shortbridge-xdp", "bridge", "lan", "egre-shortbridge", "egre-shortbridge-fib", "egre3-shortbridge", "egre3-bridge", "egre-bridge", "vxlan"}
 
 // profileSetupsQuick are those of a quick run.
 var profileSetupsQuick = []string{"veth", "shortbridge", "bridge", "lan"}

@@ -51,7 +51,7 @@ func ebpfSetup(h *Harness, nets int) (*Rig, error) {
 // ebpfTopology is the bench topology whose node under test runs program prog and does not
 // forward in its kernel.
 func ebpfTopology(name, prog string) string {
-	t := strings.Replace(fmt.Sprintf(benchTopology, name, spec.Shortbridge, spec.Shortbridge),
+	t := strings.Replace(benchFile(name, "connector: "+spec.Shortbridge),
 		"  nut:\n", "  nut:\n    dataplane: {program: "+prog+"}\n", 1)
 	return strings.Replace(t, "disable_ipv6: 1}\n  sink:", "disable_ipv6: 1, net.ipv4.ip_forward: 0}\n  sink:", 1)
 }

@@ -2,7 +2,6 @@ package setup
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,19 +13,31 @@ import (
 	"github.com/trellisnet/trellis/internal/spec"
 )
 
-// The bench's topologies must pass the same checks as a user's.
+// The bench's topologies must pass the same checks as a user's, with every setup's link settings.
 func TestBenchTopology(t *testing.T) {
-	for _, c := range []string{spec.Shortbridge, spec.Bridge} {
-		n, err := spec.Parse("b.yaml", fmt.Appendf(nil, benchTopology, "bench-x", c, c))
+	for _, c := range []struct {
+		settings  string
+		connector string
+		check     func(l *spec.Link) bool
+	}{
+		{"connector: " + spec.Shortbridge, spec.Shortbridge, nil},
+		{"connector: " + spec.Bridge, spec.Bridge, nil},
+		{"loss: 0.001%", "", func(l *spec.Link) bool { return l.Impair.Loss == 0.001 }},
+		{"rate: 10gbit", "", func(l *spec.Link) bool { return l.Rate == 10_000_000_000 }},
+	} {
+		n, err := spec.Parse("b.yaml", []byte(benchFile("bench-x", c.settings)))
 		if err != nil {
-			t.Fatalf("%s: %v", c, err)
+			t.Fatalf("%s: %v", c.settings, err)
+		}
+		if c.check != nil && !c.check(n.Links[0]) || c.check != nil && !c.check(n.Links[1]) {
+			t.Errorf("%s: links %+v", c.settings, n.Links)
 		}
 		p, err := plan.Make(n, "abcd1234", "", &plan.Names{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(p.Links) != 2 || p.Links[0].Connector != c || p.Links[0].Ports[0].Node != "src" {
-			t.Errorf("%s: unexpected plan %+v", c, p.Links)
+		if len(p.Links) != 2 || c.connector != "" && p.Links[0].Connector != c.connector || p.Links[0].Ports[0].Node != "src" {
+			t.Errorf("%s: unexpected plan %+v", c.settings, p.Links)
 		}
 	}
 }

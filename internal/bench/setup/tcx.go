@@ -21,7 +21,7 @@ func tcxSetup(h *Harness, nets int) (*Rig, error) {
 	g := h.NewRig("shortbridge-tcx")
 	g.Nets = nets
 	for i := 0; i < nets; i++ {
-		if err := h.addTrellisNet(g, fmt.Sprintf("bench-sbtcx-%d", i), spec.Shortbridge, false, toTCX); err != nil {
+		if err := h.addTrellisNet(g, fmt.Sprintf("bench-sbtcx-%d", i), "connector: "+spec.Shortbridge, false, toTCX); err != nil {
 			return g, err
 		}
 	}
@@ -88,7 +88,7 @@ func xdpSetup(h *Harness, nets int) (*Rig, error) {
 			}
 			return h.threadedNAPI(b.plan.Links[0].Ports[0].Name)
 		}
-		if err := h.addTrellisNet(g, fmt.Sprintf("bench-sbxdp-%d", i), spec.Shortbridge, false, toXDP); err != nil {
+		if err := h.addTrellisNet(g, fmt.Sprintf("bench-sbxdp-%d", i), "connector: "+spec.Shortbridge, false, toXDP); err != nil {
 			return g, err
 		}
 	}

@@ -29,16 +29,21 @@ import (
 // of one trellis network per virtual network, built through the same spec, plan and substrate
 // code as `trellis up`. With relay, the node under test forwards in user space.
 func trellisSetup(connector string, relay bool) func(h *Harness, nets int) (*Rig, error) {
+	name := connector
+	if relay {
+		name = "userspace"
+	}
+	return settingsSetup(name, "connector: "+connector, relay)
+}
+
+// settingsSetup is a setup named name whose two links have the settings given as one line of
+// YAML each (a connector, a rate, an impairment).
+func settingsSetup(name, settings string, relay bool) func(h *Harness, nets int) (*Rig, error) {
 	return func(h *Harness, nets int) (*Rig, error) {
-		name := connector
-		if relay {
-			name = "userspace"
-		}
 		g := h.NewRig(name)
 		g.Nets = nets
 		for i := 0; i < nets; i++ {
-			netName := fmt.Sprintf("bench-%s-%d", name, i)
-			if err := h.AddTrellisNet(g, netName, connector, relay); err != nil {
+			if err := h.addTrellisNet(g, fmt.Sprintf("bench-%s-%d", name, i), settings, relay, nil); err != nil {
 				return g, err
 			}
 		}
@@ -59,20 +64,27 @@ nodes:
     sysctl: {net.ipv4.ip_forward: 0, net.ipv6.conf.all.forwarding: 0, net.ipv6.conf.all.disable_ipv6: 1, net.ipv6.conf.default.disable_ipv6: 1}
 links:
   - endpoints: [src:eth1, nut:eth1]
-    connector: %s
+    %[2]s
   - endpoints: [nut:eth2, sink:eth1]
-    connector: %s
+    %[2]s
 `
+
+// benchFile is the bench topology of network name, each link with the settings given as one
+// line of YAML ("connector: shortbridge").
+func benchFile(name, settings string) string {
+	return fmt.Sprintf(benchTopology, name, settings)
+}
 
 // AddTrellisNet brings up one bench network (source, node under test, sink) with trellis, and
 // adds it to rig g: its source to the generator, its sink to the sink counter.
 func (h *Harness) AddTrellisNet(g *Rig, name, connector string, relay bool) error {
-	return h.addTrellisNet(g, name, connector, relay, nil)
+	return h.addTrellisNet(g, name, "connector: "+connector, relay, nil)
 }
 
-// addTrellisNet is AddTrellisNet, with a change made to the network once it is up (nil: none).
-func (h *Harness) addTrellisNet(g *Rig, name, connector string, relay bool, change func(*BenchNet) error) error {
-	b, err := h.UpBenchNet(g, name, connector)
+// addTrellisNet is AddTrellisNet with the links' settings given as a line of YAML, and a change
+// made to the network once it is up (nil: none).
+func (h *Harness) addTrellisNet(g *Rig, name, settings string, relay bool, change func(*BenchNet) error) error {
+	b, err := h.upBenchFile(g, name, benchFile(name, settings))
 	if err != nil {
 		return err
 	}
@@ -126,7 +138,7 @@ type BenchNet struct {
 // UpBenchNet brings up the three nodes and two links of a bench network through the spec, plan
 // and substrate layers, as `trellis up` does; the rig takes it down at Close.
 func (h *Harness) UpBenchNet(g *Rig, name, connector string) (*BenchNet, error) {
-	return h.upBenchFile(g, name, fmt.Sprintf(benchTopology, name, connector, connector))
+	return h.upBenchFile(g, name, benchFile(name, "connector: "+connector))
 }
 
 // upBenchFile brings up a bench network from its topology file's text.

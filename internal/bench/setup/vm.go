@@ -77,7 +77,7 @@ func (h *Harness) addVMNet(g *Rig, name, vm string) (int, error) {
 // (its settings), and returns its QEMU's pid.
 func (h *Harness) addVMNodeNet(g *Rig, name, extra string) (int, error) {
 	nut := "  nut:\n    kind: vm\n" + extra
-	topology := strings.Replace(fmt.Sprintf(benchTopology, name, "shortbridge", "shortbridge"), "  nut:\n", nut, 1)
+	topology := strings.Replace(benchFile(name, "connector: shortbridge"), "  nut:\n", nut, 1)
 	b, err := h.upBenchFile(g, name, topology)
 	if err != nil {
 		return 0, err
