@@ -64,6 +64,15 @@ func (r *report) read(in io.Reader) error {
 		}
 		r.event(e)
 	}
+	// A test with no result (the binary crashed or timed out) shows what it printed.
+	keys := make([]string, 0, len(r.buffered))
+	for k := range r.buffered {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(r.out, "(no result for %s; its output:)\n%s", k, strings.Join(r.buffered[k], ""))
+	}
 	return sc.Err()
 }
 

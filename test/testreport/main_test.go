@@ -25,6 +25,8 @@ const sample = `{"Action":"start","Package":"github.com/trellisnet/trellis/inter
 {"Action":"fail","Package":"github.com/trellisnet/trellis/internal/x","Elapsed":9.6}
 {"ImportPath":"github.com/trellisnet/trellis/internal/y","Action":"build-output","Output":"internal/y/y.go:3:1: syntax error\n"}
 go: something printed as text
+{"Action":"run","Package":"github.com/trellisnet/trellis/internal/z","Test":"TestHang"}
+{"Action":"output","Package":"github.com/trellisnet/trellis/internal/z","Test":"TestHang","Output":"panic: test timed out after 1s\n"}
 `
 
 func TestReport(t *testing.T) {
@@ -40,6 +42,7 @@ func TestReport(t *testing.T) {
 		"FAIL\tgithub.com/trellisnet/trellis/internal/x\t9.6s\n",
 		"internal/y/y.go:3:1: syntax error\n",
 		"go: something printed as text\n",
+		"(no result for github.com/trellisnet/trellis/internal/z TestHang; its output:)\npanic: test timed out after 1s\n",
 		"slowest tests (of 3, 10 s in all):\n       7.0 s  internal/x.TestBad\n       2.5 s  internal/x.TestOK\n",
 		"slowest packages (of 1, 10 s in all):\n       9.6 s  github.com/trellisnet/trellis/internal/x\n",
 	} {
