@@ -53,16 +53,18 @@ func main() {
 
 // read prints the events of in as go test would without -v.
 func (r *report) read(in io.Reader) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		var e event
-		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &e) != nil {
-			fmt.Fprintln(r.out, line)
-			continue
+	br := bufio.NewReader(in) // no limit on a line's length, unlike a Scanner
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			r.line(strings.TrimSuffix(line, "\n"))
 		}
-		r.event(e)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
 	}
 	// A test with no result (the binary crashed or timed out) shows what it printed.
 	keys := make([]string, 0, len(r.buffered))
@@ -73,7 +75,17 @@ func (r *report) read(in io.Reader) error {
 	for _, k := range keys {
 		fmt.Fprintf(r.out, "(no result for %s; its output:)\n%s", k, strings.Join(r.buffered[k], ""))
 	}
-	return sc.Err()
+	return nil
+}
+
+// line handles one line of input: an event, or text printed as it is.
+func (r *report) line(line string) {
+	var e event
+	if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &e) != nil {
+		fmt.Fprintln(r.out, line)
+		return
+	}
+	r.event(e)
 }
 
 // event handles one event.

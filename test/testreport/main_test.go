@@ -56,3 +56,16 @@ func TestReport(t *testing.T) {
 		}
 	}
 }
+
+// A line longer than a Scanner's buffer, and a last line without its newline, pass through.
+func TestReportLongLines(t *testing.T) {
+	long := strings.Repeat("x", 1<<21)
+	var b strings.Builder
+	r := &report{out: &b, buffered: map[string][]string{}}
+	if err := r.read(strings.NewReader(long + "\nlast")); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != long+"\nlast\n" {
+		t.Errorf("got %d bytes, want the long line and the last one", b.Len())
+	}
+}

@@ -76,7 +76,7 @@ repetition. Figures are the median of the repetitions, with the minimum and maxi
 Regenerate this page (it installs what it needs, builds trellis and trellis-bench, runs the full
 bench, and writes this file and the plots):
 
-` + "```sh\n./scripts/bench.sh            # full run, about 95 minutes on 2 cores\n./scripts/bench.sh --quick    # every part, fewer and shorter trials: under two minutes\n```\n\n")
+` + "```sh\n./scripts/bench.sh            # full run, about 110 minutes on 2 cores\n./scripts/bench.sh --quick    # every part, fewer and shorter trials: under two minutes\n```\n\n")
 	b.WriteString("Or run parts by hand: `bin/trellis-bench --help`; for example\n`bin/trellis-bench --parts forward --setups native,shortbridge --repeat 9 --trial 2s`.\n\n")
 
 	fmt.Fprintf(b, "## This run\n\n")
