@@ -29,7 +29,7 @@ func TestBenchTopology(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.settings, err)
 		}
-		if c.check != nil && !c.check(n.Links[0]) || c.check != nil && !c.check(n.Links[1]) {
+		if c.check != nil && (!c.check(n.Links[0]) || !c.check(n.Links[1])) {
 			t.Errorf("%s: links %+v", c.settings, n.Links)
 		}
 		p, err := plan.Make(n, "abcd1234", "", &plan.Names{})
