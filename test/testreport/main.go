@@ -66,7 +66,12 @@ func (r *report) read(in io.Reader) error {
 			return err
 		}
 	}
-	// A test with no result (the binary crashed or timed out) shows what it printed.
+	r.unfinished()
+	return nil
+}
+
+// unfinished prints what each test with no result (its binary crashed or timed out) printed.
+func (r *report) unfinished() {
 	keys := make([]string, 0, len(r.buffered))
 	for k := range r.buffered {
 		keys = append(keys, k)
@@ -75,7 +80,6 @@ func (r *report) read(in io.Reader) error {
 	for _, k := range keys {
 		fmt.Fprintf(r.out, "(no result for %s; its output:)\n%s", k, strings.Join(r.buffered[k], ""))
 	}
-	return nil
 }
 
 // line handles one line of input: an event, or text printed as it is.
@@ -137,10 +141,10 @@ func (r *report) summary(n int) {
 	list("slowest packages", r.packages)
 }
 
+// module is the path that test names drop from their package's.
+const module = "github.com/trellisnet/trellis/"
+
 // short is a package's path after the module's.
 func short(pkg string) string {
-	if i := strings.Index(pkg, "/trellis/"); i >= 0 {
-		return pkg[i+len("/trellis/"):]
-	}
-	return pkg
+	return strings.TrimPrefix(pkg, module)
 }
